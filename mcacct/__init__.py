@@ -1,0 +1,16 @@
+"""mcacct: a JAX-accelerated Monte Carlo privacy accountant for DP-BandMF with b-min-sep subsampling.
+
+Importing mcacct turns on ``jax_enable_x64``: sums over billions of samples and the default loss kernel are
+float64 (see the precision policy in the README). Float32 kernels remain available where requested.
+"""
+
+import jax as _jax
+
+_jax.config.update("jax_enable_x64", True)
+
+from mcacct.schemes import BMinSep, expected_participation_rate, sampling_prob_from_batch_size  # noqa: E402
+from mcacct.strategy import BandedToeplitz  # noqa: E402
+from mcacct.sample import sample_participation, sample_y  # noqa: E402
+from mcacct.loss import privacy_loss, sliding_dot  # noqa: E402
+
+__version__ = "0.1.0"

@@ -1,0 +1,169 @@
+r"""Privacy loss ``L(y) = ln P(y)/Q(y)`` of BandMF with b-min-sep subsampling (paper 003, §5).
+
+Write :math:`\ell_i = (\langle c^{(i)}, y_{i:i+b} \rangle - \|c^{(i)}\|^2/2)/\sigma^2` for the log
+likelihood ratio of one participation at iteration ``i`` (column ``i`` of ``C``, truncated at row ``n``).
+With :math:`f_i` the likelihood ratio of iterations ``i..n`` given that the example is available at ``i``,
+Theorem 5.1 gives
+
+.. math::
+    f_i = (1 - p)\, f_{i+1} + p\, e^{\ell_i} f_{i+b}, \qquad f_i = 1 \ (i > n),
+
+so ``L = ln f_1`` for the cold start (Alg. 1) and, for the warm start (Alg. 2),
+
+.. math::  L = \ln \frac{f_1 + p \sum_{i=2}^{b} f_i}{1 + (b - 1) p}.
+
+The recursion runs in log space with ``lax.scan`` over ``n`` steps, carrying a ring buffer of the last
+``b`` values (``O(n)`` per sample after the sliding dot products, which cost ``O(n b)`` directly,
+``O(n log n)`` by FFT and ``O(n)`` for constant ``c_col`` by prefix sums). For ``b = 1`` the recursion
+factorises: :math:`L = \sum_i \ln(1 - p + p e^{\ell_i})`.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcacct.schemes import BMinSep
+from mcacct.strategy import BandedToeplitz
+
+__all__ = ["privacy_loss", "sliding_dot", "participation_log_ratios", "log_ratio_from_terms"]
+
+_DOT_METHODS = ("auto", "direct", "fft", "prefix")
+
+
+def _choose_dot_method(c_col: tuple[float, ...], method: str) -> str:
+    if method not in _DOT_METHODS:
+        raise ValueError(f"dot_method must be one of {_DOT_METHODS}; got {method!r}")
+    if method != "auto":
+        return method
+    k = len(c_col)
+    if k == 1:
+        return "direct"
+    if all(v == c_col[0] for v in c_col):
+        return "prefix"
+    return "direct" if k <= 32 else "fft"
+
+
+def sliding_dot(y: jax.Array, c_col: tuple[float, ...], method: str = "auto") -> jax.Array:
+    r"""Sliding dot products :math:`s_i = \sum_{d < k} c_d\, y_{i+d}` along the last axis (``y`` zero
+    beyond ``n``), i.e. :math:`\langle c^{(i)}, y \rangle` with columns truncated at row ``n``.
+
+    ``method``: ``"direct"`` (``k`` shifted multiply-adds), ``"fft"`` (real FFT of length ``>= n + k``),
+    ``"prefix"`` (constant ``c_col`` only: difference of prefix sums) or ``"auto"``.
+    """
+    method = _choose_dot_method(c_col, method)
+    n, k = y.shape[-1], len(c_col)
+    dtype = y.dtype
+    if method == "prefix":
+        if any(v != c_col[0] for v in c_col):
+            raise ValueError("dot_method='prefix' needs a constant c_col")
+        pad = [(0, 0)] * (y.ndim - 1)
+        cs = jnp.cumsum(jnp.pad(y, pad + [(1, k)]), axis=-1)
+        return (cs[..., k:k + n] - cs[..., :n]) * jnp.asarray(c_col[0], dtype)
+    if method == "direct":
+        pad = [(0, 0)] * (y.ndim - 1) + [(0, k - 1)]
+        yp = jnp.pad(y, pad)
+        out = yp[..., 0:n] * jnp.asarray(c_col[0], dtype)
+        for d in range(1, k):
+            if c_col[d] != 0.0:
+                out = out + yp[..., d:d + n] * jnp.asarray(c_col[d], dtype)
+        return out
+    # fft: correlation = convolution with the reversed filter
+    size = 1 << int(math.ceil(math.log2(n + k)))
+    rev = np.zeros(size)
+    rev[0] = c_col[0]
+    for d in range(1, k):
+        rev[size - d] = c_col[d]
+    cf = jnp.fft.rfft(jnp.asarray(rev, dtype))
+    yf = jnp.fft.rfft(y, n=size, axis=-1)
+    return jnp.fft.irfft(yf * cf, n=size, axis=-1)[..., :n].astype(dtype)
+
+
+def participation_log_ratios(y: jax.Array, sigma, strategy: BandedToeplitz, method: str = "auto") -> jax.Array:
+    r""":math:`\ell_i = (\langle c^{(i)}, y\rangle - \|c^{(i)}\|^2 / 2) / \sigma^2` for every ``i``, shape of ``y``."""
+    n = y.shape[-1]
+    sq = jnp.asarray(strategy.column_sq_norms(n), y.dtype)
+    inv_var = 1.0 / jnp.asarray(sigma, y.dtype) ** 2
+    return (sliding_dot(y, strategy.c_col, method) - 0.5 * sq) * inv_var
+
+
+def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep) -> jax.Array:
+    """Run the recursion of Theorem 5.1 on the per-iteration terms ``ell`` (shape ``(..., n)``).
+
+    Returns ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
+    """
+    b, p = scheme.min_sep, scheme.sampling_prob
+    dtype = ell.dtype
+    log_p = jnp.asarray(math.log(p), dtype)
+    log_q = jnp.asarray(math.log1p(-p) if p < 1.0 else -jnp.inf, dtype)
+    if b == 1:
+        return jnp.sum(jnp.logaddexp(log_q, log_p + ell), axis=-1)
+    lead = ell.shape[:-1]
+    n = ell.shape[-1]
+    ell_t = jnp.moveaxis(ell, -1, 0)  # time-major for the scan
+
+    def body(carry, inputs):
+        ring, f_next = carry
+        i, e = inputs
+        slot = i % b
+        f_ib = jax.lax.dynamic_index_in_dim(ring, slot, 0, keepdims=False)  # f_{i+b}
+        f_i = jnp.logaddexp(log_q + f_next, log_p + e + f_ib)
+        ring = jax.lax.dynamic_update_index_in_dim(ring, f_i, slot, 0)
+        return (ring, f_i), None
+
+    ring0 = jnp.zeros((b,) + lead, dtype)
+    f0 = jnp.zeros(lead, dtype)
+    (ring, _), _ = jax.lax.scan(body, (ring0, f0), (jnp.arange(n, dtype=jnp.int32), ell_t), reverse=True)
+    # after the scan ring[i % b] = f_i (0-based i) for i < b; entries with i >= n stay at f = 1
+    f_first = ring[jnp.arange(b) % b]  # f_1..f_b in 1-based terms (f_i = 1 beyond n)
+    if not scheme.warm_start:
+        return f_first[0]
+    weights = np.full(b, math.log(p))
+    weights[0] = 0.0
+    norm = math.log1p((b - 1) * p)
+    w = jnp.asarray(weights, dtype).reshape((b,) + (1,) * len(lead))
+    return jax.scipy.special.logsumexp(f_first + w, axis=0) - norm
+
+
+@partial(jax.jit, static_argnames=("scheme", "c_col", "dot_method"))
+def _privacy_loss(y, sigma, scheme, c_col, dot_method):
+    strategy = BandedToeplitz(c_col)
+    ell = participation_log_ratios(y, sigma, strategy, dot_method)
+    return log_ratio_from_terms(ell, scheme)
+
+
+def privacy_loss(scheme: BMinSep, y: jax.Array, sigma: float | jax.Array, c_col=(1.0,),
+                 dot_method: str = "auto") -> jax.Array:
+    r"""Privacy loss :math:`\ln P(y)/Q(y)` for each row of ``y``.
+
+    Parameters
+    ----------
+    scheme: the b-min-sep scheme (``iterations`` must equal ``y.shape[-1]``).
+    y: outputs of shape ``(num_samples, n)`` (or ``(n,)``); float64 or float32.
+    sigma: noise multiplier, ``> 0``.
+    c_col: non-zeros of the first column of ``C`` (``len(c_col) <= min_sep``).
+    dot_method: how the sliding dot products are computed (see :func:`sliding_dot`).
+
+    Returns
+    -------
+    Array of shape ``y.shape[:-1]``.
+    """
+    strategy = c_col if isinstance(c_col, BandedToeplitz) else BandedToeplitz(c_col)
+    strategy.check_min_sep(scheme.min_sep)
+    y = jnp.asarray(y)
+    if y.shape[-1] != scheme.iterations:
+        raise ValueError(f"y must have {scheme.iterations} columns (scheme.iterations); got shape {y.shape}")
+    if not jnp.issubdtype(y.dtype, jnp.floating):
+        y = y.astype(jnp.float64)
+    _check_sigma(sigma)
+    return _privacy_loss(y, sigma, scheme, strategy.c_col, dot_method)
+
+
+def _check_sigma(sigma) -> None:
+    s = np.asarray(sigma)
+    if s.ndim == 0 and not (np.isfinite(s) and s > 0):
+        raise ValueError(f"sigma must be a finite number in (0, inf); got {float(s)!r}")

@@ -1,0 +1,98 @@
+r"""Samplers of the mechanism output ``y`` under the dominating pair.
+
+Under ``P`` (the example is present) ``y = C x + z`` with ``x`` the example's b-min-sep participation
+vector; under ``Q`` (absent) ``y = z``; ``z ~ N(0, sigma^2 I)``. Arrays are batch-first,
+``(num_samples, iterations)``. All functions are pure, take an explicit ``jax.random`` key and are jitted
+with the scheme and strategy as static arguments.
+
+Participation times are drawn as a renewal process (see :mod:`mcacct.schemes`): the first participation
+is at ``A + G_1`` and later ones ``b - 1 + G_k`` apart, ``G_k ~ Geometric(p)`` on ``{1, 2, ...}``. This
+uses ``ceil(n/b)`` draws per sample instead of ``n`` and is exactly Alg. 1 (cold) / Alg. 2 (warm).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcacct.schemes import BMinSep
+from mcacct.strategy import BandedToeplitz
+
+__all__ = ["sample_participation", "sample_y", "mean_shift"]
+
+
+def _geometric(key: jax.Array, p: float, shape: tuple[int, ...]) -> jax.Array:
+    """Geometric(p) on {1, 2, ...} as int32 (exact inversion in float64)."""
+    if p >= 1.0:
+        return jnp.ones(shape, jnp.int32)
+    u = jax.random.uniform(key, shape, dtype=jnp.float64)
+    # 1 - u lies in (0, 1]; floor(log(1-u) / log(1-p)) is Geometric on {0, 1, ...}
+    g = jnp.floor(jnp.log1p(-u) / np.log1p(-p))
+    return (jnp.minimum(g, 2**30) + 1).astype(jnp.int32)
+
+
+@partial(jax.jit, static_argnames=("scheme", "num_samples"))
+def participation_times(key: jax.Array, scheme: BMinSep, num_samples: int) -> jax.Array:
+    """1-based participation times, shape ``(num_samples, ceil(n/b))``; entries ``> n`` are unused."""
+    b, p, n = scheme.min_sep, scheme.sampling_prob, scheme.iterations
+    k_max = scheme.max_participations
+    k_start, k_gap = jax.random.split(key)
+    gaps = _geometric(k_gap, p, (num_samples, k_max))
+    if scheme.warm_start and b > 1:
+        ka, kb = jax.random.split(k_start)
+        available = jax.random.uniform(ka, (num_samples,), dtype=jnp.float64) < 1.0 / (1.0 + (b - 1) * p)
+        blocked_for = jax.random.randint(kb, (num_samples,), 1, b, dtype=jnp.int32)
+        offset = jnp.where(available, 0, blocked_for)
+    else:
+        offset = jnp.zeros((num_samples,), jnp.int32)
+    steps = gaps.at[:, 1:].add(b - 1)
+    times = offset[:, None] + jnp.cumsum(jnp.minimum(steps, n + 1), axis=1)
+    return jnp.minimum(times, n + 1)
+
+
+@partial(jax.jit, static_argnames=("scheme", "num_samples"))
+def sample_participation(key: jax.Array, scheme: BMinSep, num_samples: int) -> jax.Array:
+    """Participation vectors ``x`` of shape ``(num_samples, n)`` (bool) under b-min-sep subsampling."""
+    n = scheme.iterations
+    if scheme.min_sep == 1:
+        return jax.random.uniform(key, (num_samples, n), dtype=jnp.float64) < scheme.sampling_prob
+    times = participation_times(key, scheme, num_samples)
+    rows = jnp.arange(num_samples)[:, None]
+    x = jnp.zeros((num_samples, n + 1), bool).at[rows, times - 1].set(True)
+    return x[:, :n]
+
+
+def mean_shift(x: jax.Array, c_col: tuple[float, ...], dtype=jnp.float64) -> jax.Array:
+    r"""``C x`` for min-sep-separated ``x`` of shape ``(..., n)``: ``(Cx)_j = c_{j - t}`` where ``t`` is the
+    last participation at or before ``j`` (at most one participation is within ``len(c_col)`` of ``j``)."""
+    n = x.shape[-1]
+    idx = jnp.arange(n, dtype=jnp.int32)
+    last = jax.lax.cummax(jnp.where(x, idx, -(2**30)), axis=x.ndim - 1)
+    lag = idx - last
+    c = jnp.asarray(c_col, dtype)
+    return jnp.where(lag < len(c_col), c[jnp.clip(lag, 0, len(c_col) - 1)], jnp.zeros((), dtype))
+
+
+@partial(jax.jit, static_argnames=("scheme", "strategy", "num_samples", "positive", "dtype"))
+def sample_y(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: float | jax.Array,
+             num_samples: int, positive: bool = True, dtype=jnp.float64) -> jax.Array:
+    """Draw ``num_samples`` outputs ``y`` of shape ``(num_samples, n)`` under ``P`` or ``Q``.
+
+    Parameters
+    ----------
+    key: a ``jax.random`` key; the same key gives the same samples.
+    scheme: the sampling scheme (static).
+    strategy: the banded Toeplitz strategy ``C`` (static); needs ``len(c_col) <= min_sep``.
+    sigma: noise standard deviation (noise multiplier).
+    positive: ``True`` samples ``P`` (``y = Cx + z``), ``False`` samples ``Q`` (``y = z``).
+    """
+    strategy.check_min_sep(scheme.min_sep)
+    kx, kz = jax.random.split(key)
+    z = jax.random.normal(kz, (num_samples, scheme.iterations), dtype) * jnp.asarray(sigma, dtype)
+    if not positive:
+        return z
+    x = sample_participation(kx, scheme, num_samples)
+    return z + mean_shift(x, strategy.c_col, dtype)

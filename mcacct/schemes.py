@@ -1,0 +1,88 @@
+r"""Sampling schemes: how the participation vector ``x`` of one example is drawn.
+
+b-min-sep subsampling (paper 003, Alg. 1) runs Poisson sampling with probability ``p`` at every
+iteration but excludes examples that participated in the previous ``b - 1`` iterations. Per example this
+is a renewal process: the gap between consecutive participations is ``(b - 1) + G`` with
+``G ~ Geometric(p)`` on ``{1, 2, ...}``. The stationary participation rate is
+
+.. math::  p_0 = \frac{1}{1/p + b - 1}, \qquad p = \frac{p_0}{1 - p_0 (b - 1)}.
+
+The warm start (Alg. 2) draws the initial state from the stationary law: available with probability
+``1 / (1 + (b-1) p)``, otherwise blocked for a further ``A ~ Uniform{1..b-1}`` iterations, so the first
+participation is at iteration ``A + G`` (``A = 0`` when available). ``b = 1`` is Poisson sampling;
+``p = 1`` with the warm start is balls-in-bins with ``b`` bins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mcacct._validate import check_int, check_real
+
+__all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate"]
+
+
+@dataclass(frozen=True)
+class BMinSep:
+    """b-min-sep subsampling of one example over ``iterations`` steps.
+
+    Parameters
+    ----------
+    sampling_prob:
+        ``p`` in ``(0, 1]``: the probability that an *available* example is included.
+    min_sep:
+        ``b >= 1``: no example participates in two iterations closer than ``b``. ``b = 1`` is Poisson.
+    iterations:
+        ``n >= 1``: the number of training iterations.
+    warm_start:
+        Start from the stationary distribution (Alg. 2, default) rather than all-available (Alg. 1).
+    """
+
+    sampling_prob: float
+    min_sep: int
+    iterations: int
+    warm_start: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sampling_prob",
+                           check_real("sampling_prob", self.sampling_prob, low=0.0, high=1.0, low_open=True))
+        object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
+        object.__setattr__(self, "iterations", check_int("iterations", self.iterations, low=1))
+        if not isinstance(self.warm_start, bool):
+            raise ValueError(f"warm_start must be a bool; got {self.warm_start!r}")
+
+    @property
+    def participation_rate(self) -> float:
+        """Stationary expected participation rate ``p0 = 1 / (1/p + b - 1)``."""
+        return expected_participation_rate(self.sampling_prob, self.min_sep)
+
+    @property
+    def max_participations(self) -> int:
+        """``ceil(n / b)``: the most participations that fit into ``n`` iterations."""
+        return -(-self.iterations // self.min_sep)
+
+
+def expected_participation_rate(sampling_prob: float, min_sep: int) -> float:
+    """``p0 = 1 / (1/p + b - 1)``, the stationary participation rate of b-min-sep subsampling."""
+    p = check_real("sampling_prob", sampling_prob, low=0.0, high=1.0, low_open=True)
+    b = check_int("min_sep", min_sep, low=1)
+    return 1.0 / (1.0 / p + b - 1)
+
+
+def sampling_prob_from_batch_size(expected_batch_size: float, dataset_size: int, min_sep: int) -> float:
+    r"""The ``p`` that gives an expected batch size ``B`` on a dataset of ``M`` examples.
+
+    With :math:`p_0 = B / M`, :math:`p = p_0 / (1 - p_0 (b - 1))`, feasible only when
+    :math:`p_0 \le 1/b` (each example can take part in at most one in ``b`` iterations).
+
+    Raises
+    ------
+    ValueError
+        If ``B / M`` is not in ``(0, 1/b]``.
+    """
+    m = check_int("dataset_size", dataset_size, low=1)
+    b = check_int("min_sep", min_sep, low=1)
+    bs = check_real("expected_batch_size", expected_batch_size, low=0.0, high=m / b, low_open=True)
+    p0 = bs / m
+    p = p0 / (1.0 - p0 * (b - 1))
+    return min(p, 1.0)
