@@ -12,5 +12,8 @@ from mcacct.schemes import BMinSep, expected_participation_rate, sampling_prob_f
 from mcacct.strategy import BandedToeplitz  # noqa: E402
 from mcacct.sample import sample_participation, sample_y  # noqa: E402
 from mcacct.loss import privacy_loss, sliding_dot  # noqa: E402
+from mcacct.accountant import Problem, Estimate, estimate  # noqa: E402
+from mcacct.calibrate import CalibrationResult, calibrate  # noqa: E402
+from mcacct import evr  # noqa: E402
 
 __version__ = "0.1.0"

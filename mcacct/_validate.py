@@ -18,7 +18,7 @@ def check_real(name: str, value: Any, *, low: float | None = None, high: float |
                low_open: bool = False, high_open: bool = False) -> float:
     """Return ``float(value)`` after checking it is finite and inside the stated interval."""
     lo_b = "(" if low_open else "["
-    hi_b = ")" if high_open else "]"
+    hi_b = ")" if (high_open or high is None) else "]"
     rng = f"{lo_b}{'-inf' if low is None else low}, {'inf' if high is None else high}{hi_b}"
     if not _is_real(value) or not math.isfinite(float(value)):
         raise ValueError(f"{name} must be a finite real number in {rng}; got {value!r}")

@@ -1,0 +1,31 @@
+# Set-up commands for a fresh machine with only Python 3.11: each target installs what it needs into .venv.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test bench venv clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed-test: $(BIN)/activate pyproject.toml
+	$(BIN)/pip install -q -e ".[test,plot]"
+	touch $@
+
+venv: $(VENV)/.installed-test
+
+## run: noise calibration on the built-in demo configuration (prints sigma, overall delta, samples, time)
+run: venv
+	$(BIN)/mcacct calibrate
+
+## test: the whole test suite
+test: venv
+	$(BIN)/python -m pytest -q
+
+## bench: throughput against the CPU reference (writes benchmarks/results/)
+bench: venv
+	$(BIN)/python benchmarks/throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

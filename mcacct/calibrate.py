@@ -1,0 +1,157 @@
+r"""Noise calibration by Estimate-Verify-Release over a ladder of noise multipliers (paper 003, Alg. 5).
+
+1. Sample budget: ``num_samples`` per direction and candidate; the base delta (the verifier's threshold)
+   is the largest one whose overall delta (:func:`mcacct.evr.overall_delta`) meets the target. Without
+   ``num_samples`` the paper's choice is used: base delta = target/2 and the fewest samples that work.
+2. Top of the ladder, certified without Monte Carlo: the *unamplified* Gaussian mechanism with sensitivity
+   :math:`\sqrt{\lceil n/b \rceil}\,\|c\|` (every b-min-sep pattern has ``||Cx||`` at most this, and a
+   mixture of Gaussians with means inside that ball is dominated by it), analysed exactly (Balle & Wang) at
+   the base delta. Hence the answer is never empty.
+3. A pilot estimate on independent keys locates the sigma where the estimate crosses the base delta; the
+   ladder is ``sigma_hat * ratio**j`` for ``j = -below..above`` (capped by the top), fixed before any
+   verification sample is drawn.
+4. Candidates are verified from the top down, each with its own keys
+   (``fold_in(fold_in(root, CANDIDATES), j)``) and both directions; the first failure stops the walk. This
+   returns exactly ``i* = min{i : v_j = 1 for all j >= i}`` of Alg. 5 (lower candidates cannot change it),
+   so Theorem A.1 applies: the released sigma is (epsilon, overall_delta)-DP.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import jax
+import numpy as np
+
+from mcacct._validate import check_int, check_real
+from mcacct.accountant import DEFAULT_CHUNK_SIZE, Problem, run_direction
+from mcacct.estimate import DIRECTIONS, DirectionStats
+from mcacct import evr
+
+__all__ = ["calibrate", "CalibrationResult", "candidate_key", "pilot_key", "top_sigma"]
+
+_TAG_PILOT = 0x5049
+_TAG_CANDIDATES = 0x4341
+
+
+def candidate_key(root: jax.Array, index: int) -> jax.Array:
+    """The key of ladder candidate ``index`` (independent across candidates)."""
+    return jax.random.fold_in(jax.random.fold_in(root, _TAG_CANDIDATES), index)
+
+
+def pilot_key(root: jax.Array) -> jax.Array:
+    """The key of the pilot estimate (never used by a verification)."""
+    return jax.random.fold_in(root, _TAG_PILOT)
+
+
+def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, float]:
+    """(sigma, sensitivity) of the Monte-Carlo-free top candidate: Gaussian with worst-case sensitivity."""
+    s = problem.scheme
+    sens = problem.strategy.worst_case_sensitivity(s.iterations, s.min_sep)
+    return evr.gaussian_sigma(sens, epsilon, delta), sens
+
+
+@dataclass
+class CalibrationResult:
+    """Outcome of :func:`calibrate`. ``sigma`` is certified (epsilon, overall_delta)-DP."""
+
+    sigma: float
+    verified: bool
+    epsilon: float
+    target_delta: float
+    overall_delta: float
+    base_delta: float
+    num_samples: int
+    top_sigma: float
+    pilot_sigma: float
+    candidates: list[dict] = field(default_factory=list)
+    samples_used: int = 0
+    seconds: float = 0.0
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _pilot(problem, epsilon, base, key, n_pilot, lo, hi, chunk_size) -> float:
+    """Bisection in log sigma for the crossing of the pilot estimate (max over directions) and base."""
+    def est(sig):
+        return max(run_direction(problem, sig, key, d, n_pilot, (epsilon,), chunk_size).mean_at(0)
+                   for d in DIRECTIONS)
+    for _ in range(12):
+        mid = math.sqrt(lo * hi)
+        if est(mid) <= base:
+            hi = mid
+        else:
+            lo = mid
+        if hi / lo < 1.005:
+            break
+    return hi
+
+
+def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, num_samples: int | None = None,
+              ladder_ratio: float = 1.01, above: int = 6, below: int = 12, pilot_samples: int | None = None,
+              chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False) -> CalibrationResult:
+    """Smallest ladder sigma that passes Monte Carlo verification (Alg. 5), with its overall delta.
+
+    Parameters
+    ----------
+    problem: scheme, strategy and kernel precision.
+    epsilon: target epsilon ``>= 0``.
+    delta: target overall delta in ``(0, 1)``.
+    key: root ``jax.random`` key.
+    num_samples: samples per direction per candidate (default: the minimum for base delta = delta/2).
+    ladder_ratio: ratio between consecutive candidates (``> 1``; the paper uses 1.01).
+    above, below: ladder steps above / below the pilot estimate.
+    """
+    t0 = time.perf_counter()
+    eps = check_real("epsilon", epsilon, low=0.0)
+    target = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
+    ratio = check_real("ladder_ratio", ladder_ratio, low=1.0, low_open=True)
+    above = check_int("above", above, low=0)
+    below = check_int("below", below, low=0)
+    if num_samples is None:
+        base = target / 2
+        s = evr.min_samples(target, base)
+    else:
+        s = check_int("num_samples", num_samples, low=1)
+        base = evr.base_delta_for_target(s, target)  # raises with the number needed when too few
+    overall = evr.overall_delta(s, base)
+    sig_top, _ = top_sigma(problem, eps, base)
+    n_pilot = pilot_samples or int(min(s, max(20_000, 40 / base)))
+    sig_hat = _pilot(problem, eps, base, pilot_key(key), n_pilot, sig_top * 1e-3, sig_top, chunk_size)
+    ladder = [sig_hat * ratio**j for j in range(-below, above + 1) if sig_hat * ratio**j < sig_top]
+    used = 2 * n_pilot * 12
+    result = CalibrationResult(sigma=sig_top, verified=False, epsilon=eps, target_delta=target,
+                               overall_delta=overall, base_delta=base, num_samples=s, top_sigma=sig_top,
+                               pilot_sigma=sig_hat)
+    limit = base * s  # a direction fails as soon as its running sum exceeds base * s
+
+    def failed(st: DirectionStats) -> bool:
+        return st.sums[0] / 2.0**80 > limit
+
+    for j in reversed(range(len(ladder))):
+        sig = ladder[j]
+        k = candidate_key(key, j)
+        entry = {"index": j, "sigma": sig, "passed": True}
+        for d in DIRECTIONS:
+            st = run_direction(problem, sig, k, d, s, (eps,), chunk_size, stop_when=failed, progress=progress)
+            used += st.count
+            entry[f"delta_estimate_{d}"] = st.mean_at(0) if st.count == s else None
+            entry[f"samples_{d}"] = st.count
+            if st.count < s or st.mean_at(0) > base:
+                entry["passed"] = False
+                break
+        result.candidates.append(entry)
+        if not entry["passed"]:
+            break
+        result.sigma, result.verified = sig, True
+    if not result.verified:
+        result.note = "no ladder candidate passed; the Gaussian top candidate is returned"
+    elif result.candidates[-1]["passed"]:
+        result.note = "every ladder candidate passed: a lower sigma may pass with a longer ladder (--below)"
+    result.samples_used = used
+    result.seconds = time.perf_counter() - t0
+    return result
