@@ -41,6 +41,7 @@ class Problem:
     strategy: BandedToeplitz = BandedToeplitz()
     dtype: str = "float64"
     dot_method: str = "auto"
+    recursion: str = "auto"
 
     def __post_init__(self) -> None:
         self.strategy.check_min_sep(self.scheme.min_sep)
@@ -63,7 +64,7 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, posit
     # delta); the float32 kernel rounds the float64 draws, so both kernels see the same y on the same key
     y = sample_y(key, problem.scheme, problem.strategy, sigma, chunk_size, positive, jnp.float64).astype(dtype)
     ell = participation_log_ratios(y, jnp.asarray(sigma, dtype), problem.strategy, problem.dot_method)
-    loss = log_ratio_from_terms(ell, problem.scheme)
+    loss = log_ratio_from_terms(ell, problem.scheme, problem.recursion)
     return loss if positive else -loss
 
 

@@ -91,20 +91,52 @@ def participation_log_ratios(y: jax.Array, sigma, strategy: BandedToeplitz, meth
     return (sliding_dot(y, strategy.c_col, method) - 0.5 * sq) * inv_var
 
 
-def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep) -> jax.Array:
-    """Run the recursion of Theorem 5.1 on the per-iteration terms ``ell`` (shape ``(..., n)``).
+_RECURSIONS = ("auto", "scan", "blocked")
 
-    Returns ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
+
+def _blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
+    r"""``log f_1..log f_b`` by blocks of ``b`` iterations (time-major ``ell_t`` of shape ``(n, ...)``).
+
+    Inside a block the recursion is first order given the next block ``g`` (``f_{i+b}``):
+    :math:`x_j = \mathrm{logaddexp}(A + x_{j+1}, B_j)` with :math:`A = \ln(1-p)`,
+    :math:`B_j = \ln p + \ell_j + g_j`, :math:`x_b = g_0`. Each step is the map
+    :math:`x \mapsto \mathrm{logaddexp}(a + x, c)`; these maps compose associatively,
+    :math:`(a_1, c_1)` then :math:`(a_2, c_2)` giving :math:`(a_1 + a_2, \mathrm{logaddexp}(a_2 + c_1, c_2))`,
+    so a block costs ``O(b log b)`` work at depth ``log b`` and the scan runs ``ceil(n/b)`` steps.
     """
-    b, p = scheme.min_sep, scheme.sampling_prob
-    dtype = ell.dtype
-    log_p = jnp.asarray(math.log(p), dtype)
-    log_q = jnp.asarray(math.log1p(-p) if p < 1.0 else -jnp.inf, dtype)
-    if b == 1:
-        return jnp.sum(jnp.logaddexp(log_q, log_p + ell), axis=-1)
-    lead = ell.shape[:-1]
-    n = ell.shape[-1]
-    ell_t = jnp.moveaxis(ell, -1, 0)  # time-major for the scan
+    n = ell_t.shape[0]
+    lead = ell_t.shape[1:]
+    m = -(-n // b)
+    pad = m * b - n  # dummy iterations in front: they never influence f_1..f_n
+    if pad:
+        ell_t = jnp.concatenate([jnp.zeros((pad,) + lead, ell_t.dtype), ell_t], axis=0)
+    blocks = ell_t.reshape((m, b) + lead)
+
+    def combine(acc, e):
+        a1, c1 = acc
+        a2, c2 = e
+        return a1 + a2, jnp.logaddexp(a2 + c1, c2)
+
+    def body(carry, blk):
+        g, _ = carry
+        c = log_p + blk + g
+        a = jnp.full_like(c, log_q)
+        a_cum, c_cum = jax.lax.associative_scan(combine, (a, c), reverse=True, axis=0)
+        x = jnp.logaddexp(a_cum + g[0], c_cum)
+        return (x, g), None
+
+    ones = jnp.zeros((b,) + lead, ell_t.dtype)  # log f = 0 beyond the horizon
+    (block0, block1), _ = jax.lax.scan(body, (ones, ones), blocks, reverse=True)
+    # real iterations 1..b are block0[pad:] followed by block1[:pad]
+    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
+
+
+def _scan_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
+    """``log f_1..log f_b`` by a reverse ``lax.scan`` over the ``n`` iterations with a ring buffer:
+    ``ring[i % b]`` holds ``f_{i+b}`` when step ``i`` reads it and ``f_i`` after it."""
+    n = ell_t.shape[0]
+    lead = ell_t.shape[1:]
+    dtype = ell_t.dtype
 
     def body(carry, inputs):
         ring, f_next = carry
@@ -118,8 +150,33 @@ def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep) -> jax.Array:
     ring0 = jnp.zeros((b,) + lead, dtype)
     f0 = jnp.zeros(lead, dtype)
     (ring, _), _ = jax.lax.scan(body, (ring0, f0), (jnp.arange(n, dtype=jnp.int32), ell_t), reverse=True)
-    # after the scan ring[i % b] = f_i (0-based i) for i < b; entries with i >= n stay at f = 1
-    f_first = ring[jnp.arange(b) % b]  # f_1..f_b in 1-based terms (f_i = 1 beyond n)
+    return ring  # ring[i] = f_{i+1} (1-based) for i < b; f = 1 beyond n
+
+
+def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
+    """Run the recursion of Theorem 5.1 on the per-iteration terms ``ell`` (shape ``(..., n)``).
+
+    ``recursion``: ``"scan"`` (``n`` sequential steps, least work: the CPU default), ``"blocked"``
+    (``ceil(n/b)`` sequential steps of an ``O(b log b)`` associative scan: the accelerator default) or
+    ``"auto"``. Returns ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
+    """
+    if recursion not in _RECURSIONS:
+        raise ValueError(f"recursion must be one of {_RECURSIONS}; got {recursion!r}")
+    b, p = scheme.min_sep, scheme.sampling_prob
+    dtype = ell.dtype
+    log_p = jnp.asarray(math.log(p), dtype)
+    log_q = jnp.asarray(math.log1p(-p) if p < 1.0 else -jnp.inf, dtype)
+    if b == 1:
+        return jnp.sum(jnp.logaddexp(log_q, log_p + ell), axis=-1)
+    lead = ell.shape[:-1]
+    n = ell.shape[-1]
+    ell_t = jnp.moveaxis(ell, -1, 0)  # time-major for the scan
+    if recursion == "auto":
+        recursion = "scan" if jax.default_backend() == "cpu" else "blocked"
+    if recursion == "blocked":
+        f_first = _blocked_first_values(ell_t, b, log_p, log_q)
+    else:
+        f_first = _scan_first_values(ell_t, b, log_p, log_q)
     if not scheme.warm_start:
         return f_first[0]
     weights = np.full(b, math.log(p))
@@ -129,15 +186,15 @@ def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep) -> jax.Array:
     return jax.scipy.special.logsumexp(f_first + w, axis=0) - norm
 
 
-@partial(jax.jit, static_argnames=("scheme", "c_col", "dot_method"))
-def _privacy_loss(y, sigma, scheme, c_col, dot_method):
+@partial(jax.jit, static_argnames=("scheme", "c_col", "dot_method", "recursion"))
+def _privacy_loss(y, sigma, scheme, c_col, dot_method, recursion):
     strategy = BandedToeplitz(c_col)
     ell = participation_log_ratios(y, sigma, strategy, dot_method)
-    return log_ratio_from_terms(ell, scheme)
+    return log_ratio_from_terms(ell, scheme, recursion)
 
 
 def privacy_loss(scheme: BMinSep, y: jax.Array, sigma: float | jax.Array, c_col=(1.0,),
-                 dot_method: str = "auto") -> jax.Array:
+                 dot_method: str = "auto", recursion: str = "auto") -> jax.Array:
     r"""Privacy loss :math:`\ln P(y)/Q(y)` for each row of ``y``.
 
     Parameters
@@ -147,6 +204,7 @@ def privacy_loss(scheme: BMinSep, y: jax.Array, sigma: float | jax.Array, c_col=
     sigma: noise multiplier, ``> 0``.
     c_col: non-zeros of the first column of ``C`` (``len(c_col) <= min_sep``).
     dot_method: how the sliding dot products are computed (see :func:`sliding_dot`).
+    recursion: ``"scan"``, ``"blocked"`` or ``"auto"`` (see :func:`log_ratio_from_terms`).
 
     Returns
     -------
@@ -160,7 +218,7 @@ def privacy_loss(scheme: BMinSep, y: jax.Array, sigma: float | jax.Array, c_col=
     if not jnp.issubdtype(y.dtype, jnp.floating):
         y = y.astype(jnp.float64)
     _check_sigma(sigma)
-    return _privacy_loss(y, sigma, scheme, strategy.c_col, dot_method)
+    return _privacy_loss(y, sigma, scheme, strategy.c_col, dot_method, recursion)
 
 
 def _check_sigma(sigma) -> None:

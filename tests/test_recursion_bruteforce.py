@@ -19,8 +19,8 @@ CASES = [(n, b, p, c, warm)
 
 
 @pytest.mark.parametrize("n,b,p,c_col,warm", CASES)
-@pytest.mark.parametrize("method", ["auto", "direct", "fft"])
-def test_recursion_matches_enumeration(n, b, p, c_col, warm, method):
+@pytest.mark.parametrize("method,recursion", [("auto", "scan"), ("direct", "blocked"), ("fft", "scan")])
+def test_recursion_matches_enumeration(n, b, p, c_col, warm, method, recursion):
     rng = np.random.default_rng(hash((n, b, p, c_col, warm)) % 2**32)
     sigma = 0.7
     ys = np.concatenate([
@@ -29,7 +29,7 @@ def test_recursion_matches_enumeration(n, b, p, c_col, warm, method):
     ])
     expected = np.array([oracles.log_likelihood_ratio(y, sigma, c_col, p, b, warm) for y in ys])
     scheme = mcacct.BMinSep(p, b, n, warm_start=warm)
-    got = np.asarray(mcacct.privacy_loss(scheme, ys, sigma, c_col, dot_method=method))
+    got = np.asarray(mcacct.privacy_loss(scheme, ys, sigma, c_col, dot_method=method, recursion=recursion))
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9 * np.max(np.abs(expected)))
 
 

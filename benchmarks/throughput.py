@@ -1,0 +1,155 @@
+"""Throughput of mcacct's fused sampler + privacy-loss kernel against the jax-privacy NumPy reference.
+
+Both are timed in the same run on the same machine (positive direction: sample generation + privacy loss).
+Compilation / warm-up is reported separately. Figures go to benchmarks/results/throughput_<device>.json and a PNG.
+
+    python benchmarks/throughput.py [--quick] [--no-reference] [--scaling] [--chunk-size 8192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import time
+
+import jax
+import numpy as np
+
+import mcacct
+from mcacct.accountant import Problem, chunk_losses
+
+RESULTS = os.path.join(os.path.dirname(__file__), "results")
+
+CONFIGS = {
+    # name: (iterations, min_sep, sampling_prob)
+    "n1024_b8": (1024, 8, mcacct.sampling_prob_from_batch_size(1, 256, 8)),
+    "n7200_b256": (7200, 256, mcacct.sampling_prob_from_batch_size(1793, 14_745_600, 256)),
+    "n1024_b1_poisson": (1024, 1, 1 / 256),
+}
+
+
+def _problem(n, b, p, dtype, dot_method="auto"):
+    c = tuple(float(v) for v in np.ones(b) / np.sqrt(b))
+    return Problem(mcacct.BMinSep(p, b, n), mcacct.BandedToeplitz(c), dtype=dtype, dot_method=dot_method)
+
+
+def time_mcacct(problem, sigma, chunk, min_seconds):
+    key = jax.random.key(0)
+    t0 = time.perf_counter()
+    chunk_losses(jax.random.fold_in(key, 0), sigma, problem, chunk, True).block_until_ready()
+    compile_s = time.perf_counter() - t0
+    done, c = 0, 1
+    t0 = time.perf_counter()
+    while True:
+        out = chunk_losses(jax.random.fold_in(key, c), sigma, problem, chunk, True)
+        c += 1
+        done += chunk
+        if time.perf_counter() - t0 > min_seconds:
+            out.block_until_ready()
+            break
+    out.block_until_ready()
+    el = time.perf_counter() - t0
+    return {"samples_per_s": done / el, "compile_s": compile_s, "timed_samples": done, "timed_s": el}
+
+
+def time_reference(n, b, p, sigma, num, min_seconds):
+    from jax_privacy import batch_selection
+    from jax_privacy.experimental.monte_carlo import sample_generation as sg
+    strat = batch_selection.BMinSepSampling(sampling_prob=p, iterations=n, min_sep=b, warm_start=True)
+    c = np.ones(b) / np.sqrt(b)
+    t0 = time.perf_counter()
+    sg.get_privacy_loss_sample(strat, sigma, c, seed=0, positive_sample=True, num_samples=64)
+    warm = time.perf_counter() - t0
+    done, t0, seed = 0, time.perf_counter(), 1
+    while time.perf_counter() - t0 < min_seconds:
+        sg.get_privacy_loss_sample(strat, sigma, c, seed=seed, positive_sample=True, num_samples=num)
+        done += num
+        seed += 1
+    el = time.perf_counter() - t0
+    return {"samples_per_s": done / el, "warmup_s": warm, "timed_samples": done, "timed_s": el}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="short timings")
+    ap.add_argument("--no-reference", action="store_true", help="skip the jax-privacy reference")
+    ap.add_argument("--scaling", action="store_true", help="also sweep n, b and chunk size")
+    ap.add_argument("--chunk-size", type=int, default=0, help="chunk size (default: 4096 CPU, 65536 GPU)")
+    ap.add_argument("--dtypes", default="float64,float32")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args()
+    dev = jax.devices()[0]
+    on_gpu = dev.platform != "cpu"
+    chunk = args.chunk_size or (65536 if on_gpu else 4096)
+    secs = 2.0 if args.quick else 6.0
+    sigma = 1.0
+    res = {"device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}", "device_count": jax.device_count(),
+           "jax": jax.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
+           "chunk_size": chunk, "sigma": sigma, "c_col": "ones(b)/sqrt(b)", "warm_start": True, "results": []}
+    for name in args.configs.split(","):
+        n, b, p = CONFIGS[name]
+        row = {"config": name, "iterations": n, "min_sep": b, "sampling_prob": p}
+        for dt in args.dtypes.split(","):
+            for method in (["auto", "fft"] if b > 32 else ["auto"]):
+                key = f"mcacct_{dt}" + ("" if method == "auto" else f"_{method}")
+                row[key] = time_mcacct(_problem(n, b, p, dt, method), sigma, chunk, secs)
+                print(name, key, row[key], file=sys.stderr, flush=True)
+        if not args.no_reference:
+            row["reference"] = time_reference(n, b, p, sigma, 2000 if n > 2000 else 5000, secs)
+            print(name, "reference", row["reference"], file=sys.stderr, flush=True)
+            for k in list(row):
+                if k.startswith("mcacct_"):
+                    row[f"speedup_{k[7:]}"] = row[k]["samples_per_s"] / row["reference"]["samples_per_s"]
+        res["results"].append(row)
+    if args.scaling:
+        sc = []
+        for n in (256, 1024, 4096, 8192):
+            sc.append({"sweep": "n", "iterations": n, "min_sep": 8,
+                       **time_mcacct(_problem(n, 8, 1 / 256, "float64"), sigma, chunk, secs / 2)})
+        for b in (1, 4, 16, 64, 256):
+            sc.append({"sweep": "b", "iterations": 1024, "min_sep": b,
+                       **time_mcacct(_problem(1024, b, 1 / 1024, "float64"), sigma, chunk, secs / 2)})
+        for ch in (512, 2048, 8192, 32768):
+            sc.append({"sweep": "chunk", "chunk_size": ch, "iterations": 1024, "min_sep": 8,
+                       **time_mcacct(_problem(1024, 8, 1 / 256, "float64"), sigma, ch, secs / 2)})
+        res["scaling"] = sc
+    res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    os.makedirs(RESULTS, exist_ok=True)
+    tag = args.tag or ("gpu" if on_gpu else "cpu")
+    path = os.path.join(RESULTS, f"throughput_{tag}.json")
+    with open(path, "w") as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps(res, indent=1))
+    try:
+        _plot(res, os.path.join(RESULTS, f"throughput_{tag}.png"))
+    except ImportError:
+        pass
+
+
+def _plot(res, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = res["results"]
+    keys = sorted({k for r in rows for k in r if k.startswith("mcacct_") or k == "reference"})
+    fig, ax = plt.subplots(figsize=(8, 4))
+    w = 0.8 / max(len(keys), 1)
+    for i, k in enumerate(keys):
+        vals = [r[k]["samples_per_s"] if k in r else 0 for r in rows]
+        ax.bar(np.arange(len(rows)) + i * w, vals, w, label=k)
+    ax.set_xticks(np.arange(len(rows)) + w * (len(keys) - 1) / 2, [r["config"] for r in rows])
+    ax.set_yscale("log")
+    ax.set_ylabel("samples / s (positive direction)")
+    ax.set_title(f"mcacct vs NumPy reference on {res['device']}")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
