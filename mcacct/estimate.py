@@ -87,7 +87,12 @@ class DirectionStats:
             self.hist = np.zeros(self.spec.bins + 2, np.int64)
 
     def add_chunk(self, count: int, sums, hist) -> None:
-        """Fold one chunk's output of :func:`chunk_statistics` in."""
+        """Fold one chunk's output of :func:`chunk_statistics` in (refusing non-finite sums)."""
+        sums = np.asarray(sums, np.float64)
+        if not np.all(np.isfinite(sums)):
+            raise FloatingPointError(
+                "non-finite privacy loss in a chunk: the kernel's numeric range was exceeded; "
+                "use dtype='float64' or recursion='scan'")
         self.count += int(count)
         for j, v in enumerate(np.asarray(sums, np.float64)):
             self.sums[j] += _to_fixed_up(float(v))

@@ -61,9 +61,15 @@ def sliding_dot(y: jax.Array, c_col: tuple[float, ...], method: str = "auto") ->
     if method == "prefix":
         if any(v != c_col[0] for v in c_col):
             raise ValueError("dot_method='prefix' needs a constant c_col")
-        pad = [(0, 0)] * (y.ndim - 1)
-        cs = jnp.cumsum(jnp.pad(y, pad + [(1, k)]), axis=-1)
-        return (cs[..., k:k + n] - cs[..., :n]) * jnp.asarray(c_col[0], dtype)
+        # blocks of k: the window starting at offset j of block q is the tail of block q from j plus the
+        # head of block q+1 before j; cumulative sums stay within a block (short, accurate in float32)
+        m = -(-n // k)
+        pad = [(0, 0)] * (y.ndim - 1) + [(0, (m + 1) * k - n)]
+        blk = jnp.pad(y, pad).reshape(y.shape[:-1] + (m + 1, k))
+        excl = jnp.cumsum(blk, axis=-1) - blk  # exclusive prefix sums within each block
+        total = jnp.sum(blk, axis=-1, keepdims=True)
+        win = (total[..., :m, :] - excl[..., :m, :]) + excl[..., 1:, :]
+        return win.reshape(y.shape[:-1] + (m * k,))[..., :n] * jnp.asarray(c_col[0], dtype)
     if method == "direct":
         pad = [(0, 0)] * (y.ndim - 1) + [(0, k - 1)]
         yp = jnp.pad(y, pad)
@@ -91,10 +97,10 @@ def participation_log_ratios(y: jax.Array, sigma, strategy: BandedToeplitz, meth
     return (sliding_dot(y, strategy.c_col, method) - 0.5 * sq) * inv_var
 
 
-_RECURSIONS = ("auto", "scan", "blocked")
+_RECURSIONS = ("auto", "scan", "blocked", "assoc")
 
 
-def _blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
+def _assoc_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
     r"""``log f_1..log f_b`` by blocks of ``b`` iterations (time-major ``ell_t`` of shape ``(n, ...)``).
 
     Inside a block the recursion is first order given the next block ``g`` (``f_{i+b}``):
@@ -128,6 +134,61 @@ def _blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
     ones = jnp.zeros((b,) + lead, ell_t.dtype)  # log f = 0 beyond the horizon
     (block0, block1), _ = jax.lax.scan(body, (ones, ones), blocks, reverse=True)
     # real iterations 1..b are block0[pad:] followed by block1[:pad]
+    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
+
+
+def _blocks(ell_t: jax.Array, b: int):
+    """Pad ``ell_t`` (time-major) in front to a multiple of ``b`` and reshape to ``(m, b, ...)``."""
+    n = ell_t.shape[0]
+    lead = ell_t.shape[1:]
+    m = -(-n // b)
+    pad = m * b - n  # dummy iterations in front: they never influence f_1..f_n
+    if pad:
+        ell_t = jnp.concatenate([jnp.zeros((pad,) + lead, ell_t.dtype), ell_t], axis=0)
+    return ell_t.reshape((m, b) + lead), pad
+
+
+def _blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q, p_is_one: bool) -> jax.Array:
+    r"""``log f_1..log f_b`` by blocks of ``b`` iterations with two transcendentals per iteration.
+
+    Given the next block ``g`` (``f_{i+b}``) the block solves
+    :math:`x_j = \mathrm{logaddexp}(A + x_{j+1}, B_j)`, :math:`x_b = g_0`, :math:`A = \ln(1-p)`,
+    :math:`B_j = \ln p + \ell_j + g_j`, whose solution is
+
+    .. math::  x_j = -jA + \ln\Big(\sum_{t=j}^{b-1} e^{B_t + tA} + e^{bA + g_0}\Big).
+
+    The sum is a reverse cumulative sum of ``exp(u_t - M)`` with ``M`` the block maximum of the exponents
+    (per sample), so nothing overflows; terms more than ~700 (float64) or ~87 (float32) nats below ``M``
+    underflow, which changes the sum by a relative ``< b e^{-87}``. If a whole suffix underflows the
+    result would be wrong, so it is returned as NaN and the estimator refuses the chunk (never silently).
+    ``p = 1`` (``A = -inf``) reduces to :math:`x_j = B_j`.
+    """
+    blocks, pad = _blocks(ell_t, b)
+    lead = blocks.shape[2:]
+    dtype = blocks.dtype
+    if p_is_one:  # f_i = e^{ell_i} f_{i+b}
+        def body_p1(carry, blk):
+            g, _ = carry
+            return (log_p + blk + g, g), None
+        ones = jnp.zeros((b,) + lead, dtype)
+        (block0, block1), _ = jax.lax.scan(body_p1, (ones, ones), blocks, reverse=True)
+        return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
+    shape_t = (b,) + (1,) * len(lead)
+    t_a = (jnp.arange(b, dtype=dtype) * log_q).reshape(shape_t)  # t * A
+    b_a = jnp.asarray(b, dtype) * log_q
+
+    def body(carry, blk):
+        g, _ = carry
+        u = log_p + blk + g + t_a                  # B_t + t A
+        tail = b_a + g[0]                          # b A + g_0
+        m = jnp.maximum(jnp.max(u, axis=0), tail)
+        w = jnp.exp(u - m)
+        sums = jnp.cumsum(w[::-1], axis=0)[::-1] + jnp.exp(tail - m)
+        x = jnp.where(sums > 0, jnp.log(sums), jnp.nan) + m - t_a
+        return (x, g), None
+
+    ones = jnp.zeros((b,) + lead, dtype)
+    (block0, block1), _ = jax.lax.scan(body, (ones, ones), blocks, reverse=True)
     return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
 
 
@@ -174,7 +235,9 @@ def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto
     if recursion == "auto":
         recursion = "scan" if jax.default_backend() == "cpu" else "blocked"
     if recursion == "blocked":
-        f_first = _blocked_first_values(ell_t, b, log_p, log_q)
+        f_first = _blocked_first_values(ell_t, b, log_p, log_q, p >= 1.0)
+    elif recursion == "assoc":
+        f_first = _assoc_first_values(ell_t, b, log_p, log_q)
     else:
         f_first = _scan_first_values(ell_t, b, log_p, log_q)
     if not scheme.warm_start:

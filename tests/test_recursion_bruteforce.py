@@ -19,7 +19,7 @@ CASES = [(n, b, p, c, warm)
 
 
 @pytest.mark.parametrize("n,b,p,c_col,warm", CASES)
-@pytest.mark.parametrize("method,recursion", [("auto", "scan"), ("direct", "blocked"), ("fft", "scan")])
+@pytest.mark.parametrize("method,recursion", [("auto", "scan"), ("direct", "blocked"), ("fft", "assoc")])
 def test_recursion_matches_enumeration(n, b, p, c_col, warm, method, recursion):
     rng = np.random.default_rng(hash((n, b, p, c_col, warm)) % 2**32)
     sigma = 0.7
