@@ -22,8 +22,6 @@ import numpy as np
 from mcacct._validate import check_int, check_real
 from mcacct.estimate import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics, delta_bounds,
                              epsilon_from_delta_curve)
-from mcacct.loss import log_ratio_from_terms, participation_log_ratios
-from mcacct.sample import sample_y
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz
 
@@ -35,7 +33,10 @@ DEFAULT_CHUNK_SIZE = 4096
 
 @dataclass(frozen=True)
 class Problem:
-    """Everything that defines the pair (P, Q) except ``sigma``: scheme, strategy and kernel precision."""
+    """Everything that defines the pair (P, Q) except ``sigma``: scheme, strategy and kernel precision.
+
+    ``scheme`` is any :class:`mcacct.schemes.AccountedScheme` (e.g. :class:`BMinSep`).
+    """
 
     scheme: BMinSep
     strategy: BandedToeplitz = BandedToeplitz()
@@ -44,7 +45,7 @@ class Problem:
     recursion: str = "auto"
 
     def __post_init__(self) -> None:
-        self.strategy.check_min_sep(self.scheme.min_sep)
+        self.scheme.check_strategy(self.strategy)
         if self.dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}")
 
@@ -59,13 +60,10 @@ def direction_key(key: jax.Array, direction: str) -> jax.Array:
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "positive"))
 def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, positive: bool) -> jax.Array:
     """Privacy losses of one chunk: ``ln P/Q`` for y ~ P (``positive``), ``ln Q/P`` for y ~ Q."""
-    dtype = jnp.dtype(problem.dtype)
     # randomness is always drawn in float64 (float32 normals have truncated tails, which matter at small
-    # delta); the float32 kernel rounds the float64 draws, so both kernels see the same y on the same key
-    y = sample_y(key, problem.scheme, problem.strategy, sigma, chunk_size, positive, jnp.float64).astype(dtype)
-    ell = participation_log_ratios(y, jnp.asarray(sigma, dtype), problem.strategy, problem.dot_method)
-    loss = log_ratio_from_terms(ell, problem.scheme, problem.recursion)
-    return loss if positive else -loss
+    # delta); a float32 kernel rounds the float64 draws, so both kernels see the same y on the same key
+    return problem.scheme.loss_kernel(key, sigma, problem.strategy, chunk_size, positive,
+                                      jnp.dtype(problem.dtype), problem.dot_method, problem.recursion)
 
 
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "positive", "spec"))

@@ -48,8 +48,7 @@ def pilot_key(root: jax.Array) -> jax.Array:
 
 def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, float]:
     """(sigma, sensitivity) of the Monte-Carlo-free top candidate: Gaussian with worst-case sensitivity."""
-    s = problem.scheme
-    sens = problem.strategy.worst_case_sensitivity(s.iterations, s.min_sep)
+    sens = problem.scheme.sensitivity_bound(problem.strategy)
     return evr.gaussian_sigma(sens, epsilon, delta), sens
 
 

@@ -19,7 +19,22 @@ from dataclasses import dataclass
 
 from mcacct._validate import check_int, check_real
 
-__all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate"]
+__all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "AccountedScheme"]
+
+
+class AccountedScheme:
+    """What the Monte Carlo engine needs from a sampling scheme (duck-typed; frozen dataclasses).
+
+    * ``iterations`` — the horizon ``n``;
+    * ``check_strategy(strategy)`` — raise ``ValueError`` if ``C`` is not admissible for the scheme;
+    * ``loss_kernel(key, sigma, strategy, num_samples, positive, dtype, dot_method, recursion)`` — a pure,
+      jit-traceable function returning ``num_samples`` privacy losses: ``ln P/Q`` of ``y ~ P`` when
+      ``positive`` and ``ln Q/P`` of ``y ~ Q`` otherwise (randomness drawn in float64);
+    * ``sensitivity_bound(strategy)`` — an upper bound on ``||C x||`` over every participation pattern the
+      scheme can produce (it certifies the Monte-Carlo-free top of the EVR ladder).
+
+    :class:`BMinSep` is the reference implementation.
+    """
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,23 @@ class BMinSep:
     def max_participations(self) -> int:
         """``ceil(n / b)``: the most participations that fit into ``n`` iterations."""
         return -(-self.iterations // self.min_sep)
+
+    # -- AccountedScheme ---------------------------------------------------------------------------------
+    def check_strategy(self, strategy) -> None:
+        strategy.check_min_sep(self.min_sep)
+
+    def sensitivity_bound(self, strategy) -> float:
+        return strategy.worst_case_sensitivity(self.iterations, self.min_sep)
+
+    def loss_kernel(self, key, sigma, strategy, num_samples: int, positive: bool, dtype,
+                    dot_method: str = "auto", recursion: str = "auto"):
+        import jax.numpy as jnp
+        from mcacct.loss import log_ratio_from_terms, participation_log_ratios
+        from mcacct.sample import sample_y
+        y = sample_y(key, self, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
+        ell = participation_log_ratios(y, jnp.asarray(sigma, dtype), strategy, dot_method)
+        loss = log_ratio_from_terms(ell, self, recursion)
+        return loss if positive else -loss
 
 
 def expected_participation_rate(sampling_prob: float, min_sep: int) -> float:
