@@ -30,7 +30,8 @@ import numpy as np
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz
 
-__all__ = ["privacy_loss", "sliding_dot", "participation_log_ratios", "log_ratio_from_terms"]
+__all__ = ["privacy_loss", "sliding_dot", "sliding_dot_t", "participation_log_ratios",
+           "participation_log_ratios_t", "log_ratio_from_terms", "log_ratio_from_terms_t"]
 
 _DOT_METHODS = ("auto", "direct", "fft", "prefix")
 
@@ -53,30 +54,40 @@ def sliding_dot(y: jax.Array, c_col: tuple[float, ...], method: str = "auto") ->
     beyond ``n``), i.e. :math:`\langle c^{(i)}, y \rangle` with columns truncated at row ``n``.
 
     ``method``: ``"direct"`` (``k`` shifted multiply-adds), ``"fft"`` (real FFT of length ``>= n + k``),
-    ``"prefix"`` (constant ``c_col`` only: difference of prefix sums) or ``"auto"``.
+    ``"prefix"`` (constant ``c_col`` only: block-local prefix sums) or ``"auto"``.
     """
+    return jnp.moveaxis(sliding_dot_t(jnp.moveaxis(y, -1, 0), c_col, method), 0, -1)
+
+
+def sliding_dot_t(y_t: jax.Array, c_col: tuple[float, ...], method: str = "auto") -> jax.Array:
+    """:func:`sliding_dot` along axis 0 (time-major arrays, the layout of the engine)."""
     method = _choose_dot_method(c_col, method)
-    n, k = y.shape[-1], len(c_col)
-    dtype = y.dtype
+    n, k = y_t.shape[0], len(c_col)
+    rest = y_t.shape[1:]
+    dtype = y_t.dtype
+    pad_rest = [(0, 0)] * len(rest)
     if method == "prefix":
         if any(v != c_col[0] for v in c_col):
             raise ValueError("dot_method='prefix' needs a constant c_col")
         # blocks of k: the window starting at offset j of block q is the tail of block q from j plus the
-        # head of block q+1 before j; cumulative sums stay within a block (short, accurate in float32)
+        # head of block q+1 before j. Prefix sums stay inside a block (short sums: accurate in float32).
         m = -(-n // k)
-        pad = [(0, 0)] * (y.ndim - 1) + [(0, (m + 1) * k - n)]
-        blk = jnp.pad(y, pad).reshape(y.shape[:-1] + (m + 1, k))
-        excl = jnp.cumsum(blk, axis=-1) - blk  # exclusive prefix sums within each block
-        total = jnp.sum(blk, axis=-1, keepdims=True)
-        win = (total[..., :m, :] - excl[..., :m, :]) + excl[..., 1:, :]
-        return win.reshape(y.shape[:-1] + (m * k,))[..., :n] * jnp.asarray(c_col[0], dtype)
+        blk = jnp.pad(y_t, [(0, (m + 1) * k - n)] + pad_rest).reshape((m + 1, k) + rest)
+        if jax.default_backend() == "cpu":  # XLA:CPU runs the small matrix product faster than cumsum
+            upper = jnp.asarray(np.triu(np.ones((k, k)), 1), dtype)  # upper[t, j] = 1 if t < j
+            excl = jnp.moveaxis(jnp.tensordot(upper, blk, axes=[[0], [1]],
+                                              precision=jax.lax.Precision.HIGHEST), 0, 1)
+        else:
+            excl = jnp.cumsum(blk, axis=1) - blk
+        total = jnp.sum(blk, axis=1, keepdims=True)
+        win = (total[:m] - excl[:m]) + excl[1:]
+        return win.reshape((m * k,) + rest)[:n] * jnp.asarray(c_col[0], dtype)
     if method == "direct":
-        pad = [(0, 0)] * (y.ndim - 1) + [(0, k - 1)]
-        yp = jnp.pad(y, pad)
-        out = yp[..., 0:n] * jnp.asarray(c_col[0], dtype)
+        yp = jnp.pad(y_t, [(0, k - 1)] + pad_rest)
+        out = yp[0:n] * jnp.asarray(c_col[0], dtype)
         for d in range(1, k):
             if c_col[d] != 0.0:
-                out = out + yp[..., d:d + n] * jnp.asarray(c_col[d], dtype)
+                out = out + yp[d:d + n] * jnp.asarray(c_col[d], dtype)
         return out
     # fft: correlation = convolution with the reversed filter
     size = 1 << int(math.ceil(math.log2(n + k)))
@@ -84,17 +95,22 @@ def sliding_dot(y: jax.Array, c_col: tuple[float, ...], method: str = "auto") ->
     rev[0] = c_col[0]
     for d in range(1, k):
         rev[size - d] = c_col[d]
-    cf = jnp.fft.rfft(jnp.asarray(rev, dtype))
-    yf = jnp.fft.rfft(y, n=size, axis=-1)
-    return jnp.fft.irfft(yf * cf, n=size, axis=-1)[..., :n].astype(dtype)
+    cf = jnp.fft.rfft(jnp.asarray(rev, dtype)).reshape((-1,) + (1,) * len(rest))
+    yf = jnp.fft.rfft(y_t, n=size, axis=0)
+    return jnp.fft.irfft(yf * cf, n=size, axis=0)[:n].astype(dtype)
 
 
 def participation_log_ratios(y: jax.Array, sigma, strategy: BandedToeplitz, method: str = "auto") -> jax.Array:
     r""":math:`\ell_i = (\langle c^{(i)}, y\rangle - \|c^{(i)}\|^2 / 2) / \sigma^2` for every ``i``, shape of ``y``."""
-    n = y.shape[-1]
-    sq = jnp.asarray(strategy.column_sq_norms(n), y.dtype)
-    inv_var = 1.0 / jnp.asarray(sigma, y.dtype) ** 2
-    return (sliding_dot(y, strategy.c_col, method) - 0.5 * sq) * inv_var
+    return jnp.moveaxis(participation_log_ratios_t(jnp.moveaxis(y, -1, 0), sigma, strategy, method), 0, -1)
+
+
+def participation_log_ratios_t(y_t: jax.Array, sigma, strategy: BandedToeplitz, method: str = "auto") -> jax.Array:
+    """:func:`participation_log_ratios` for time-major ``y_t`` of shape ``(n, ...)``."""
+    n = y_t.shape[0]
+    sq = jnp.asarray(strategy.column_sq_norms(n), y_t.dtype).reshape((n,) + (1,) * (y_t.ndim - 1))
+    inv_var = 1.0 / jnp.asarray(sigma, y_t.dtype) ** 2
+    return (sliding_dot_t(y_t, strategy.c_col, method) - 0.5 * sq) * inv_var
 
 
 _RECURSIONS = ("auto", "scan", "blocked", "assoc")
@@ -217,21 +233,26 @@ def _scan_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
 def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
     """Run the recursion of Theorem 5.1 on the per-iteration terms ``ell`` (shape ``(..., n)``).
 
-    ``recursion``: ``"scan"`` (``n`` sequential steps, least work: the CPU default), ``"blocked"``
-    (``ceil(n/b)`` sequential steps of an ``O(b log b)`` associative scan: the accelerator default) or
-    ``"auto"``. Returns ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
+    ``recursion``: ``"scan"`` (``n`` sequential steps: the CPU default), ``"blocked"`` (``ceil(n/b)``
+    sequential steps, two transcendentals per iteration: the accelerator default), ``"assoc"`` (blocks by an
+    associative log-space scan, ``O(b log b)`` per block, no underflow caveat) or ``"auto"``. Returns ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
     """
     if recursion not in _RECURSIONS:
         raise ValueError(f"recursion must be one of {_RECURSIONS}; got {recursion!r}")
+    return log_ratio_from_terms_t(jnp.moveaxis(ell, -1, 0), scheme, recursion)
+
+
+def log_ratio_from_terms_t(ell_t: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
+    """:func:`log_ratio_from_terms` for time-major terms ``ell_t`` of shape ``(n, ...)``."""
+    if recursion not in _RECURSIONS:
+        raise ValueError(f"recursion must be one of {_RECURSIONS}; got {recursion!r}")
     b, p = scheme.min_sep, scheme.sampling_prob
-    dtype = ell.dtype
+    dtype = ell_t.dtype
     log_p = jnp.asarray(math.log(p), dtype)
     log_q = jnp.asarray(math.log1p(-p) if p < 1.0 else -jnp.inf, dtype)
     if b == 1:
-        return jnp.sum(jnp.logaddexp(log_q, log_p + ell), axis=-1)
-    lead = ell.shape[:-1]
-    n = ell.shape[-1]
-    ell_t = jnp.moveaxis(ell, -1, 0)  # time-major for the scan
+        return jnp.sum(jnp.logaddexp(log_q, log_p + ell_t), axis=0)
+    lead = ell_t.shape[1:]
     if recursion == "auto":
         recursion = "scan" if jax.default_backend() == "cpu" else "blocked"
     if recursion == "blocked":

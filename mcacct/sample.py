@@ -21,7 +21,7 @@ import numpy as np
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz
 
-__all__ = ["sample_participation", "sample_y", "mean_shift"]
+__all__ = ["sample_participation", "sample_y", "sample_y_t", "mean_shift"]
 
 
 def _geometric(key: jax.Array, p: float, shape: tuple[int, ...]) -> jax.Array:
@@ -96,3 +96,39 @@ def sample_y(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: f
         return z
     x = sample_participation(kx, scheme, num_samples)
     return z + mean_shift(x, strategy.c_col, dtype)
+
+
+@partial(jax.jit, static_argnames=("scheme", "num_samples"))
+def sample_participation_t(key: jax.Array, scheme: BMinSep, num_samples: int) -> jax.Array:
+    """Time-major participation vectors, shape ``(n, num_samples)`` (bool)."""
+    n = scheme.iterations
+    if scheme.min_sep == 1:
+        return jax.random.uniform(key, (n, num_samples), dtype=jnp.float64) < scheme.sampling_prob
+    times = participation_times(key, scheme, num_samples)
+    cols = jnp.arange(num_samples)[None, :]
+    x = jnp.zeros((n + 1, num_samples), bool).at[times.T - 1, cols].set(True)
+    return x[:n]
+
+
+def _mean_shift_t(x_t: jax.Array, c_col: tuple[float, ...], dtype) -> jax.Array:
+    """:func:`mean_shift` along axis 0."""
+    n = x_t.shape[0]
+    idx = jnp.arange(n, dtype=jnp.int32).reshape((n,) + (1,) * (x_t.ndim - 1))
+    last = jax.lax.cummax(jnp.where(x_t, idx, -(2**30)), axis=0)
+    lag = idx - last
+    c = jnp.asarray(c_col, dtype)
+    return jnp.where(lag < len(c_col), c[jnp.clip(lag, 0, len(c_col) - 1)], jnp.zeros((), dtype))
+
+
+@partial(jax.jit, static_argnames=("scheme", "strategy", "num_samples", "positive", "dtype"))
+def sample_y_t(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: float | jax.Array,
+               num_samples: int, positive: bool = True, dtype=jnp.float64) -> jax.Array:
+    """Like :func:`sample_y` but time-major, shape ``(n, num_samples)`` (the engine's layout; for the same
+    key the draws differ from :func:`sample_y`'s, the law is the same)."""
+    strategy.check_min_sep(scheme.min_sep)
+    kx, kz = jax.random.split(key)
+    z = jax.random.normal(kz, (scheme.iterations, num_samples), dtype) * jnp.asarray(sigma, dtype)
+    if not positive:
+        return z
+    x = sample_participation_t(kx, scheme, num_samples)
+    return z + _mean_shift_t(x, strategy.c_col, dtype)

@@ -86,11 +86,12 @@ class BMinSep:
     def loss_kernel(self, key, sigma, strategy, num_samples: int, positive: bool, dtype,
                     dot_method: str = "auto", recursion: str = "auto"):
         import jax.numpy as jnp
-        from mcacct.loss import log_ratio_from_terms, participation_log_ratios
-        from mcacct.sample import sample_y
-        y = sample_y(key, self, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
-        ell = participation_log_ratios(y, jnp.asarray(sigma, dtype), strategy, dot_method)
-        loss = log_ratio_from_terms(ell, self, recursion)
+        from mcacct.loss import log_ratio_from_terms_t, participation_log_ratios_t
+        from mcacct.sample import sample_y_t
+        # time-major throughout: the recursion and the sliding sums run along axis 0 with no transposes
+        y_t = sample_y_t(key, self, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
+        ell_t = participation_log_ratios_t(y_t, jnp.asarray(sigma, dtype), strategy, dot_method)
+        loss = log_ratio_from_terms_t(ell_t, self, recursion)
         return loss if positive else -loss
 
 
