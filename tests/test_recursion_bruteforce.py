@@ -46,3 +46,22 @@ def test_sampler_matches_enumerated_pattern_law():
             c = counts[int(np.asarray(pattern) @ (1 << np.arange(n)))]
             sd = np.sqrt(m * prob * (1 - prob))
             assert abs(c - m * prob) <= 5 * sd + 1e-9, (warm, pattern, c, m * prob)
+
+
+@pytest.mark.parametrize("n,b,p,c_col,warm", [(12, 3, 0.3, (1.0, 0.5, 0.25), True), (9, 4, 1.0, (0.5,) * 4, True),
+                                              (11, 2, 0.2, (0.8, 0.6), False), (10, 1, 0.4, (1.0,), True)])
+@pytest.mark.parametrize("recursion", ["scan", "blocked", "assoc"])
+def test_engine_kernel_equals_enumeration_on_its_own_draws(n, b, p, c_col, warm, recursion):
+    """The fused time-major engine kernel gives the brute-force loss of the very y it draws."""
+    from mcacct.accountant import Problem, chunk_losses
+    from mcacct.sample import sample_y_t
+    scheme = mcacct.BMinSep(p, b, n, warm_start=warm)
+    strategy = mcacct.BandedToeplitz(c_col)
+    pb = Problem(scheme, strategy, recursion=recursion)
+    sigma, key = 0.9, jax.random.key(7)
+    for positive in (True, False):
+        losses = np.asarray(chunk_losses(key, sigma, pb, 16, positive))
+        ys = np.asarray(sample_y_t(key, scheme, strategy, sigma, 16, positive)).T
+        expected = np.array([oracles.log_likelihood_ratio(y, sigma, c_col, p, b, warm) for y in ys])
+        expected = expected if positive else -expected
+        np.testing.assert_allclose(losses, expected, rtol=1e-9, atol=1e-9 * np.max(np.abs(expected)))
