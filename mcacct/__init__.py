@@ -15,5 +15,9 @@ from mcacct.loss import privacy_loss, sliding_dot  # noqa: E402
 from mcacct.accountant import Problem, Estimate, estimate  # noqa: E402
 from mcacct.calibrate import CalibrationResult, calibrate  # noqa: E402
 from mcacct import evr  # noqa: E402
+from mcacct.multi_attribution import MultiAttribution  # noqa: E402
+from mcacct.truncated import TruncatedBMinSep  # noqa: E402
+from mcacct.baselines import CyclicPoisson, BallsInBins  # noqa: E402
+from mcacct.banded_inverse import BandedInverse, strategy_from_inverse  # noqa: E402
 
 __version__ = "0.1.0"

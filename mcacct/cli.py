@@ -171,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
         add_pld_parser = None
     if add_pld_parser is not None:
         add_pld_parser(sub)
+    try:
+        from mcacct.compare import add_compare_parser
+    except ImportError:  # pragma: no cover
+        add_compare_parser = None
+    if add_compare_parser is not None:
+        add_compare_parser(sub)
     for extra in ("mcacct.jobs_cli",):
         try:
             mod = __import__(extra, fromlist=["add_parsers"])
