@@ -1,0 +1,116 @@
+"""Full Monte Carlo verification on every local device of one host (one process of a multi-host run).
+
+The sample dimension is sharded over all local devices (``mcacct.parallel``); with
+``--coordinator_address`` (or ``MCACCT_COORDINATOR_ADDRESS``) the process joins a multi-process JAX runtime,
+takes the chunks ``c % num_processes == process_id`` and the statistics are reduced exactly across
+processes. Results are identical, key for key, to ``mcacct delta`` with the same flags on one device.
+
+Examples::
+
+    python launch/accelerator_host.py --sigma 1.1 --epsilon 2 --samples 10000000 \
+        --iterations 1024 --min_sep 8 --sampling_prob 0.004 --base_delta 5e-6 --out result.json
+    # one process per host of a 4-host job (run on every host, process_id 0..3):
+    python launch/accelerator_host.py --coordinator_address host0:12345 --num_processes 4 --process_id $ID ...
+
+Process 0 prints one JSON object (delta estimates and upper bounds per epsilon and direction, the EVR verdict
+when ``--base_delta`` is given, exact statistics, throughput) and writes it to ``--out`` if given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _flags  # noqa: E402
+
+FLAGS = flags.FLAGS
+_flags.define_scheme_flags()
+_flags.define_mc_flags()
+flags.DEFINE_float("base_delta", None, "verify: pass when every direction's delta estimate at the first "
+                   "epsilon is <= base_delta (EVR verifier); also reports the overall delta of Fact 4.2")
+flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (multi-process run); default env "
+                    "MCACCT_COORDINATOR_ADDRESS")
+flags.DEFINE_integer("num_processes", None, "number of processes (default env MCACCT_NUM_PROCESSES)")
+flags.DEFINE_integer("process_id", None, "this process's id (default env MCACCT_PROCESS_ID)")
+flags.DEFINE_bool("auto_distributed", False, "let jax.distributed detect the cluster (SLURM, MPI, TPU)")
+flags.DEFINE_integer("cpu_devices", None, "on CPU: number of (virtual) devices of this process, for tests")
+flags.DEFINE_string("out", None, "also write the JSON result to this file (process 0)")
+flags.DEFINE_bool("quiet", False, "no progress on stderr")
+flags.DEFINE_bool("include_stats", True, "include the exact statistics (count, fixed-point sums, histogram)")
+
+
+def run() -> dict | None:
+    import jax
+
+    if FLAGS.cpu_devices is not None:
+        jax.config.update("jax_num_cpu_devices", FLAGS.cpu_devices)
+    import mcacct  # noqa: F401  (float64)
+    from mcacct import evr, parallel
+    from mcacct.calibrate import candidate_key
+    from mcacct.estimate import DIRECTIONS
+    from mcacct.jobs import stats_to_json
+
+    distributed = bool(FLAGS.coordinator_address or os.environ.get(parallel.ENV_COORDINATOR)
+                       or FLAGS.auto_distributed)
+    if distributed:
+        parallel.initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
+                                        auto=FLAGS.auto_distributed)
+    problem = _flags.problem_from_flags()
+    epsilons = tuple(float(e) for e in FLAGS.epsilon)
+    key = jax.random.key(FLAGS.seed)
+    if FLAGS.candidate is not None:
+        key = candidate_key(key, FLAGS.candidate)
+    directions = DIRECTIONS if FLAGS.direction == "both" else (FLAGS.direction,)
+    mesh = parallel.local_mesh()
+    t0 = time.perf_counter()
+    est = parallel.estimate_sharded(problem, FLAGS.sigma, key, FLAGS.samples, epsilons, FLAGS.alpha, directions,
+                                    FLAGS.chunk_size, mesh=mesh, progress=not FLAGS.quiet)
+    seconds = time.perf_counter() - t0
+    results = []
+    for j, e in enumerate(epsilons):
+        d = est.delta(j)
+        results.append({"epsilon": e, "delta_estimate": d["delta_estimate"], "delta_upper": d["delta_upper"],
+                        "directions": {k: d[k] for k in directions}})
+    total = sum(s.count for s in est.stats.values())
+    out = {"sigma": FLAGS.sigma, **results[0], "results": results, "confidence": 1 - FLAGS.alpha,
+           "num_samples": est.num_samples, "seed": FLAGS.seed, "candidate": FLAGS.candidate,
+           "chunk_size": FLAGS.chunk_size, "seconds": seconds, "samples_per_second": total / seconds,
+           "process_count": jax.process_count(), "local_devices": mesh.size, "devices": jax.device_count(),
+           "platform": jax.devices()[0].platform}
+    if FLAGS.base_delta is not None:
+        base = FLAGS.base_delta
+        out["base_delta"] = base
+        out["verified"] = all(s.mean_at(0) <= base for s in est.stats.values())
+        out["overall_delta"] = evr.overall_delta(FLAGS.samples, base)
+    if FLAGS.include_stats:
+        out["stats"] = {d: stats_to_json(s) for d, s in est.stats.items()}
+    leader = jax.process_index() == 0
+    if distributed:
+        jax.distributed.shutdown()
+    return out if leader else None
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) > 1:
+        print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
+        return 2
+    try:
+        out = run()
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if out is not None:
+        if FLAGS.out:
+            from mcacct.jobs import atomic_write_json
+            atomic_write_json(FLAGS.out, out)
+        print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)

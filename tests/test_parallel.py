@@ -1,0 +1,137 @@
+"""Sharded Monte Carlo: identical statistics whatever the number of devices and processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+import mcacct
+from mcacct import parallel
+from mcacct.accountant import Problem, run_direction
+from mcacct.calibrate import candidate_key
+from mcacct.estimate import DIRECTIONS, DirectionStats, HistogramSpec
+from mcacct.jobs import stats_from_json
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PB = Problem(mcacct.BMinSep(0.2, 4, 32), mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5)))
+SIGMA, EPS, CHUNK = 0.9, (0.5, 1.0), 256
+N = 256 * 9 + 17  # a partial last group and a masked last chunk
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    env["JAX_PLATFORMS"] = "cpu"
+    env.update(extra)
+    return env
+
+
+def _assert_same(a: DirectionStats, b: DirectionStats) -> None:
+    assert a.count == b.count
+    assert a.sums == b.sums
+    np.testing.assert_array_equal(a.hist, b.hist)
+
+
+def test_sharded_over_4_devices_equals_single_device():
+    code = textwrap.dedent(f"""
+        import json, jax, mcacct
+        from mcacct import parallel
+        from mcacct.accountant import Problem
+        from mcacct.jobs import stats_to_json
+        assert jax.local_device_count() == 4, jax.devices()
+        out = {{}}
+        for dtype in ("float64", "float32"):
+            pb = Problem(mcacct.BMinSep(0.2, 4, 32), mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5)), dtype=dtype)
+            est = parallel.estimate_sharded(pb, {SIGMA}, jax.random.key(7), {N}, {EPS}, chunk_size={CHUNK})
+            out[dtype] = {{d: stats_to_json(s) for d, s in est.stats.items()}}
+        print(json.dumps(out))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                       env=_env(XLA_FLAGS="--xla_force_host_platform_device_count=4"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    for dtype in ("float64", "float32"):
+        pb = Problem(PB.scheme, PB.strategy, dtype=dtype)
+        for d in DIRECTIONS:
+            ref = run_direction(pb, SIGMA, jax.random.key(7), d, N, EPS, chunk_size=CHUNK)
+            _assert_same(stats_from_json(got[dtype][d], EPS, HistogramSpec()), ref)
+
+
+def test_two_processes_equal_one_process(tmp_path):
+    """Two jax.distributed processes (2 CPU devices each, gloo collectives) = one process, one device."""
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, os.path.join(ROOT, "launch", "local_multiprocess.py"), "--num_processes=2",
+           "--devices_per_process=2", f"--out={out}", "--timeout=200", "--",
+           f"--sigma={SIGMA}", "--epsilon=0.5,1.0", f"--samples={N}", f"--chunk_size={CHUNK}", "--seed=3",
+           "--candidate=2", "--iterations=32", "--min_sep=4", "--sampling_prob=0.2", "--c_col=0.5,0.5,0.5,0.5",
+           "--quiet"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["process_count"] == 2 and res["devices"] == 4
+    key = candidate_key(jax.random.key(3), 2)
+    for d in DIRECTIONS:
+        ref = run_direction(PB, SIGMA, key, d, N, EPS, chunk_size=CHUNK)
+        _assert_same(stats_from_json(res["stats"][d], EPS, HistogramSpec()), ref)
+    assert json.loads(r.stdout.strip().splitlines()[-1])["delta_upper"] == res["delta_upper"]
+
+
+def test_any_chunk_order_and_subset_merges_exactly():
+    key = jax.random.key(1)
+    full = run_direction(PB, SIGMA, key, "add", N, EPS, chunk_size=CHUNK)
+    ids = [9, 3, 0, 7, 1]
+    rest = [c for c in range(10) if c not in ids]
+    a = parallel.run_chunks(PB, SIGMA, key, "add", N, EPS, ids, CHUNK)
+    b = parallel.run_chunks(PB, SIGMA, key, "add", N, EPS, rest, CHUNK)
+    _assert_same(a.merge(b), full)
+    # the per-process split c % P == p covers the plan exactly once
+    parts = [parallel.process_chunk_ids(10, p, 3) for p in range(3)]
+    assert sorted(c for p in parts for c in p) == list(range(10))
+    merged = DirectionStats(EPS)
+    for p in parts:
+        merged = merged.merge(parallel.run_chunks(PB, SIGMA, key, "add", N, EPS, p, CHUNK))
+    _assert_same(merged, full)
+
+
+def test_run_chunks_callbacks_and_stop():
+    seen, groups = [], []
+    st = parallel.run_chunks(PB, SIGMA, jax.random.key(2), "remove", N, EPS, range(4), CHUNK,
+                             on_chunk=lambda c, s: seen.append((c, s.count)),
+                             on_group=lambda ids, s: groups.append(list(ids)))
+    assert seen == [(0, 256), (1, 512), (2, 768), (3, 1024)] and st.count == 1024
+    assert groups == [[0], [1], [2], [3]]
+    st = parallel.run_chunks(PB, SIGMA, jax.random.key(2), "remove", N, EPS, range(10), CHUNK,
+                             stop_when=lambda s: s.count >= 512)
+    assert st.count == 512
+
+
+def test_stats_exchange_roundtrip_exact():
+    st = DirectionStats(EPS, HistogramSpec(), 12345, [2**140 + 12345, 3 * 2**64 + 1],
+                        np.arange(HistogramSpec().bins + 2, dtype=np.int64))
+    back = parallel.stats_from_array(parallel.stats_to_array(st), EPS, st.spec)
+    _assert_same(back, st)
+    _assert_same(parallel.allreduce_stats(st), st)  # one process: identity (a copy)
+
+
+def test_validation_names_parameter():
+    with pytest.raises(ValueError, match="chunk_ids"):
+        parallel.run_chunks(PB, SIGMA, jax.random.key(0), "add", N, EPS, [10], CHUNK)
+    with pytest.raises(ValueError, match="num_samples"):
+        parallel.run_chunks(PB, SIGMA, jax.random.key(0), "add", 0, EPS, None, CHUNK)
+    with pytest.raises(ValueError, match="sigma"):
+        parallel.estimate_sharded(PB, -1.0, jax.random.key(0), N, EPS)
+    with pytest.raises(ValueError, match="process_id"):
+        parallel.process_chunk_ids(10, 3, 3)
+    with pytest.raises(ValueError, match="coordinator_address"):
+        parallel.initialize_distributed(None)
+    with pytest.raises(ValueError, match="mesh"):
+        from jax.sharding import Mesh
+        parallel.run_chunks(PB, SIGMA, jax.random.key(0), "add", N, EPS, [0], CHUNK,
+                            mesh=Mesh(np.array(jax.devices()[:1]), ("x",)))
