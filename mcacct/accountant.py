@@ -115,10 +115,18 @@ def run_direction(problem: Problem, sigma: float, key: jax.Array, direction: str
     todo = sum(min(chunk_size, n_total - c * chunk_size) for c in range(start, stop))
     prog = Progress(f"sigma={sigma:.6g} {direction}", todo, progress)
     done = 0
-    for c in range(start, stop):
+
+    def dispatch(c: int):
         valid = min(chunk_size, n_total - c * chunk_size)
-        sums, hist = _chunk_stats(jax.random.fold_in(dkey, c), sigma, valid, eps_arr, problem, chunk_size,
-                                  direction == "remove", spec)
+        return c, valid, _chunk_stats(jax.random.fold_in(dkey, c), sigma, valid, eps_arr, problem, chunk_size,
+                                      direction == "remove", spec)
+
+    # one chunk in flight while the previous one is folded in on the host (asynchronous dispatch);
+    # a chunk dispatched after the stop condition is discarded, so results equal the sequential loop
+    pending = dispatch(start) if start < stop else None
+    while pending is not None:
+        c, valid, (sums, hist) = pending
+        pending = dispatch(c + 1) if c + 1 < stop else None
         stats.add_chunk(valid, sums, hist)
         done += valid
         prog.update(done)

@@ -85,12 +85,14 @@ def cmd_calibrate(args) -> dict:
     out["scheme"] = _scheme_json(problem)
     out["seed"] = args.seed
     out["device"] = _device()
+    out["samples_per_second"] = res.samples_used / max(res.seconds, 1e-9)
     if not args.json:
         print(f"sigma = {res.sigma:.6g}  ({'verified by Monte Carlo' if res.verified else 'Gaussian top candidate'})")
         print(f"certifies (epsilon, delta) = ({res.epsilon:g}, {res.overall_delta:.4g})  "
               f"[target delta {args.delta:g}, base delta {res.base_delta:.4g}]")
         print(f"samples: {res.num_samples:,} per direction per candidate, {res.samples_used:,} in all; "
-              f"{len(res.candidates)} candidates verified; time {res.seconds:.1f}s on {out['device']}")
+              f"{len(res.candidates)} candidates verified; time {res.seconds:.1f}s "
+              f"({out['samples_per_second']:,.0f} samples/s) on {out['device']}")
         if res.note:
             print(f"note: {res.note}")
     return out
@@ -114,6 +116,7 @@ def cmd_delta(args) -> dict:
            "delta_upper": d["delta_upper"], "confidence": 1 - args.alpha, "num_samples": est.num_samples,
            "directions": {k: d[k] for k in ("remove", "add")}, "scheme": _scheme_json(problem),
            "seed": args.seed, "seconds": time.perf_counter() - t0, "device": _device()}
+    out["samples_per_second"] = 2 * est.num_samples / max(out["seconds"], 1e-9)
     if not args.json:
         print(f"delta({args.epsilon:g}) ~ {out['delta_estimate']:.4g}, upper {out['delta_upper']:.4g} "
               f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")
@@ -129,6 +132,7 @@ def cmd_epsilon(args) -> dict:
     out = {"sigma": args.sigma, "delta": args.delta, **e, "confidence": 1 - args.alpha,
            "num_samples": est.num_samples, "scheme": _scheme_json(problem), "seed": args.seed,
            "seconds": time.perf_counter() - t0, "device": _device()}
+    out["samples_per_second"] = 2 * est.num_samples / max(out["seconds"], 1e-9)
     if not args.json:
         print(f"epsilon({args.delta:g}) ~ {e['epsilon_estimate']:.4g}, upper {e['epsilon_upper']:.4g} "
               f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")
