@@ -3,10 +3,11 @@ r"""Noise calibration by Estimate-Verify-Release over a ladder of noise multipli
 1. Sample budget: ``num_samples`` per direction and candidate; the base delta (the verifier's threshold)
    is the largest one whose overall delta (:func:`mcacct.evr.overall_delta`) meets the target. Without
    ``num_samples`` the paper's choice is used: base delta = target/2 and the fewest samples that work.
-2. Top of the ladder, certified without Monte Carlo: the *unamplified* Gaussian mechanism with sensitivity
-   :math:`\sqrt{\lceil n/b \rceil}\,\|c\|` (every b-min-sep pattern has ``||Cx||`` at most this, and a
-   mixture of Gaussians with means inside that ball is dominated by it), analysed exactly (Balle & Wang) at
-   the base delta. Hence the answer is never empty.
+2. Top of the ladder, certified without Monte Carlo (:func:`top_sigma`): the *unamplified* Gaussian mechanism
+   with sensitivity :math:`\sqrt{\lceil n/b \rceil}\,\|c\|` (every b-min-sep pattern has ``||Cx||`` at most
+   this, and a mixture of Gaussians with means inside that ball is dominated by it), analysed exactly
+   (Balle & Wang) at the base delta, or for ``b = 1`` the tighter PLD bound of Poisson subsampling. Hence
+   the answer is never empty.
 3. A pilot estimate on independent keys locates the sigma where the estimate crosses the base delta; the
    ladder is ``sigma_hat * ratio**j`` for ``j = -below..above`` (capped by the top), fixed before any
    verification sample is drawn.
@@ -29,6 +30,7 @@ from mcacct._validate import check_int, check_real
 from mcacct.accountant import DEFAULT_CHUNK_SIZE, Problem, run_direction
 from mcacct.estimate import DIRECTIONS, DirectionStats
 from mcacct import evr
+from mcacct.schemes import BMinSep
 
 __all__ = ["calibrate", "CalibrationResult", "candidate_key", "pilot_key", "top_sigma"]
 
@@ -46,10 +48,45 @@ def pilot_key(root: jax.Array) -> jax.Array:
     return jax.random.fold_in(root, _TAG_PILOT)
 
 
-def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, float]:
-    """(sigma, sensitivity) of the Monte-Carlo-free top candidate: Gaussian with worst-case sensitivity."""
+def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, str]:
+    """(sigma, certifier) of the Monte-Carlo-free top candidate, the tightest certified bound that is valid
+    for the mechanism actually run:
+
+    * always: the unamplified Gaussian mechanism with the scheme's worst-case sensitivity (exact, Balle & Wang);
+    * b-min-sep with ``b = 1`` is Poisson subsampling with ``C = c_0 I``: the pessimistic PLD accountant of
+      :mod:`mcacct.pld` for ``n`` compositions of the Poisson-subsampled Gaussian (sensitivity ``c_0``).
+    """
     sens = problem.scheme.sensitivity_bound(problem.strategy)
-    return evr.gaussian_sigma(sens, epsilon, delta), sens
+    best = (evr.gaussian_sigma(sens, epsilon, delta), "gaussian-worst-case-sensitivity")
+    scheme = problem.scheme
+    if isinstance(scheme, BMinSep) and scheme.min_sep == 1:
+        from mcacct import pld
+        c0 = problem.strategy.c_col[0]
+        spec = pld.PoissonGaussianSpec(scheme.sampling_prob, 1.0, steps=scheme.iterations, sensitivity=c0)
+        sig = pld.pld_calibrate(spec, epsilon, delta)
+        if sig < best[0]:
+            best = (sig, "pld-poisson-subsampled-gaussian")
+    return best
+
+
+def baseline_sigmas(problem: Problem, epsilon: float, delta: float) -> dict:
+    """The sigma that the deterministic baselines need for the same target at the same expected batch size
+    (PLD accountant, certified upper bounds): Poisson DP-SGD (``C = I``, ``q = p0``, ``n`` steps) and
+    cyclic-Poisson BandMF (``b`` parts, ``q = b p0``, ``ceil(n/b)`` compositions, sensitivity ``||c||``).
+    Only for :class:`BMinSep`; other schemes get an empty dict."""
+    scheme = problem.scheme
+    if not isinstance(scheme, BMinSep):
+        return {}
+    from mcacct import pld
+    p0 = scheme.participation_rate
+    b, n = scheme.min_sep, scheme.iterations
+    out = {"poisson_dpsgd_sigma": pld.pld_calibrate(
+        pld.PoissonGaussianSpec(p0, 1.0, steps=n), epsilon, delta)}
+    out["cyclic_poisson_bandmf_sigma"] = pld.pld_calibrate(
+        pld.CyclicPoissonBandMFSpec(n, b, min(1.0, b * p0), tuple(problem.strategy.c_col), 1.0), epsilon, delta)
+    out["note"] = ("PLD (FFT) accountant at the target delta; equal expected batch size p0 = "
+                   f"{p0:.6g} of the dataset per iteration")
+    return out
 
 
 @dataclass
@@ -65,6 +102,7 @@ class CalibrationResult:
     num_samples: int
     top_sigma: float
     pilot_sigma: float
+    top_certifier: str = ""
     candidates: list[dict] = field(default_factory=list)
     samples_used: int = 0
     seconds: float = 0.0
@@ -118,14 +156,14 @@ def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, nu
         s = check_int("num_samples", num_samples, low=1)
         base = evr.base_delta_for_target(s, target)  # raises with the number needed when too few
     overall = evr.overall_delta(s, base)
-    sig_top, _ = top_sigma(problem, eps, base)
+    sig_top, certifier = top_sigma(problem, eps, base)
     n_pilot = pilot_samples or int(min(s, max(20_000, 40 / base)))
     sig_hat = _pilot(problem, eps, base, pilot_key(key), n_pilot, sig_top * 1e-3, sig_top, chunk_size)
     ladder = [sig_hat * ratio**j for j in range(-below, above + 1) if sig_hat * ratio**j < sig_top]
     used = 2 * n_pilot * 12
     result = CalibrationResult(sigma=sig_top, verified=False, epsilon=eps, target_delta=target,
                                overall_delta=overall, base_delta=base, num_samples=s, top_sigma=sig_top,
-                               pilot_sigma=sig_hat)
+                               pilot_sigma=sig_hat, top_certifier=certifier)
     limit = base * s  # a direction fails as soon as its running sum exceeds base * s
 
     def failed(st: DirectionStats) -> bool:

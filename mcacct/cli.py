@@ -82,6 +82,9 @@ def cmd_calibrate(args) -> dict:
                     chunk_size=args.chunk_size, progress=not args.quiet)
     out = res.to_dict()
     out["delta"] = args.delta
+    if not args.no_baselines:
+        from mcacct.calibrate import baseline_sigmas
+        out["baselines"] = baseline_sigmas(problem, args.epsilon, args.delta)
     out["scheme"] = _scheme_json(problem)
     out["seed"] = args.seed
     out["device"] = _device()
@@ -95,6 +98,9 @@ def cmd_calibrate(args) -> dict:
               f"({out['samples_per_second']:,.0f} samples/s) on {out['device']}")
         if res.note:
             print(f"note: {res.note}")
+        for k, v in out.get("baselines", {}).items():
+            if k.endswith("_sigma"):
+                print(f"baseline {k[:-6].replace('_', ' ')}: sigma = {v:.6g} (PLD accountant)")
     return out
 
 
@@ -153,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ladder-ratio", type=float, default=1.01, help="ratio between candidates (> 1)")
     p.add_argument("--above", type=int, default=6, help="ladder steps above the pilot estimate")
     p.add_argument("--below", type=int, default=12, help="ladder steps below the pilot estimate")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="skip the PLD sigmas of Poisson DP-SGD and cyclic-Poisson BandMF in the report")
     _add_scheme_flags(p)
     p.set_defaults(func=cmd_calibrate)
 

@@ -174,6 +174,26 @@ def test_default_calibration_cli(capsys):
     for key in ("sigma", "base_delta", "epsilon", "num_samples", "candidates"):
         assert key in out
     assert all("sigma" in c for c in out["candidates"])
+    base = out["baselines"]
+    assert base["poisson_dpsgd_sigma"] > 0 and base["cyclic_poisson_bandmf_sigma"] > 0
+    # DP-SGD (no correlation, C = I) needs less noise than BandMF with the same batch size
+    assert base["poisson_dpsgd_sigma"] < out["sigma"]
+
+
+def test_top_candidate_uses_tightest_valid_certificate():
+    """b = 1 is Poisson subsampling: the PLD bound certifies a smaller top sigma than the worst-case Gaussian."""
+    from mcacct.calibrate import top_sigma
+    from mcacct import pld
+    pb = Problem(mcacct.BMinSep(0.05, 1, 50))
+    sig, how = top_sigma(pb, 1.0, 1e-4)
+    assert how.startswith("pld")
+    assert sig <= evr.gaussian_sigma(math.sqrt(50), 1.0, 1e-4)
+    res = pld.pld_delta(pld.PoissonGaussianSpec(0.05, sig, steps=50), 1.0)
+    assert res.delta <= 1e-4
+    pb2 = Problem(mcacct.BMinSep(0.05, 3, 50), mcacct.BandedToeplitz((1.0, 0.5)))
+    sig2, how2 = top_sigma(pb2, 1.0, 1e-4)
+    assert how2 == "gaussian-worst-case-sensitivity"
+    assert evr.gaussian_delta(pb2.strategy.worst_case_sensitivity(50, 3), sig2, 1.0) <= 1e-4
 
 
 @pytest.mark.parametrize("argv,needle", [
