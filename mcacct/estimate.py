@@ -59,9 +59,13 @@ def chunk_statistics(losses: jax.Array, valid: jax.Array, epsilons: jax.Array, s
     terms = jnp.maximum(0.0, -jnp.expm1(epsilons[None, :] - loss[:, None]))
     sums = jnp.sum(jnp.where(mask[:, None], terms, 0.0), axis=0)
     idx = jnp.clip(jnp.ceil(loss / spec.width), 0, spec.bins + 1).astype(jnp.int32)
-    idx = jnp.where(mask, idx, spec.bins + 2)
-    hist = jnp.zeros(spec.bins + 3, jnp.int32).at[idx].add(1)[: spec.bins + 2]
-    return sums, hist
+    # bin 0 (L <= 0) holds a large share of the samples: count it with a reduction instead of a scatter,
+    # whose atomic adds would all contend for one address on an accelerator; masked and bin-0 entries get
+    # an out-of-range index and are dropped by the scatter
+    zero = jnp.sum(mask & (idx == 0)).astype(jnp.int32)
+    idx = jnp.where(mask & (idx > 0), idx, spec.bins + 2)
+    hist = jnp.zeros(spec.bins + 2, jnp.int32).at[idx].add(1, mode="drop")
+    return sums, hist.at[0].add(zero)
 
 
 def _to_fixed_up(x: float) -> int:
