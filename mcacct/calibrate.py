@@ -30,6 +30,7 @@ from mcacct._validate import check_int, check_real
 from mcacct.accountant import DEFAULT_CHUNK_SIZE, Problem, run_direction
 from mcacct.estimate import DIRECTIONS, DirectionStats
 from mcacct import evr
+from mcacct.pld import CyclicPoissonBandMFSpec, PoissonGaussianSpec, pld_calibrate
 from mcacct.schemes import BMinSep
 
 __all__ = ["calibrate", "CalibrationResult", "candidate_key", "pilot_key", "top_sigma"]
@@ -60,10 +61,9 @@ def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, st
     best = (evr.gaussian_sigma(sens, epsilon, delta), "gaussian-worst-case-sensitivity")
     scheme = problem.scheme
     if isinstance(scheme, BMinSep) and scheme.min_sep == 1:
-        from mcacct import pld
         c0 = problem.strategy.c_col[0]
-        spec = pld.PoissonGaussianSpec(scheme.sampling_prob, 1.0, steps=scheme.iterations, sensitivity=c0)
-        sig = pld.pld_calibrate(spec, epsilon, delta)
+        spec = PoissonGaussianSpec(scheme.sampling_prob, 1.0, steps=scheme.iterations, sensitivity=c0)
+        sig = pld_calibrate(spec, epsilon, delta)
         if sig < best[0]:
             best = (sig, "pld-poisson-subsampled-gaussian")
     return best
@@ -77,13 +77,11 @@ def baseline_sigmas(problem: Problem, epsilon: float, delta: float) -> dict:
     scheme = problem.scheme
     if not isinstance(scheme, BMinSep):
         return {}
-    from mcacct import pld
     p0 = scheme.participation_rate
     b, n = scheme.min_sep, scheme.iterations
-    out = {"poisson_dpsgd_sigma": pld.pld_calibrate(
-        pld.PoissonGaussianSpec(p0, 1.0, steps=n), epsilon, delta)}
-    out["cyclic_poisson_bandmf_sigma"] = pld.pld_calibrate(
-        pld.CyclicPoissonBandMFSpec(n, b, min(1.0, b * p0), tuple(problem.strategy.c_col), 1.0), epsilon, delta)
+    out = {"poisson_dpsgd_sigma": pld_calibrate(PoissonGaussianSpec(p0, 1.0, steps=n), epsilon, delta)}
+    out["cyclic_poisson_bandmf_sigma"] = pld_calibrate(
+        CyclicPoissonBandMFSpec(n, b, min(1.0, b * p0), tuple(problem.strategy.c_col), 1.0), epsilon, delta)
     out["note"] = ("PLD (FFT) accountant at the target delta; equal expected batch size p0 = "
                    f"{p0:.6g} of the dataset per iteration")
     return out
