@@ -15,6 +15,8 @@ from mcacct.loss import privacy_loss, sliding_dot  # noqa: E402
 from mcacct.accountant import Problem, Estimate, estimate  # noqa: E402
 from mcacct.calibrate import CalibrationResult, calibrate  # noqa: E402
 from mcacct import evr  # noqa: E402
+from mcacct import pld  # noqa: E402
+from mcacct.composition import certified_composition, compose_mc_with_pld  # noqa: E402
 from mcacct.multi_attribution import MultiAttribution  # noqa: E402
 from mcacct.truncated import TruncatedBMinSep  # noqa: E402
 from mcacct.baselines import CyclicPoisson, BallsInBins  # noqa: E402

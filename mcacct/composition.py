@@ -1,0 +1,878 @@
+r"""Composition of a Monte Carlo-analysed mechanism with PLD-analysed mechanisms.
+
+A training run may consist of one part whose privacy is only known through the Monte Carlo
+accountant (e.g. DP-BandMF with b-min-sep sampling, :mod:`mcacct.accountant`) and further parts
+that the FFT PLD accountant handles exactly (:mod:`mcacct.pld`: Gaussian, Poisson-subsampled
+Gaussian, ...). This module composes them, in the two ways the reference library
+(``dp_accounting``) allows.
+
+Two kinds of output -- do not mix them up
+-----------------------------------------
+**Estimates** (:func:`compose_mc_with_pld` -> :class:`CompositionEstimate`, ``certified=False``).
+The Monte Carlo loss histogram of one noise level ``sigma`` is turned into an *empirical* privacy
+loss distribution (:func:`empirical_pld_from_stats`) and FFT-convolved with the pessimistic PLDs
+of the other mechanisms. With
+:math:`f(x)=\mathbb E[(1-e^{\varepsilon-x-L_{\rm PLD}})_+]\in[0,1]` the composed
+:math:`\delta(\varepsilon)` is exactly an empirical mean of :math:`[0,1]`-valued terms (one or
+two independent sample sets, see below), so besides the point estimate Chernoff-KL
+:math:`(1-\alpha)` *confidence* bounds are reported (``delta_upper``, ``delta_lower``,
+``epsilon_upper``), as :meth:`mcacct.accountant.Estimate.delta` does for the MC part alone. They
+are statistical statements about one fixed ``sigma`` and a query fixed before sampling -- **not**
+Estimate-Verify-Release certificates.
+
+**Certificates** (:func:`certified_composition` -> :class:`CompositionCertificate`,
+``certified=True``). Input: an :math:`(\varepsilon_1,\delta_1)` pair for which the MC-analysed
+mechanism is *certified* DP, e.g. ``(result.epsilon, result.overall_delta)`` from
+:func:`mcacct.calibrate` (EVR, Theorem A.1 of paper 003: the released mechanism as a whole is
+:math:`(\varepsilon_1,\delta_1)`-DP). Two rules:
+
+* ``method="dominating_pair"`` (default, what ``dp_accounting`` allows through
+  ``PrivacyLossDistribution.from_privacy_parameters``): every
+  :math:`(\varepsilon_1,\delta_1)`-DP mechanism is dominated by the four-point pair of Kairouz,
+  Oh & Viswanath (2015) whose PLD (both directions) is :math:`+\infty` w.p. :math:`\delta_1`,
+  :math:`+\varepsilon_1` w.p. :math:`(1-\delta_1)/(1+e^{-\varepsilon_1})` and
+  :math:`-\varepsilon_1` w.p. :math:`(1-\delta_1)/(1+e^{\varepsilon_1})`
+  (:func:`privacy_parameters_pld`). Dominating pairs compose (Zhu, Dong & Wang 2022; paper 000,
+  Lemma 2.6), so the FFT composition of this PLD with the pessimistic PLDs of the other
+  mechanisms is an upper bound on the privacy curve of the composition (up to float round-off).
+* ``method="basic"``: basic composition -- if :math:`M_1` is :math:`(\varepsilon_1,\delta_1)`-DP
+  and :math:`M_2` is :math:`(\varepsilon_2,\delta_2)`-DP then :math:`(M_1,M_2)` (even adaptively)
+  is :math:`(\varepsilon_1+\varepsilon_2,\delta_1+\delta_2)`-DP, with
+  :math:`(\varepsilon_2,\delta_2)` read off the composed PLD of the other mechanisms. Never
+  tighter than ``"dominating_pair"``; kept as a simple, independent cross-check.
+
+The negative part of the MC loss
+--------------------------------
+The MC histogram keeps every loss :math:`L\le0` in one bin (index 0), but for a composition the
+negative part matters: a negative loss of the MC part offsets positive losses of the others. Every
+other sample sits at the upper edge of its bin. Two rules (``negative_part``):
+
+* ``"zero"``: bin 0 is placed at :math:`L=0`. This is *pessimistic*: for independent components
+  :math:`\delta(\varepsilon)=\mathbb E[(1-e^{\varepsilon-L_1-L_2})_+]` (plus the mass at
+  :math:`+\infty`) and the integrand is non-decreasing in :math:`L_1`, so replacing :math:`L_1` by
+  a first-order stochastically larger variable (here :math:`\max(\lceil L_1\rceil,0)\ge L_1`
+  sample by sample) can only increase :math:`\delta` for every :math:`\varepsilon`, hence also
+  :math:`\varepsilon(\delta)`. The bias is at most :math:`\Pr[L_1\le0]\cdot\delta_{\rm
+  PLD}(\varepsilon)` (plus the bin-width rounding), since :math:`0\le f(0)-f(x)\le
+  f(0)=\delta_{\rm PLD}(\varepsilon)`. (Keeping instead the bin's :math:`Q`-mass by a point mass
+  at the :math:`x^*<0` with the same :math:`E[e^{-L}]` would be *optimistic*: :math:`f` is convex
+  in :math:`e^{-x}`, so by Jensen such a point mass underestimates.) This is the only rule
+  available from one direction's statistics.
+* ``"mirror"`` (default when both directions were sampled): both directions are estimated for the
+  same pair :math:`(P,Q)`, and :math:`\Pr_P[L\in dx]=e^{x}\Pr_Q[L\in dx]`. So the negative part of
+  the remove-direction loss (:math:`L=\ln P/Q`, :math:`y\sim P`) is :math:`e^{x}` times the law of
+  the add-direction loss (:math:`-L`, :math:`y\sim Q`) at :math:`-x>0`, which the add histogram
+  measures -- and vice versa. :math:`\delta(\varepsilon)` becomes
+  :math:`\mathbb E_P[f(L);L>0]+\mathbb E_Q[e^{-L'}f(-L');L'>0]`, two means of :math:`[0,1]`-valued
+  terms over independent samples, each rounded up (an add sample in bin :math:`k` gives weight
+  :math:`e^{-(k-1)w}` at loss :math:`-(k-1)w`, where both factors are largest). Unbiased up to
+  the rounding, assuming :math:`\Pr[L=0]=0` (true for the Gaussian-noise mechanisms here); the
+  confidence bounds add the bounds of the two means (``alpha`` split between them).
+
+Grid
+----
+Everything lives on the PLD grid :math:`\ell_j=jh` (``value_discretization_interval``). For MC
+input the default is :math:`h=w/8` with :math:`w` the histogram bin width (``2**-10``), so every
+upper bin edge is a grid point; for other :math:`h` the edges are rounded *up* to the grid.
+Convolutions are linear (zero-padded) FFTs; the mass at :math:`+\infty` composes as
+:math:`1-\prod_i(1-\omega_{\infty,i})` (for probability measures; the linear extension for the
+empirical "mirror" measures, whose total mass is only approximately 1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import scipy.fft
+
+from mcacct import pld as _pld
+from mcacct.estimate import DIRECTIONS, DirectionStats, epsilon_from_delta_curve
+from mcacct.evr import kl_lower_confidence, kl_upper_confidence
+
+__all__ = [
+    "DirectionPLD",
+    "DiscretePLD",
+    "CompositionEstimate",
+    "CompositionCertificate",
+    "empirical_pld_from_stats",
+    "empirical_pld",
+    "mechanism_pld",
+    "privacy_parameters_pld",
+    "identity_pld",
+    "compose",
+    "compose_mc_with_pld",
+    "certified_composition",
+]
+
+_DEFAULT_H = 1e-4
+# Below this length a direct convolution is used (exact, no FFT round-off).
+_DIRECT_CONV = 64
+
+
+# --------------------------------------------------------------------------
+# Validation helpers
+# --------------------------------------------------------------------------
+def _check_h(h: Any) -> float:
+    return _pld._check_h(h)
+
+
+def _check_query(epsilon: Any, delta: Any) -> tuple[float | None, float | None]:
+    if (epsilon is None) == (delta is None):
+        raise ValueError("give exactly one of epsilon (to get delta) or delta (to get epsilon)")
+    if epsilon is not None:
+        return _pld._check_epsilon(epsilon), None
+    return None, _pld._check_delta(delta)
+
+
+def _same_h(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
+
+
+# --------------------------------------------------------------------------
+# Discrete PLDs
+# --------------------------------------------------------------------------
+def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Linear convolution of two non-negative vectors (zero-padded FFT; negatives from round-off -> 0)."""
+    if min(a.size, b.size) <= _DIRECT_CONV:
+        return np.convolve(a, b)
+    n = a.size + b.size - 1
+    nfft = scipy.fft.next_fast_len(n, real=True)
+    out = scipy.fft.irfft(scipy.fft.rfft(a, nfft) * scipy.fft.rfft(b, nfft), nfft)[:n]
+    return np.maximum(out, 0.0)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DirectionPLD:
+    r"""One direction of a discrete privacy-loss distribution.
+
+    Mass ``pmf[i]`` sits at loss :math:`(\mathrm{offset}+i)\,h`, ``infinity_mass`` at
+    :math:`+\infty`; the total may be below 1 only through mass at :math:`-\infty` (which never
+    contributes to :math:`\delta`). ``certified`` is ``False`` when any Monte Carlo data went in.
+    """
+
+    value_discretization_interval: float
+    offset: int
+    pmf: np.ndarray
+    infinity_mass: float
+    certified: bool
+
+    def __post_init__(self) -> None:
+        pmf = np.asarray(self.pmf, dtype=np.float64)
+        if pmf.ndim != 1 or pmf.size == 0 or not np.all(np.isfinite(pmf)) or np.any(pmf < 0):
+            raise ValueError("pmf must be a non-empty 1-D array of finite masses >= 0")
+        pmf = pmf.copy()
+        pmf.setflags(write=False)
+        object.__setattr__(self, "pmf", pmf)
+        object.__setattr__(self, "value_discretization_interval", _check_h(self.value_discretization_interval))
+        inf = float(self.infinity_mass)
+        if not 0.0 <= inf <= 1.0:
+            raise ValueError(f"infinity_mass must be in [0, 1], got {self.infinity_mass!r}")
+        object.__setattr__(self, "infinity_mass", inf)
+        object.__setattr__(self, "offset", int(self.offset))
+
+    @property
+    def losses(self) -> np.ndarray:
+        """The grid losses of ``pmf``."""
+        return (self.offset + np.arange(self.pmf.size)) * self.value_discretization_interval
+
+    def compose(self, other: "DirectionPLD") -> "DirectionPLD":
+        """The PLD of the composition (same direction; independent noise): a convolution."""
+        if not isinstance(other, DirectionPLD):
+            raise ValueError(f"can only compose with a DirectionPLD, got {type(other).__name__}")
+        h = self.value_discretization_interval
+        if not _same_h(h, other.value_discretization_interval):
+            raise ValueError(
+                "cannot compose PLDs on different grids: value_discretization_interval "
+                f"{h!r} vs {other.value_discretization_interval!r}")
+        # mass at +inf of the product measure: (+inf, anything) or (finite, +inf); equals
+        # 1 - (1 - a)(1 - b) for probability measures, and stays linear for empirical (sub/super) ones
+        a, b = self.infinity_mass, other.infinity_mass
+        inf = a * (float(other.pmf.sum()) + b) + float(self.pmf.sum()) * b
+        return DirectionPLD(h, self.offset + other.offset, _convolve(self.pmf, other.pmf),
+                            min(inf, 1.0), self.certified and other.certified)
+
+    def delta(self, epsilon: float | np.ndarray) -> np.ndarray:
+        r""":math:`\delta(\varepsilon)=\sum_j\omega_j(1-e^{\varepsilon-\ell_j})_++\omega_\infty` per epsilon.
+
+        Summed directly (no suffix-sum cancellation), capped at 1.
+        """
+        eps = np.atleast_1d(np.asarray(epsilon, dtype=np.float64))
+        l = self.losses
+        out = np.empty_like(eps)
+        for i, e in enumerate(eps):
+            k = int(np.searchsorted(l, e, side="right"))
+            out[i] = float(np.sum(self.pmf[k:] * -np.expm1(e - l[k:]))) + self.infinity_mass
+        return np.minimum(out, 1.0)
+
+    def epsilon(self, delta: float) -> float:
+        r"""Smallest :math:`\varepsilon\ge0` with :math:`\delta(\varepsilon)\le` ``delta``.
+
+        Solved exactly inside the grid cell by :mod:`mcacct.pld`'s query; ``inf`` if none.
+        """
+        _, e = _pld._query_one(jnp.asarray(self.pmf), jnp.asarray(self.infinity_mass), jnp.asarray(self.offset),
+                               self.value_discretization_interval, 0.0, float(delta))
+        return float(e)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DiscretePLD:
+    """A discrete PLD per direction (``"remove"``: y ~ P, loss ln P/Q; ``"add"``: y ~ Q, loss ln Q/P)."""
+
+    directions: Mapping[str, DirectionPLD]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.directions, Mapping) or not self.directions:
+            raise ValueError("directions must be a non-empty mapping direction -> DirectionPLD")
+        hs = set()
+        for d, p in self.directions.items():
+            if d not in DIRECTIONS:
+                raise ValueError(f"direction must be one of {DIRECTIONS}; got {d!r}")
+            if not isinstance(p, DirectionPLD):
+                raise ValueError(f"directions[{d!r}] must be a DirectionPLD, got {type(p).__name__}")
+            hs.add(p.value_discretization_interval)
+        h0 = next(iter(hs))
+        if not all(_same_h(h0, h) for h in hs):
+            raise ValueError("all directions must share one value_discretization_interval")
+        object.__setattr__(self, "directions", dict(self.directions))
+
+    @property
+    def value_discretization_interval(self) -> float:
+        return next(iter(self.directions.values())).value_discretization_interval
+
+    @property
+    def certified(self) -> bool:
+        """``True`` iff no Monte Carlo data went into this PLD (then it is a pessimistic bound)."""
+        return all(p.certified for p in self.directions.values())
+
+    def __getitem__(self, direction: str) -> DirectionPLD:
+        return self.directions[direction]
+
+    def compose(self, other: "DiscretePLD") -> "DiscretePLD":
+        """Composition, direction by direction (directions present in both)."""
+        if not isinstance(other, DiscretePLD):
+            raise ValueError(f"can only compose with a DiscretePLD, got {type(other).__name__}")
+        common = [d for d in DIRECTIONS if d in self.directions and d in other.directions]
+        if not common:
+            raise ValueError("the two PLDs have no direction in common")
+        return DiscretePLD({d: self.directions[d].compose(other.directions[d]) for d in common})
+
+    def delta(self, epsilon: float) -> float:
+        """Max over directions of :meth:`DirectionPLD.delta`."""
+        eps = _pld._check_epsilon(epsilon)
+        return max(float(p.delta(eps)[0]) for p in self.directions.values())
+
+    def epsilon(self, delta: float) -> float:
+        """Max over directions of :meth:`DirectionPLD.epsilon`."""
+        dl = _pld._check_delta(delta)
+        return max(p.epsilon(dl) for p in self.directions.values())
+
+
+def identity_pld(value_discretization_interval: float = _DEFAULT_H) -> DiscretePLD:
+    """The no-op mechanism: loss 0 with probability 1 in both directions (neutral for composition)."""
+    h = _check_h(value_discretization_interval)
+    return DiscretePLD({d: DirectionPLD(h, 0, np.ones(1), 0.0, True) for d in DIRECTIONS})
+
+
+def compose(*plds: DiscretePLD) -> DiscretePLD:
+    """Composition of several :class:`DiscretePLD` (at least one)."""
+    if not plds:
+        raise ValueError("compose needs at least one DiscretePLD")
+    return functools.reduce(lambda a, b: a.compose(b), plds)
+
+
+# --------------------------------------------------------------------------
+# Monte Carlo histogram -> empirical PLD
+# --------------------------------------------------------------------------
+def _edge_indices(k: np.ndarray, width: float, h: float, sign: int = 1) -> np.ndarray:
+    """Grid index of the loss ``sign * k * width``: exact when ``width / h`` is an integer, else rounded up."""
+    k = np.asarray(k, dtype=np.int64)
+    if _is_multiple(width, h):
+        return sign * k * int(round(width / h))
+    x = sign * k.astype(np.float64) * (width / h)
+    return np.ceil(x + 1e-9 * np.abs(x)).astype(np.int64)
+
+
+def _measure(idx: np.ndarray, mass: np.ndarray, inf: float, h: float) -> DirectionPLD:
+    """Atoms ``mass`` at grid indices ``idx`` as a DirectionPLD (empirical, ``certified=False``)."""
+    if idx.size == 0:
+        return DirectionPLD(h, 0, np.zeros(1), inf, False)
+    lo, hi = int(idx.min()), int(idx.max())
+    pmf = np.zeros(hi - lo + 1)
+    np.add.at(pmf, idx - lo, mass)
+    return DirectionPLD(h, lo, pmf, inf, False)
+
+
+def _add(a: DirectionPLD, b: DirectionPLD) -> DirectionPLD:
+    """Sum of two measures on the same grid (not a composition)."""
+    lo = min(a.offset, b.offset)
+    hi = max(a.offset + a.pmf.size, b.offset + b.pmf.size)
+    pmf = np.zeros(hi - lo)
+    pmf[a.offset - lo: a.offset - lo + a.pmf.size] += a.pmf
+    pmf[b.offset - lo: b.offset - lo + b.pmf.size] += b.pmf
+    return DirectionPLD(a.value_discretization_interval, lo, pmf, min(a.infinity_mass + b.infinity_mass, 1.0),
+                        a.certified and b.certified)
+
+
+def _check_stats(stats: Any, name: str = "stats") -> tuple[np.ndarray, float, int]:
+    if not isinstance(stats, DirectionStats):
+        raise ValueError(f"{name} must be a DirectionStats, got {type(stats).__name__}")
+    if stats.count <= 0:
+        raise ValueError(f"{name} has no samples (count == 0)")
+    width, bins = float(stats.spec.width), int(stats.spec.bins)
+    hist = np.asarray(stats.hist, dtype=np.int64)
+    if hist.shape != (bins + 2,) or np.any(hist < 0):
+        raise ValueError(f"{name}.hist must hold bins + 2 = {bins + 2} non-negative counts")
+    if int(hist.sum()) != int(stats.count):
+        raise ValueError(f"{name}.hist sums to {int(hist.sum())} but {name}.count is {stats.count}")
+    return hist, width, bins
+
+
+def _empirical_parts(stats: DirectionStats, h: float,
+                     opposite: DirectionStats | None) -> tuple[DirectionPLD, DirectionPLD | None]:
+    """(part from ``stats``, negative part from ``opposite`` or None); see :func:`empirical_pld_from_stats`."""
+    hist, width, bins = _check_stats(stats)
+    n = stats.count
+    k = np.flatnonzero(hist[: bins + 1])
+    if opposite is not None:
+        k = k[k >= 1]  # L <= 0 comes from the opposite direction
+    pos = _measure(_edge_indices(k, width, h), hist[k] / n, float(hist[bins + 1]) / n, h)
+    if opposite is None:
+        return pos, None
+    ho, wo, bo = _check_stats(opposite, "opposite")
+    no = opposite.count
+    ko = np.flatnonzero(ho[1:]) + 1  # opposite-direction bins k >= 1 (incl. overflow k = bo + 1)
+    # opposite loss L' in ((k-1)w, kw]  <->  this direction's loss -L' in [-kw, -(k-1)w), P-weight e^{-L'};
+    # e^{-L'} f(-L') is largest at L' = (k-1)w: atom of weight e^{-(k-1)w} at loss -(k-1)w
+    neg = _measure(_edge_indices(ko - 1, wo, h, sign=-1), ho[ko] / no * np.exp(-(ko - 1) * wo), 0.0, h)
+    return pos, neg
+
+
+def _is_multiple(width: float, h: float) -> bool:
+    ratio = width / h
+    m = round(ratio)
+    return m >= 1 and abs(ratio - m) <= 1e-9 * m
+
+
+def empirical_pld_from_stats(stats: DirectionStats, value_discretization_interval: float | None = None, *,
+                             opposite: DirectionStats | None = None) -> DirectionPLD:
+    r"""Empirical PLD of one direction from the Monte Carlo loss histogram (an *estimate*).
+
+    Bin :math:`k\ge1` of width :math:`w` (losses in :math:`((k-1)w, kw]`) puts mass
+    ``hist[k] / count`` at its upper edge :math:`kw` (rounded up to the grid when :math:`w/h` is
+    not an integer) and the overflow bin goes to :math:`+\infty`. Every sample's loss is thus
+    replaced by a larger one.
+
+    The negative part (bin 0 holds all :math:`L\le0`):
+
+    * ``opposite=None`` (per-direction, as the histogram allows): bin 0 is put at :math:`L=0`.
+      Pessimistic: for independent components
+      :math:`\delta(\varepsilon)=\mathbb E[(1-e^{\varepsilon-L_1-L_2})_+]` is non-decreasing in
+      :math:`L_1`, i.e. monotone under first-order stochastic dominance of each component's loss,
+      and :math:`\lceil L_1\rceil\ge L_1` sample by sample. The cost is at most
+      :math:`\Pr[L_1\le0]\,\delta_2(\varepsilon)` (see the module docstring).
+    * ``opposite=`` the statistics of the *other* direction of the same pair: the negative part is
+      reconstructed from it with the change of measure
+      :math:`\Pr_P[L\in dx]=e^{x}\Pr_Q[L\in dx]`, i.e. the law of this direction's loss at
+      :math:`x<0` is :math:`e^{x}` times the law of the opposite loss at :math:`-x>0`. An opposite
+      sample in bin :math:`k\ge1` becomes an atom of weight :math:`e^{-(k-1)w}` at loss
+      :math:`-(k-1)w` (both factors of :math:`e^{-L'}f(-L')` are largest there, so this is again
+      rounded up). Unbiased up to that rounding, assuming :math:`\Pr[L=0]=0` (true for the
+      Gaussian-noise mechanisms of this package); the total mass is then only approximately 1.
+
+    With no composition (the identity) both variants reproduce
+    :meth:`DirectionStats.histogram_delta` exactly for every :math:`\varepsilon\ge0`.
+
+    Parameters
+    ----------
+    stats : DirectionStats
+        Statistics of one direction (``count >= 1``).
+    value_discretization_interval : float, optional
+        Grid spacing :math:`h`; default ``stats.spec.width / 8`` (every bin edge on the grid).
+    opposite : DirectionStats, optional
+        Statistics of the opposite direction (independent samples of the same pair).
+
+    Returns
+    -------
+    DirectionPLD
+        ``certified=False`` (Monte Carlo data).
+    """
+    if not isinstance(stats, DirectionStats):
+        raise ValueError(f"stats must be a DirectionStats, got {type(stats).__name__}")
+    h = _check_h(float(stats.spec.width) / 8 if value_discretization_interval is None
+                 else value_discretization_interval)
+    pos, neg = _empirical_parts(stats, h, opposite)
+    return pos if neg is None else _add(pos, neg)
+
+
+def _stats_of(estimate_or_stats: Any, direction: str) -> tuple[dict[str, DirectionStats], float | None]:
+    """(stats by direction, the estimate's alpha or None)."""
+    from mcacct.accountant import Estimate
+
+    if isinstance(estimate_or_stats, Estimate):
+        stats, alpha = dict(estimate_or_stats.stats), float(estimate_or_stats.alpha)
+    elif isinstance(estimate_or_stats, DirectionStats):
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
+        stats, alpha = {direction: estimate_or_stats}, None
+    elif isinstance(estimate_or_stats, Mapping):
+        stats, alpha = dict(estimate_or_stats), None
+    else:
+        raise ValueError("estimate_or_stats must be an accountant.Estimate, a DirectionStats or a mapping "
+                         f"direction -> DirectionStats; got {type(estimate_or_stats).__name__}")
+    if not stats:
+        raise ValueError("no Monte Carlo statistics given")
+    for d, s in stats.items():
+        if d not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}; got {d!r}")
+        if not isinstance(s, DirectionStats):
+            raise ValueError(f"stats[{d!r}] must be a DirectionStats, got {type(s).__name__}")
+    return {d: stats[d] for d in DIRECTIONS if d in stats}, alpha
+
+
+def _negative_mode(negative_part: str, stats: Mapping[str, DirectionStats]) -> bool:
+    """True when the negative part is reconstructed from the opposite direction."""
+    if negative_part not in ("auto", "mirror", "zero"):
+        raise ValueError(f"negative_part must be 'auto', 'mirror' or 'zero', got {negative_part!r}")
+    both = all(d in stats for d in DIRECTIONS)
+    if negative_part == "mirror" and not both:
+        raise ValueError("negative_part='mirror' needs the statistics of both directions")
+    return negative_part == "mirror" or (negative_part == "auto" and both)
+
+
+def _opposite(d: str) -> str:
+    return DIRECTIONS[1 - DIRECTIONS.index(d)]
+
+
+def empirical_pld(estimate_or_stats: Any, value_discretization_interval: float | None = None, *,
+                  negative_part: str = "auto", direction: str = "remove") -> DiscretePLD:
+    """:func:`empirical_pld_from_stats` for every direction of an ``Estimate`` (or mapping of stats).
+
+    ``negative_part``: ``"zero"`` puts all :math:`L\\le0` at 0, ``"mirror"`` reconstructs it from the
+    opposite direction, ``"auto"`` (default) mirrors when both directions are present. A bare
+    :class:`DirectionStats` is taken as ``direction``. The default grid is the smallest histogram
+    width / 8.
+    """
+    stats, _ = _stats_of(estimate_or_stats, direction)
+    mirror = _negative_mode(negative_part, stats)
+    h = value_discretization_interval
+    if h is None:
+        h = min(float(s.spec.width) for s in stats.values()) / 8
+    return DiscretePLD({d: empirical_pld_from_stats(s, h, opposite=stats[_opposite(d)] if mirror else None)
+                        for d, s in stats.items()})
+
+
+# --------------------------------------------------------------------------
+# PLD-analysed mechanisms (adapter to mcacct.pld internals)
+# --------------------------------------------------------------------------
+@functools.lru_cache(maxsize=32)
+def _mechanism_pld_cached(spec, h: float, method: str) -> DiscretePLD:
+    canon = _pld._canonical(spec)
+    sigma = float(spec.sigma)
+    n_lo, kk = _pld._plan(canon, sigma, h)
+    k_stat = _pld._bucket(kk)
+    steps = jnp.asarray(canon.steps, dtype=jnp.int64)
+    pmfs, infs, offs, x_lo, x_hi, lms = _pld._single_batch(
+        jnp.asarray(canon.c[None, :] / sigma), jnp.asarray(np.log(canon.p)), jnp.asarray(canon.p),
+        jnp.asarray([n_lo]), steps, h, K=k_stat, method=method, solver=_pld._solver_for(canon.c))
+    x_lo, x_hi = np.asarray(x_lo), np.asarray(x_hi)
+    a_start = np.floor(x_lo / h).astype(np.int64) - 1
+    n_fft = _pld._bucket(int(np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2)))
+    # window [a_start, a_start + n_fft): mass above it is added to `inf`, mass below aliases upwards
+    out, inf, _, _, _ = _pld._compose_arrays_batch(pmfs, offs, infs, lms, jnp.asarray(a_start), steps, h, N=n_fft)
+    out, inf = np.asarray(out)[0], np.asarray(inf)[0]
+    return DiscretePLD({d: DirectionPLD(h, int(a_start[0, i]), out[i], float(min(inf[i], 1.0)), True)
+                        for i, d in enumerate(DIRECTIONS)})
+
+
+def mechanism_pld(spec: Any, value_discretization_interval: float = _DEFAULT_H,
+                  discretization: str = "connect_dots") -> DiscretePLD:
+    """The pessimistic, already self-composed PLD of an :mod:`mcacct.pld` ``*Spec`` (both directions).
+
+    Built with the internals of :mod:`mcacct.pld` (same discretisation, FFT power and Chernoff
+    window as :func:`mcacct.pld.pld_delta`, whose value it reproduces), returned on its window
+    instead of being queried.
+    """
+    if isinstance(spec, DiscretePLD):
+        raise ValueError("mechanism_pld expects a *Spec; a DiscretePLD can be composed directly")
+    if not isinstance(spec, _pld._SPEC_TYPES):
+        raise ValueError("PLD mechanisms must be mcacct.pld *Spec instances (GaussianSpec, PoissonGaussianSpec, "
+                         f"...) or DiscretePLD; got {type(spec).__name__}")
+    h = _check_h(value_discretization_interval)
+    method = _pld._check_discretization(discretization)
+    try:
+        hash(spec)
+    except TypeError:  # pragma: no cover - specs are frozen dataclasses
+        return _mechanism_pld_cached.__wrapped__(spec, h, method)
+    return _mechanism_pld_cached(spec, h, method)
+
+
+def _atom(x: float, a: float, h: float, method: str) -> dict[int, float]:
+    """A loss atom at ``x`` with P-mass ``a`` (Q-mass ``a e^{-x}``) moved pessimistically onto the grid."""
+    j1 = math.ceil(x / h)
+    if method == "round_up" or j1 * h == x:
+        return {j1: a}
+    j0 = j1 - 1
+    # connect-the-dots: keep the P- and Q-mass of the atom on its cell's end points (chord bound)
+    beta = a * (-math.expm1(j0 * h - x)) / (-math.expm1(-h))
+    beta = min(max(beta, 0.0), a)
+    return {j1: beta, j0: a - beta}
+
+
+def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_interval: float = _DEFAULT_H,
+                           discretization: str = "connect_dots") -> DiscretePLD:
+    r"""Pessimistic PLD of *any* :math:`(\varepsilon,\delta)`-DP mechanism (a certificate).
+
+    The four-point dominating pair (Kairouz et al. 2015; ``dp_accounting``'s
+    ``from_privacy_parameters``): loss :math:`+\infty` w.p. :math:`\delta`,
+    :math:`+\varepsilon` w.p. :math:`(1-\delta)/(1+e^{-\varepsilon})`, :math:`-\varepsilon` w.p.
+    :math:`(1-\delta)/(1+e^{\varepsilon})`; the pair is symmetric, so both directions agree. The
+    two atoms are put on the grid by ``"connect_dots"`` (default; keeps their P- and Q-mass, a
+    chord bound, slightly tighter) or ``"round_up"`` (``dp_accounting``'s rule: loss rounded up).
+
+    Parameters
+    ----------
+    epsilon : float
+        :math:`\varepsilon\ge0`.
+    delta : float
+        :math:`\delta\in[0,1)`.
+    """
+    eps = _pld._check_epsilon(epsilon)
+    if not _pld._is_real(delta) or not math.isfinite(delta) or not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+    dl = float(delta)
+    h = _check_h(value_discretization_interval)
+    method = _pld._check_discretization(discretization)
+    masses: dict[int, float] = {}
+    for x, a in ((eps, (1.0 - dl) / (1.0 + math.exp(-eps))), (-eps, (1.0 - dl) / (1.0 + math.exp(eps)))):
+        for j, m in _atom(x, a, h, method).items():
+            masses[j] = masses.get(j, 0.0) + m
+    lo, hi = min(masses), max(masses)
+    pmf = np.zeros(hi - lo + 1)
+    for j, m in masses.items():
+        pmf[j - lo] += m
+    return DiscretePLD({d: DirectionPLD(h, lo, pmf, dl, True) for d in DIRECTIONS})
+
+
+def _pld_part(pld_mechanisms: Any, h: float, method: str) -> DiscretePLD:
+    """Composed PLD of the (certified) PLD mechanisms; the identity for an empty sequence."""
+    if isinstance(pld_mechanisms, (DiscretePLD,) + _pld._SPEC_TYPES):
+        pld_mechanisms = [pld_mechanisms]
+    if isinstance(pld_mechanisms, (str, bytes)) or not isinstance(pld_mechanisms, Sequence):
+        raise ValueError("pld_mechanisms must be a sequence of mcacct.pld *Spec or DiscretePLD objects, "
+                         f"got {type(pld_mechanisms).__name__}")
+    parts = []
+    for m in pld_mechanisms:
+        if isinstance(m, DiscretePLD):
+            if not m.certified:
+                raise ValueError("pld_mechanisms must be certified PLDs; an empirical (Monte Carlo) PLD "
+                                 "cannot be composed here (its sampling error would not be accounted)")
+            if not _same_h(m.value_discretization_interval, h):
+                raise ValueError(
+                    f"DiscretePLD has value_discretization_interval {m.value_discretization_interval!r}, "
+                    f"expected {h!r}")
+            if any(d not in m.directions for d in DIRECTIONS):
+                raise ValueError("DiscretePLD in pld_mechanisms must have both directions")
+            parts.append(m)
+        else:
+            parts.append(mechanism_pld(m, h, method))
+    return compose(identity_pld(h), *parts)
+
+
+def _is_identity(p: DiscretePLD) -> bool:
+    return all(q.offset == 0 and q.pmf.size == 1 and q.pmf[0] == 1.0 and q.infinity_mass == 0.0
+               for q in p.directions.values())
+
+
+# --------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class CompositionEstimate:
+    r"""Monte Carlo *estimate* of the composition (``certified`` is always ``False``).
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        Point estimate (max over directions); one of them is the query.
+    epsilon_upper, delta_upper : float
+        :math:`(1-\alpha)` Chernoff-KL upper *confidence* bound (``alpha`` split over the
+        directions); the query field repeats the query. Not an EVR certificate.
+    delta_lower : float
+        Matching lower confidence bound on :math:`\delta` for an ``epsilon`` query (``nan`` otherwise).
+    per_direction : dict
+        ``{direction: {"epsilon", "delta", "epsilon_upper", "delta_upper", "num_samples",
+        "negative_mass"}}`` where ``negative_mass`` is the empirical :math:`\Pr[L\le0]` collapsed to 0.
+    alpha : float
+    num_samples : int
+        Smallest per-direction sample count.
+    infinity_mass : float
+        Mass at :math:`+\infty` of the composed PLD (max over directions).
+    value_discretization_interval : float
+    """
+
+    epsilon: float
+    delta: float
+    epsilon_upper: float
+    delta_upper: float
+    delta_lower: float
+    per_direction: dict
+    alpha: float
+    num_samples: int
+    infinity_mass: float
+    value_discretization_interval: float
+    certified: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class CompositionCertificate:
+    r"""Certified (pessimistic) :math:`(\varepsilon,\delta)` of the composition (``certified=True``).
+
+    Valid whenever the Monte Carlo-analysed mechanism is :math:`(\varepsilon_1,\delta_1)`-DP
+    (``mc_epsilon``, ``mc_delta``) -- e.g. by EVR -- up to float round-off (about 1e-12 absolute).
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        The certified pair (one is the query).
+    method : str
+        ``"dominating_pair"`` or ``"basic"``.
+    mc_epsilon, mc_delta : float
+        The input certificate of the MC part.
+    pld_epsilon, pld_delta : float
+        For ``"basic"``: the split used for the PLD part (``epsilon - mc_epsilon``,
+        ``delta - mc_delta``); ``nan`` for ``"dominating_pair"``.
+    epsilon_remove, epsilon_add, delta_remove, delta_add : float
+        Per direction (for ``"basic"`` those of the PLD part plus the MC pair).
+    infinity_mass : float
+    value_discretization_interval : float
+    discretization : str
+    """
+
+    epsilon: float
+    delta: float
+    method: str
+    mc_epsilon: float
+    mc_delta: float
+    pld_epsilon: float
+    pld_delta: float
+    epsilon_remove: float
+    epsilon_add: float
+    delta_remove: float
+    delta_add: float
+    infinity_mass: float
+    value_discretization_interval: float
+    discretization: str
+    certified: bool = True
+
+
+# --------------------------------------------------------------------------
+# Public composition API
+# --------------------------------------------------------------------------
+def compose_mc_with_pld(estimate_or_stats: Any, pld_mechanisms: Any = (), epsilon: float | None = None,
+                        delta: float | None = None, *, alpha: float | None = None,
+                        negative_part: str = "auto", value_discretization_interval: float | None = None,
+                        discretization: str = "connect_dots", direction: str = "remove") -> CompositionEstimate:
+    r"""Point *estimate* (plus confidence bounds) of :math:`\delta(\varepsilon)` or :math:`\varepsilon(\delta)`
+    of the Monte Carlo-analysed mechanism composed with PLD-analysed mechanisms.
+
+    Per direction, the empirical PLD of the MC histogram (:func:`empirical_pld_from_stats`) is
+    FFT-convolved with the pessimistic PLD of every mechanism in ``pld_mechanisms``; the reported
+    value is the max over the directions present.
+
+    Confidence bounds. With :math:`f(x)=\mathbb E[(1-e^{\varepsilon-x-L_{\rm PLD}})_+]\in[0,1]`
+    (:math:`f(+\infty)=1`) the composed :math:`\delta(\varepsilon)` is
+
+    * ``negative_part="zero"``: the mean of :math:`f(\lceil L_i\rceil^+)` over this direction's
+      samples;
+    * ``negative_part="mirror"``: the mean of :math:`f(\lceil L_i\rceil)1[L_i>0]` over this
+      direction's samples *plus* the mean of :math:`e^{-L'_j}f(-L'_j)1[L'_j>0]` (rounded up) over
+      the opposite direction's (independent) samples -- an unbiased estimate up to the bin
+      rounding, without the bias :math:`\le\Pr[L\le0]\,\delta_{\rm PLD}(\varepsilon)` of
+      ``"zero"``.
+
+    Each mean is of :math:`[0,1]`-valued i.i.d. terms, so :func:`mcacct.evr.kl_upper_confidence` /
+    ``kl_lower_confidence`` bound it; ``alpha`` is split (union bound) over the directions and,
+    for ``"mirror"``, over the two means. ``delta_upper`` is then a :math:`(1-\alpha)` upper
+    confidence bound for this noise level and a query fixed in advance; ``epsilon_upper`` is the
+    smallest :math:`\varepsilon` (to 1e-6, rounded up) where that bound meets ``delta``. These are
+    statistical statements, not certificates; for a certificate use :func:`certified_composition`.
+
+    Parameters
+    ----------
+    estimate_or_stats : Estimate, DirectionStats or mapping direction -> DirectionStats
+        The Monte Carlo result (:func:`mcacct.accountant.estimate`).
+    pld_mechanisms : sequence of mcacct.pld ``*Spec`` or certified :class:`DiscretePLD`
+        The other mechanisms (each spec is already its ``steps``-fold composition); empty =
+        no composition (reproduces the MC histogram estimate).
+    epsilon, delta : float
+        Exactly one: the query.
+    alpha : float, optional
+        Confidence level of the bounds; default the estimate's ``alpha`` (or 0.01).
+    negative_part : {"auto", "mirror", "zero"}
+        How the collapsed :math:`L\le0` bin is treated (``"auto"``: ``"mirror"`` when both
+        directions are present, else ``"zero"``).
+    value_discretization_interval : float, optional
+        Grid spacing; default histogram width / 8.
+    discretization : {"connect_dots", "round_up"}
+        For the PLD mechanisms.
+    direction : str
+        Direction of a bare ``DirectionStats``.
+
+    Returns
+    -------
+    CompositionEstimate
+    """
+    stats, est_alpha = _stats_of(estimate_or_stats, direction)
+    eps_q, dl_q = _check_query(epsilon, delta)
+    mirror = _negative_mode(negative_part, stats)
+    if alpha is None:
+        alpha = est_alpha if est_alpha is not None else 0.01
+    if not _pld._is_real(alpha) or not 0.0 < float(alpha) < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    alpha = float(alpha)
+    method = _pld._check_discretization(discretization)
+    h = value_discretization_interval
+    if h is None:
+        h = min(float(s.spec.width) for s in stats.values()) / 8
+    h = _check_h(h)
+    part = _pld_part(pld_mechanisms, h, method)
+    if _is_identity(part) and negative_part == "auto":
+        mirror = False  # nothing to compose: L <= 0 contributes 0 at every epsilon >= 0 either way
+    a_one = alpha / (len(stats) * (2 if mirror else 1))
+    # per direction: list of (composed part, number of samples behind it); delta is their sum
+    parts: dict[str, list[tuple[DirectionPLD, int]]] = {}
+    per: dict[str, dict] = {}
+    for d, s in stats.items():
+        opp = stats[_opposite(d)] if mirror else None
+        pos, neg = _empirical_parts(s, h, opp)
+        parts[d] = [(pos.compose(part[d]), s.count)]
+        if neg is not None:
+            parts[d].append((neg.compose(part[d]), opp.count))
+        per[d] = {"num_samples": int(s.count), "negative_mass": float(s.hist[0]) / s.count,
+                  "negative_part": "mirror" if mirror else "zero"}
+
+    def point(d: str, e: float) -> float:
+        return min(1.0, sum(float(c.delta(e)[0]) for c, _ in parts[d]))
+
+    def upper(d: str, e: float) -> float:
+        return min(1.0, sum(kl_upper_confidence(min(float(c.delta(e)[0]), 1.0), n, a_one) for c, n in parts[d]))
+
+    def lower(d: str, e: float) -> float:
+        return sum(kl_lower_confidence(min(float(c.delta(e)[0]), 1.0), n, a_one) for c, n in parts[d])
+
+    low = float("nan")
+    if eps_q is not None:
+        for d in stats:
+            per[d].update(epsilon=eps_q, delta=point(d, eps_q), epsilon_upper=eps_q,
+                          delta_upper=upper(d, eps_q), delta_lower=lower(d, eps_q))
+        e_out, e_up = eps_q, eps_q
+        d_out = max(v["delta"] for v in per.values())
+        d_up = max(v["delta_upper"] for v in per.values())
+        low = max(v["delta_lower"] for v in per.values())
+    else:
+        eps_hi = max(float(c.losses[-1]) for d in parts for c, _ in parts[d]) + h
+        for d in stats:
+            merged = functools.reduce(_add, [c for c, _ in parts[d]])
+            eu = epsilon_from_delta_curve(lambda e, _d=d: upper(_d, e), dl_q, eps_hi)
+            per[d].update(delta=dl_q, epsilon=merged.epsilon(dl_q), delta_upper=dl_q, epsilon_upper=eu)
+        d_out, d_up = dl_q, dl_q
+        e_out = max(v["epsilon"] for v in per.values())
+        e_up = max(v["epsilon_upper"] for v in per.values())
+    inf = max(sum(c.infinity_mass for c, _ in parts[d]) for d in parts)
+    return CompositionEstimate(
+        epsilon=float(e_out), delta=float(d_out), epsilon_upper=float(e_up), delta_upper=float(d_up),
+        delta_lower=float(low), per_direction=per, alpha=alpha,
+        num_samples=min(s.count for s in stats.values()),
+        infinity_mass=float(min(inf, 1.0)), value_discretization_interval=h)
+
+
+def certified_composition(mc_epsilon: float, mc_delta: float, pld_mechanisms: Any = (),
+                          epsilon: float | None = None, delta: float | None = None, *,
+                          method: str = "dominating_pair",
+                          value_discretization_interval: float = _DEFAULT_H,
+                          discretization: str = "connect_dots",
+                          pair_discretization: str | None = None) -> CompositionCertificate:
+    r"""*Certified* :math:`\delta(\varepsilon)` or :math:`\varepsilon(\delta)` of an
+    :math:`(\varepsilon_1,\delta_1)`-DP mechanism composed with PLD-analysed mechanisms.
+
+    ``method="dominating_pair"`` (default): FFT composition of the four-point PLD
+    (:func:`privacy_parameters_pld`) with the pessimistic PLDs of ``pld_mechanisms`` --
+    ``dp_accounting``'s ``from_privacy_parameters(...).compose(...)``.
+
+    ``method="basic"``: basic composition,
+    :math:`(\varepsilon_1+\varepsilon_2,\ \delta_1+\delta_2)`, with
+    :math:`\delta_2=\delta_{\rm PLD}(\varepsilon-\varepsilon_1)` (query ``epsilon``, needs
+    :math:`\varepsilon\ge\varepsilon_1`) or
+    :math:`\varepsilon_2=\varepsilon_{\rm PLD}(\delta-\delta_1)` (query ``delta``, needs
+    :math:`\delta>\delta_1`). Always at least the ``"dominating_pair"`` value.
+
+    Parameters
+    ----------
+    mc_epsilon, mc_delta : float
+        A certified pair of the MC-analysed mechanism (e.g. ``CalibrationResult.epsilon`` and
+        ``.overall_delta``): :math:`\varepsilon_1\ge0`, :math:`\delta_1\in[0,1)`.
+    pld_mechanisms : sequence of mcacct.pld ``*Spec`` or certified :class:`DiscretePLD`
+    epsilon, delta : float
+        Exactly one: the query.
+    method : {"dominating_pair", "basic"}
+    value_discretization_interval : float, default 1e-4
+    discretization : {"connect_dots", "round_up"}
+        Used for the PLD mechanisms.
+    pair_discretization : {"connect_dots", "round_up"}, optional
+        For the two finite atoms of the four-point PLD; default ``discretization``.
+        ``"round_up"`` is ``dp_accounting``'s rule (``from_privacy_parameters``).
+
+    Returns
+    -------
+    CompositionCertificate
+    """
+    e1 = _pld._check_epsilon(mc_epsilon)
+    if not _pld._is_real(mc_delta) or not math.isfinite(mc_delta) or not 0.0 <= mc_delta < 1.0:
+        raise ValueError(f"mc_delta must be in [0, 1), got {mc_delta!r}")
+    d1 = float(mc_delta)
+    eps_q, dl_q = _check_query(epsilon, delta)
+    if method not in ("dominating_pair", "basic"):
+        raise ValueError(f"method must be 'dominating_pair' or 'basic', got {method!r}")
+    h = _check_h(value_discretization_interval)
+    disc = _pld._check_discretization(discretization)
+    pair_disc = disc if pair_discretization is None else _pld._check_discretization(pair_discretization)
+    part = _pld_part(pld_mechanisms, h, disc)
+    nan = float("nan")
+    if method == "dominating_pair":
+        comp = privacy_parameters_pld(e1, d1, h, pair_disc).compose(part)
+        if eps_q is not None:
+            dd = {d: float(comp[d].delta(eps_q)[0]) for d in DIRECTIONS}
+            ee = {d: eps_q for d in DIRECTIONS}
+        else:
+            ee = {d: comp[d].epsilon(dl_q) for d in DIRECTIONS}
+            dd = {d: dl_q for d in DIRECTIONS}
+        pe, pd = nan, nan
+        inf = max(comp[d].infinity_mass for d in DIRECTIONS)
+    else:
+        if eps_q is not None:
+            if eps_q < e1:
+                raise ValueError(f"basic composition needs epsilon >= mc_epsilon ({eps_q!r} < {e1!r})")
+            pe = eps_q - e1
+            dd = {d: min(1.0, d1 + float(part[d].delta(pe)[0])) for d in DIRECTIONS}
+            ee = {d: eps_q for d in DIRECTIONS}
+            pd = max(dd.values()) - d1
+        else:
+            if dl_q <= d1:
+                raise ValueError(f"basic composition needs delta > mc_delta ({dl_q!r} <= {d1!r})")
+            pd = dl_q - d1
+            ee = {d: e1 + part[d].epsilon(pd) for d in DIRECTIONS}
+            dd = {d: dl_q for d in DIRECTIONS}
+            pe = max(ee.values()) - e1
+        inf = max(part[d].infinity_mass for d in DIRECTIONS)
+    return CompositionCertificate(
+        epsilon=float(max(ee.values())), delta=float(max(dd.values())), method=method,
+        mc_epsilon=e1, mc_delta=d1, pld_epsilon=float(pe), pld_delta=float(pd),
+        epsilon_remove=float(ee["remove"]), epsilon_add=float(ee["add"]),
+        delta_remove=float(dd["remove"]), delta_add=float(dd["add"]), infinity_mass=float(inf),
+        value_discretization_interval=h, discretization=disc)
