@@ -23,3 +23,11 @@ from mcacct.baselines import CyclicPoisson, BallsInBins  # noqa: E402
 from mcacct.banded_inverse import BandedInverse, strategy_from_inverse  # noqa: E402
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "BMinSep", "expected_participation_rate", "sampling_prob_from_batch_size", "BandedToeplitz",
+    "sample_participation", "sample_y", "privacy_loss", "sliding_dot", "Problem", "Estimate", "estimate",
+    "CalibrationResult", "calibrate", "evr", "pld", "certified_composition", "compose_mc_with_pld",
+    "MultiAttribution", "TruncatedBMinSep", "CyclicPoisson", "BallsInBins", "BandedInverse",
+    "strategy_from_inverse",
+]

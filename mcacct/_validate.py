@@ -39,3 +39,27 @@ def check_int(name: str, value: Any, *, low: int | None = None, high: int | None
     if (low is not None and v < low) or (high is not None and v > high):
         raise ValueError(f"{name} must be an integer in {rng}; got {v!r}")
     return v
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``bool(value)`` after checking it is a boolean."""
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        raise ValueError(f"{name} must be a bool; got {value!r}")
+    return bool(value)
+
+
+def check_prob(name: str, value: Any) -> float:
+    """A probability in ``(0, 1]``."""
+    return check_real(name, value, low=0.0, high=1.0, low_open=True)
+
+
+def check_count(name: str, value: Any) -> int:
+    """An integer ``>= 1``."""
+    return check_int(name, value, low=1)
+
+
+def check_fields(obj: Any, **checkers) -> None:
+    """Validate and normalise fields of a frozen dataclass in ``__post_init__``:
+    ``check_fields(self, sampling_prob=check_prob, iterations=check_count, ...)``."""
+    for name, checker in checkers.items():
+        object.__setattr__(obj, name, checker(name, getattr(obj, name)))

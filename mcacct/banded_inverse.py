@@ -53,8 +53,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_int, check_real
-from mcacct.baselines import _check_bool, _jit_method
+from mcacct._validate import check_bool, check_count, check_fields, check_int, check_prob
+from mcacct.baselines import _jit_method
 
 __all__ = ["BandedInverse", "strategy_from_inverse", "cross_term_allowance"]
 
@@ -161,11 +161,8 @@ class BandedInverse:
     warm_start: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sampling_prob",
-                           check_real("sampling_prob", self.sampling_prob, low=0.0, high=1.0, low_open=True))
-        object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
-        object.__setattr__(self, "iterations", check_int("iterations", self.iterations, low=1))
-        object.__setattr__(self, "warm_start", _check_bool("warm_start", self.warm_start))
+        check_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
+                     warm_start=check_bool)
 
     @property
     def base(self):

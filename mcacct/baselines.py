@@ -45,17 +45,10 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from mcacct._validate import check_int, check_real
+from mcacct._validate import check_bool, check_count, check_fields, check_prob
 
 __all__ = ["CyclicPoisson", "BallsInBins", "mean_shift_amplitudes", "shift_mixture_log_ratio"]
-
-
-def _check_bool(name: str, value) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a bool; got {value!r}")
-    return bool(value)
 
 
 def _jit_method(*static: str):
@@ -143,11 +136,8 @@ class CyclicPoisson:
     random_phase: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sampling_prob",
-                           check_real("sampling_prob", self.sampling_prob, low=0.0, high=1.0, low_open=True))
-        object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
-        object.__setattr__(self, "iterations", check_int("iterations", self.iterations, low=1))
-        object.__setattr__(self, "random_phase", _check_bool("random_phase", self.random_phase))
+        check_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
+                     random_phase=check_bool)
 
     @property
     def participation_rate(self) -> float:
@@ -226,8 +216,7 @@ class BallsInBins:
     iterations: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
-        object.__setattr__(self, "iterations", check_int("iterations", self.iterations, low=1))
+        check_fields(self, min_sep=check_count, iterations=check_count)
 
     @property
     def sampling_prob(self) -> float:

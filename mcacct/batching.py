@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_int, check_real
+from mcacct._validate import check_bool as _check_bool, check_int, check_real
 
 __all__ = [
     "SamplerState",
@@ -116,12 +116,6 @@ class TruncatedBatch(NamedTuple):
 
 def _check_prob(name: str, value: Any) -> float:
     return check_real(name, value, low=0.0, high=1.0, low_open=True)
-
-
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be a bool; got {value!r}")
-    return bool(value)
 
 
 def participation_rate(sampling_prob: float, min_sep: int) -> float:

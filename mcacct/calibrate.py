@@ -24,7 +24,6 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import jax
-import numpy as np
 
 from mcacct._validate import check_int, check_real
 from mcacct.accountant import DEFAULT_CHUNK_SIZE, Problem, run_direction

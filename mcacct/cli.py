@@ -107,7 +107,6 @@ def cmd_calibrate(args) -> dict:
 def _estimate(args, epsilons):
     import jax
     from mcacct.accountant import estimate
-    from mcacct import evr
     problem = _problem(args)
     n = args.samples
     return problem, estimate(problem, args.sigma, jax.random.key(args.seed), n, epsilons, alpha=args.alpha,

@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_int, check_real
+from mcacct._validate import check_count, check_fields, check_prob
 from mcacct.baselines import _jit_method, mean_shift_amplitudes
 
 __all__ = ["MultiAttribution"]
@@ -91,12 +91,8 @@ class MultiAttribution:
     max_examples_per_user: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sampling_prob",
-                           check_real("sampling_prob", self.sampling_prob, low=0.0, high=1.0, low_open=True))
-        object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
-        object.__setattr__(self, "iterations", check_int("iterations", self.iterations, low=1))
-        object.__setattr__(self, "max_examples_per_user",
-                           check_int("max_examples_per_user", self.max_examples_per_user, low=1))
+        check_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
+                     max_examples_per_user=check_count)
 
     @property
     def user_participation_prob(self) -> float:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mcacct._validate import check_int, check_real
+from mcacct._validate import check_bool, check_count, check_fields, check_int, check_prob, check_real
 
 __all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "AccountedScheme"]
 
@@ -59,12 +59,8 @@ class BMinSep:
     warm_start: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sampling_prob",
-                           check_real("sampling_prob", self.sampling_prob, low=0.0, high=1.0, low_open=True))
-        object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
-        object.__setattr__(self, "iterations", check_int("iterations", self.iterations, low=1))
-        if not isinstance(self.warm_start, bool):
-            raise ValueError(f"warm_start must be a bool; got {self.warm_start!r}")
+        check_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
+                     warm_start=check_bool)
 
     @property
     def participation_rate(self) -> float:

@@ -63,8 +63,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_int, check_real
-from mcacct.baselines import _check_bool, _jit_method, mean_shift_amplitudes
+from mcacct._validate import check_bool, check_count, check_fields, check_prob
+from mcacct.baselines import _jit_method, mean_shift_amplitudes
 
 __all__ = ["TruncatedBMinSep"]
 
@@ -97,13 +97,8 @@ class TruncatedBMinSep:
     warm_start: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sampling_prob",
-                           check_real("sampling_prob", self.sampling_prob, low=0.0, high=1.0, low_open=True))
-        object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
-        object.__setattr__(self, "iterations", check_int("iterations", self.iterations, low=1))
-        object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, low=1))
-        object.__setattr__(self, "max_batch_size", check_int("max_batch_size", self.max_batch_size, low=1))
-        object.__setattr__(self, "warm_start", _check_bool("warm_start", self.warm_start))
+        check_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
+                     dataset_size=check_count, max_batch_size=check_count, warm_start=check_bool)
         if self.dataset_size >= 2**31:
             raise ValueError(f"dataset_size must be below 2**31; got {self.dataset_size}")
 
