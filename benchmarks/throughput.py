@@ -114,7 +114,7 @@ def main() -> None:
         for b in (1, 4, 16, 64, 256):
             sc.append({"sweep": "b", "iterations": 1024, "min_sep": b,
                        **time_mcacct(_problem(1024, b, 1 / 1024, "float64"), sigma, chunk, secs / 2)})
-        for ch in (512, 2048, 8192, 32768):
+        for ch in (256, 1024, 4096, 16384):
             sc.append({"sweep": "chunk", "chunk_size": ch, "iterations": 1024, "min_sep": 8,
                        **time_mcacct(_problem(1024, 8, 1 / 256, "float64"), sigma, ch, secs / 2)})
         res["scaling"] = sc

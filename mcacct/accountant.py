@@ -25,7 +25,7 @@ from mcacct.estimate import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_st
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz
 
-__all__ = ["Problem", "chunk_losses", "direction_key", "run_direction", "estimate", "Estimate",
+__all__ = ["Problem", "chunk_losses", "block_size", "block_keys", "direction_key", "run_direction", "estimate", "Estimate",
            "DEFAULT_CHUNK_SIZE"]
 
 DEFAULT_CHUNK_SIZE = 4096
@@ -57,13 +57,42 @@ def direction_key(key: jax.Array, direction: str) -> jax.Array:
     return jax.random.fold_in(key, DIRECTIONS.index(direction))
 
 
+def block_size(problem: Problem, chunk_size: int) -> int:
+    """Samples per block: the power of two nearest below ``2**18 / n``, within ``[16, 4096]`` and at most
+    ``chunk_size``. Depends only on the problem and the chunk size, never on the backend."""
+    target = max(16, min(4096, (1 << 18) // problem.scheme.iterations))
+    return min(1 << (target.bit_length() - 1), chunk_size)
+
+
+def block_keys(key: jax.Array, problem: Problem, chunk_size: int) -> jax.Array:
+    """Keys of the blocks of one chunk: block ``j`` uses ``fold_in(chunk_key, j)``."""
+    n_blocks = -(-chunk_size // block_size(problem, chunk_size))
+    return jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(n_blocks, dtype=jnp.uint32))
+
+
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "positive"))
 def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, positive: bool) -> jax.Array:
-    """Privacy losses of one chunk: ``ln P/Q`` for y ~ P (``positive``), ``ln Q/P`` for y ~ Q."""
-    # randomness is always drawn in float64 (float32 normals have truncated tails, which matter at small
-    # delta); a float32 kernel rounds the float64 draws, so both kernels see the same y on the same key
-    return problem.scheme.loss_kernel(key, sigma, problem.strategy, chunk_size, positive,
-                                      jnp.dtype(problem.dtype), problem.dot_method, problem.recursion)
+    """Privacy losses of one chunk: ``ln P/Q`` for y ~ P (``positive``), ``ln Q/P`` for y ~ Q.
+
+    A chunk is made of blocks of :func:`block_size` samples with keys :func:`block_keys`, so the numbers
+    depend only on ``(key, chunk_size)``. On CPU the blocks run one after another (``lax.map``: a block's
+    ``(n, block)`` arrays stay in cache, about 2x faster than one big batch); on accelerators they are
+    batched with ``vmap``.
+    """
+    bsize = block_size(problem, chunk_size)
+
+    def one_block(k):
+        # randomness is always drawn in float64 (float32 normals have truncated tails, which matter at small
+        # delta); a float32 kernel rounds the float64 draws, so both kernels see the same y on the same key
+        return problem.scheme.loss_kernel(k, sigma, problem.strategy, bsize, positive,
+                                          jnp.dtype(problem.dtype), problem.dot_method, problem.recursion)
+
+    keys = block_keys(key, problem, chunk_size)
+    if jax.default_backend() == "cpu":
+        out = jax.lax.map(one_block, keys)
+    else:
+        out = jax.vmap(one_block)(keys)
+    return out.reshape(-1)[:chunk_size]
 
 
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "positive", "spec"))

@@ -112,8 +112,11 @@ class CalibrationResult:
 def _pilot(problem, epsilon, base, key, n_pilot, lo, hi, chunk_size) -> float:
     """Bisection in log sigma for the crossing of the pilot estimate (max over directions) and base."""
     def est(sig):
-        return max(run_direction(problem, sig, key, d, n_pilot, (epsilon,), chunk_size).mean_at(0)
-                   for d in DIRECTIONS)
+        try:
+            return max(run_direction(problem, sig, key, d, n_pilot, (epsilon,), chunk_size).mean_at(0)
+                       for d in DIRECTIONS)
+        except FloatingPointError:  # a kernel refused a chunk (numeric range): treat this sigma as failing
+            return 1.0
     for _ in range(12):
         mid = math.sqrt(lo * hi)
         if est(mid) <= base:
@@ -171,7 +174,13 @@ def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, nu
         k = candidate_key(key, j)
         entry = {"index": j, "sigma": sig, "passed": True}
         for d in DIRECTIONS:
-            st = run_direction(problem, sig, k, d, s, (eps,), chunk_size, stop_when=failed, progress=progress)
+            try:
+                st = run_direction(problem, sig, k, d, s, (eps,), chunk_size, stop_when=failed,
+                                   progress=progress)
+            except FloatingPointError as err:
+                # rejecting a candidate is always sound (it can only raise the released sigma)
+                entry["passed"], entry["error"] = False, str(err)
+                break
             used += st.count
             entry[f"delta_estimate_{d}"] = st.mean_at(0) if st.count == s else None
             entry[f"samples_{d}"] = st.count

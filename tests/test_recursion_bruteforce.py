@@ -53,15 +53,16 @@ def test_sampler_matches_enumerated_pattern_law():
 @pytest.mark.parametrize("recursion", ["scan", "blocked", "assoc"])
 def test_engine_kernel_equals_enumeration_on_its_own_draws(n, b, p, c_col, warm, recursion):
     """The fused time-major engine kernel gives the brute-force loss of the very y it draws."""
-    from mcacct.accountant import Problem, chunk_losses
+    from mcacct.accountant import Problem, block_keys, block_size, chunk_losses
     from mcacct.sample import sample_y_t
     scheme = mcacct.BMinSep(p, b, n, warm_start=warm)
     strategy = mcacct.BandedToeplitz(c_col)
     pb = Problem(scheme, strategy, recursion=recursion)
     sigma, key = 0.9, jax.random.key(7)
+    assert block_size(pb, 16) == 16
     for positive in (True, False):
         losses = np.asarray(chunk_losses(key, sigma, pb, 16, positive))
-        ys = np.asarray(sample_y_t(key, scheme, strategy, sigma, 16, positive)).T
+        ys = np.asarray(sample_y_t(block_keys(key, pb, 16)[0], scheme, strategy, sigma, 16, positive)).T
         expected = np.array([oracles.log_likelihood_ratio(y, sigma, c_col, p, b, warm) for y in ys])
         expected = expected if positive else -expected
         np.testing.assert_allclose(losses, expected, rtol=1e-9, atol=1e-9 * np.max(np.abs(expected)))
