@@ -176,24 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
         _add_scheme_flags(q)
         q.set_defaults(func=fn)
 
-    try:
-        from mcacct.pld_cli import add_pld_parser
-    except ImportError:  # pragma: no cover
-        add_pld_parser = None
-    if add_pld_parser is not None:
-        add_pld_parser(sub)
-    try:
-        from mcacct.compare import add_compare_parser
-    except ImportError:  # pragma: no cover
-        add_compare_parser = None
-    if add_compare_parser is not None:
-        add_compare_parser(sub)
-    for extra in ("mcacct.jobs_cli",):
-        try:
-            mod = __import__(extra, fromlist=["add_parsers"])
-            mod.add_parsers(sub)
-        except ImportError:
-            pass
+    from mcacct.compare import add_compare_parser
+    from mcacct.jobs_cli import add_parsers as add_job_parsers
+    from mcacct.pld_cli import add_pld_parser
+
+    add_pld_parser(sub)
+    add_compare_parser(sub)
+    add_job_parsers(sub)
     return parser
 
 
