@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct._validate import check_bool, check_count, check_fields, check_int, check_prob
+from mcacct.sample import gaussian_output
 from mcacct.baselines import _jit_method
 
 __all__ = ["BandedInverse", "strategy_from_inverse", "cross_term_allowance"]
@@ -200,12 +201,8 @@ class BandedInverse:
                  dtype=jnp.float64) -> jax.Array:
         """``y = C x + z`` with the full (non-banded) ``C`` (``positive``), or ``y = z``."""
         from mcacct.sample import sample_participation
-        kx, kz = jax.random.split(key)
-        z = jax.random.normal(kz, (num_samples, self.iterations), dtype) * jnp.asarray(sigma, dtype)
-        if not positive:
-            return z
-        x = sample_participation(kx, self.base, num_samples).astype(dtype)
-        return z + _convolve(x, self._col(strategy))
+        return gaussian_output(key, (num_samples, self.iterations), sigma, dtype, positive, lambda k: _convolve(
+            sample_participation(k, self.base, num_samples).astype(dtype), self._col(strategy)))
 
     @_jit_method("strategy", "dot_method", "recursion", "which")
     def log_ratio_bounds(self, y: jax.Array, sigma, strategy, dot_method: str = "auto",

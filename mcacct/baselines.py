@@ -47,6 +47,8 @@ import jax
 import jax.numpy as jnp
 
 from mcacct._validate import check_bool, check_count, check_fields, check_prob
+from mcacct.sample import gaussian_output
+from mcacct.schemes import MinSepAccounting
 
 __all__ = ["CyclicPoisson", "BallsInBins", "mean_shift_amplitudes", "shift_mixture_log_ratio"]
 
@@ -109,7 +111,7 @@ def _log_terms(y, sigma, strategy, dot_method):
 
 
 @dataclass(frozen=True)
-class CyclicPoisson:
+class CyclicPoisson(MinSepAccounting):
     r"""Cyclic Poisson subsampling (paper 003, §3) of one example over ``iterations`` steps.
 
     The data are split into ``min_sep = b`` parts; iteration ``t`` (0-based) Poisson-samples with
@@ -144,19 +146,7 @@ class CyclicPoisson:
         """Expected participation rate ``q / b`` (random phase; per iteration of the part otherwise ``q``)."""
         return self.sampling_prob / self.min_sep
 
-    @property
-    def max_participations(self) -> int:
-        """``ceil(n / b)``."""
-        return -(-self.iterations // self.min_sep)
-
-    # -- AccountedScheme ---------------------------------------------------------------------------------
-    def check_strategy(self, strategy) -> None:
-        strategy.check_min_sep(self.min_sep)
-
-    def sensitivity_bound(self, strategy) -> float:
-        """``sqrt(ceil(n/b)) ||c||``: at most ``ceil(n/b)`` opportunities, touching disjoint rows."""
-        return strategy.worst_case_sensitivity(self.iterations, self.min_sep)
-
+    # -- AccountedScheme (check_strategy, sensitivity_bound: MinSepAccounting) ------------------------------
     def sample_participation(self, key: jax.Array, num_samples: int) -> jax.Array:
         """Participation vectors, shape ``(num_samples, n)`` (bool)."""
         b, n = self.min_sep, self.iterations
@@ -175,12 +165,8 @@ class CyclicPoisson:
     def sample_y(self, key: jax.Array, strategy, sigma, num_samples: int, positive: bool = True,
                  dtype=jnp.float64) -> jax.Array:
         """Outputs ``y = C x + z`` (``positive``) or ``y = z``, shape ``(num_samples, n)``."""
-        kx, kz = jax.random.split(key)
-        z = jax.random.normal(kz, (num_samples, self.iterations), dtype) * jnp.asarray(sigma, dtype)
-        if not positive:
-            return z
-        x = self.sample_participation(kx, num_samples).astype(dtype)
-        return z + mean_shift_amplitudes(x, strategy.c_col)
+        return gaussian_output(key, (num_samples, self.iterations), sigma, dtype, positive, lambda k: mean_shift_amplitudes(
+            self.sample_participation(k, num_samples).astype(dtype), strategy.c_col))
 
     @_jit_method("strategy", "dot_method")
     def log_ratio(self, y: jax.Array, sigma, strategy, dot_method: str = "auto") -> jax.Array:

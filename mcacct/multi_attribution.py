@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct._validate import check_count, check_fields, check_prob
+from mcacct.sample import gaussian_output
 from mcacct.baselines import _jit_method, mean_shift_amplitudes
 
 __all__ = ["MultiAttribution"]
@@ -139,12 +140,8 @@ class MultiAttribution:
     def sample_y(self, key: jax.Array, strategy, sigma, num_samples: int, positive: bool = True,
                  dtype=jnp.float64) -> jax.Array:
         """``y = C x + z`` under ``P`` (``positive``) or ``y = z`` under ``Q``; shape ``(num_samples, n)``."""
-        kx, kz = jax.random.split(key)
-        z = jax.random.normal(kz, (num_samples, self.iterations), dtype) * jnp.asarray(sigma, dtype)
-        if not positive:
-            return z
-        x = self.sample_counts(kx, num_samples).astype(dtype)
-        return z + mean_shift_amplitudes(x, strategy.c_col)
+        return gaussian_output(key, (num_samples, self.iterations), sigma, dtype, positive, lambda k: mean_shift_amplitudes(
+            self.sample_counts(k, num_samples).astype(dtype), strategy.c_col))
 
     def participation_terms(self, y: jax.Array, sigma, strategy, dot_method: str = "auto") -> jax.Array:
         r""":math:`\ell'_i = \ln \sum_{j=1}^{k_u} (\mathrm{Binom}(j;k_u,p)/p_u)\,e^{j s_i - j^2 v_i/2}`."""

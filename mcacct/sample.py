@@ -21,7 +21,16 @@ import numpy as np
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz
 
-__all__ = ["sample_participation", "sample_y", "sample_y_t", "mean_shift"]
+__all__ = ["sample_participation", "sample_y", "sample_y_t", "mean_shift", "gaussian_output"]
+
+
+def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positive: bool, mean_of_key) -> jax.Array:
+    """``y = z`` (``Q``) or ``y = m + z`` (``P``) with ``z ~ N(0, sigma^2)`` of ``shape``: the key is split
+    into a participation key, passed to ``mean_of_key`` (which returns the mean ``m = C x``), and a noise key.
+    Every sampler of mcacct draws its outputs through this one function."""
+    kx, kz = jax.random.split(key)
+    z = jax.random.normal(kz, shape, dtype) * jnp.asarray(sigma, dtype)
+    return z + mean_of_key(kx) if positive else z
 
 
 def _geometric(key: jax.Array, p: float, shape: tuple[int, ...]) -> jax.Array:
@@ -90,12 +99,8 @@ def sample_y(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: f
     positive: ``True`` samples ``P`` (``y = Cx + z``), ``False`` samples ``Q`` (``y = z``).
     """
     strategy.check_min_sep(scheme.min_sep)
-    kx, kz = jax.random.split(key)
-    z = jax.random.normal(kz, (num_samples, scheme.iterations), dtype) * jnp.asarray(sigma, dtype)
-    if not positive:
-        return z
-    x = sample_participation(kx, scheme, num_samples)
-    return z + mean_shift(x, strategy.c_col, dtype)
+    return gaussian_output(key, (num_samples, scheme.iterations), sigma, dtype, positive,
+                           lambda k: mean_shift(sample_participation(k, scheme, num_samples), strategy.c_col, dtype))
 
 
 @partial(jax.jit, static_argnames=("scheme", "num_samples"))
@@ -126,9 +131,5 @@ def sample_y_t(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma:
     """Like :func:`sample_y` but time-major, shape ``(n, num_samples)`` (the engine's layout; for the same
     key the draws differ from :func:`sample_y`'s, the law is the same)."""
     strategy.check_min_sep(scheme.min_sep)
-    kx, kz = jax.random.split(key)
-    z = jax.random.normal(kz, (scheme.iterations, num_samples), dtype) * jnp.asarray(sigma, dtype)
-    if not positive:
-        return z
-    x = sample_participation_t(kx, scheme, num_samples)
-    return z + _mean_shift_t(x, strategy.c_col, dtype)
+    return gaussian_output(key, (scheme.iterations, num_samples), sigma, dtype, positive,
+                           lambda k: _mean_shift_t(sample_participation_t(k, scheme, num_samples), strategy.c_col, dtype))

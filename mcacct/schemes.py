@@ -37,8 +37,25 @@ class AccountedScheme:
     """
 
 
+class MinSepAccounting:
+    """The :class:`AccountedScheme` pieces shared by every scheme in which an example participates at most once
+    in any ``min_sep`` consecutive iterations (fields ``min_sep`` and ``iterations``)."""
+
+    @property
+    def max_participations(self) -> int:
+        """``ceil(n / b)``: the most participations that fit into ``n`` iterations."""
+        return -(-self.iterations // self.min_sep)
+
+    def check_strategy(self, strategy) -> None:
+        strategy.check_min_sep(self.min_sep)
+
+    def sensitivity_bound(self, strategy) -> float:
+        """``sqrt(ceil(n/b)) ||c||``: at most ``ceil(n/b)`` participations, touching disjoint rows."""
+        return strategy.worst_case_sensitivity(self.iterations, self.min_sep)
+
+
 @dataclass(frozen=True)
-class BMinSep:
+class BMinSep(MinSepAccounting):
     """b-min-sep subsampling of one example over ``iterations`` steps.
 
     Parameters
@@ -67,18 +84,7 @@ class BMinSep:
         """Stationary expected participation rate ``p0 = 1 / (1/p + b - 1)``."""
         return expected_participation_rate(self.sampling_prob, self.min_sep)
 
-    @property
-    def max_participations(self) -> int:
-        """``ceil(n / b)``: the most participations that fit into ``n`` iterations."""
-        return -(-self.iterations // self.min_sep)
-
-    # -- AccountedScheme ---------------------------------------------------------------------------------
-    def check_strategy(self, strategy) -> None:
-        strategy.check_min_sep(self.min_sep)
-
-    def sensitivity_bound(self, strategy) -> float:
-        return strategy.worst_case_sensitivity(self.iterations, self.min_sep)
-
+    # -- AccountedScheme (check_strategy, sensitivity_bound: MinSepAccounting) ------------------------------
     def loss_kernel(self, key, sigma, strategy, num_samples: int, positive: bool, dtype,
                     dot_method: str = "auto", recursion: str = "auto"):
         import jax.numpy as jnp
