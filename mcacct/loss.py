@@ -126,13 +126,8 @@ def _assoc_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
     :math:`(a_1, c_1)` then :math:`(a_2, c_2)` giving :math:`(a_1 + a_2, \mathrm{logaddexp}(a_2 + c_1, c_2))`,
     so a block costs ``O(b log b)`` work at depth ``log b`` and the scan runs ``ceil(n/b)`` steps.
     """
-    n = ell_t.shape[0]
-    lead = ell_t.shape[1:]
-    m = -(-n // b)
-    pad = m * b - n  # dummy iterations in front: they never influence f_1..f_n
-    if pad:
-        ell_t = jnp.concatenate([jnp.zeros((pad,) + lead, ell_t.dtype), ell_t], axis=0)
-    blocks = ell_t.reshape((m, b) + lead)
+    blocks, pad = _blocks(ell_t, b)
+    lead = blocks.shape[2:]
 
     def combine(acc, e):
         a1, c1 = acc
