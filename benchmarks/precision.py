@@ -31,7 +31,7 @@ def main():
     out = {"device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}", "samples": args.samples, "rows": []}
     eps_grid = np.array([0.5, 1.0, 2.0, 4.0, 8.0])
     for name, (n, b, p, sigmas) in CONFIGS.items():
-        for recursion in ("scan", "blocked") if b > 1 else ("scan",):
+        for recursion in ("scan", "blocked", "linear") if b > 1 else ("scan", "linear"):
             for sigma in sigmas:
                 c = tuple(np.ones(b) / np.sqrt(b))
                 losses = {}

@@ -1,5 +1,7 @@
 """Where the time goes: stage-by-stage timing of one chunk (RNG, participation, dot products, recursion).
 
+``normal_*`` is ``jax.random.normal``, ``normal_mcacct_*`` the engine's sampler (:mod:`mcacct.normal`).
+
     python benchmarks/profile_stages.py [--chunk-size 65536]   -> benchmarks/results/profile_<device>.json
 """
 
@@ -16,6 +18,7 @@ import numpy as np
 
 import mcacct
 from mcacct.loss import log_ratio_from_terms, participation_log_ratios
+from mcacct.normal import standard_normal
 from mcacct.sample import sample_participation
 
 CONFIGS = {"n1024_b8": (1024, 8, mcacct.sampling_prob_from_batch_size(1, 256, 8)),
@@ -46,11 +49,12 @@ def main():
         for dt in (jnp.float64, jnp.float32):
             tag = jnp.dtype(dt).name
             r[f"normal_{tag}"] = _time(jax.jit(lambda k, dt=dt: jax.random.normal(k, (S, n), dt)), key)
+            r[f"normal_mcacct_{tag}"] = _time(jax.jit(lambda k, dt=dt: standard_normal(k, (S, n), dt)), key)
             y = jax.random.normal(key, (S, n), dt)
             r[f"dot_prefix_{tag}"] = _time(jax.jit(lambda y: participation_log_ratios(y, 1.0, st, "prefix")), y)
             r[f"dot_fft_{tag}"] = _time(jax.jit(lambda y: participation_log_ratios(y, 1.0, st, "fft")), y)
             ell = participation_log_ratios(y, 1.0, st, "prefix")
-            for rec in ("scan", "blocked"):
+            for rec in ("scan", "blocked", "linear"):
                 r[f"recursion_{rec}_{tag}"] = _time(jax.jit(lambda e, rec=rec: log_ratio_from_terms(e, sch, rec)), ell)
         r["participation"] = _time(jax.jit(lambda k: sample_participation(k, sch, S)), key)
         out["stages"][name] = {k: {"seconds_per_chunk": v, "samples_per_s": S / v} for k, v in r.items()}

@@ -113,7 +113,7 @@ def participation_log_ratios_t(y_t: jax.Array, sigma, strategy: BandedToeplitz, 
     return (sliding_dot_t(y_t, strategy.c_col, method) - 0.5 * sq) * inv_var
 
 
-_RECURSIONS = ("auto", "scan", "blocked", "assoc")
+_RECURSIONS = ("auto", "scan", "blocked", "assoc", "linear")
 
 
 def _assoc_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
@@ -225,12 +225,105 @@ def _scan_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
     return ring  # ring[i] = f_{i+1} (1-based) for i < b; f = 1 beyond n
 
 
+# largest (b - 1) |ln(1 - p)| for which the linear recursion's in-block factors (1 - p)^{-j} stay finite
+_LINEAR_MAX_SPAN = {np.dtype(np.float64): 300.0, np.dtype(np.float32): 20.0}
+
+
+def _linear_applicable(b: int, log_q: float, dtype) -> bool:
+    """Whether :func:`_linear_first_values` may run: ``(b - 1) |ln(1 - p)|`` within the dtype's span."""
+    return (b - 1) * abs(log_q) <= _LINEAR_MAX_SPAN[np.dtype(dtype)]
+
+
+def _linear_first_values(ell_t: jax.Array, b: int, log_p, log_q: float) -> tuple[jax.Array, jax.Array]:
+    r"""``log f_1..log f_b`` in linear space by blocks of ``b`` iterations, one ``exp`` per iteration.
+
+    Each block stores its values as :math:`f = e^{s} \hat f` with a per-sample log scale ``s`` (float64)
+    and :math:`\max_j \hat f_j = 1`. Given the next block :math:`\hat g` (scale ``s``), the block solves
+    :math:`f_j = (1 - p) f_{j+1} + p e^{\ell_j} f_{j+b}`, :math:`f_b = g_0`, in closed form,
+
+    .. math::
+        \hat f_j \propto e^{-jA} S_j, \qquad
+        S_j = \sum_{t=j}^{b-1} e^{u_t - M} \hat g_t + e^{bA - M} \hat g_0,
+
+    with :math:`A = \ln(1-p)`, :math:`u_t = \ln p + \ell_t + tA` and :math:`M = \max(\max_t u_t, bA)`, so
+    every term is at most 1 and the reverse cumulative sum cannot overflow; the new scale is
+    :math:`s + M + \ln \max_j e^{-jA} S_j`. That is one ``exp`` per iteration and one ``log`` per block
+    and sample, against two transcendentals per iteration in log space (float64 ``log`` is ~4x the cost
+    of ``exp`` on CPU).
+
+    Soundness of the arithmetic: all terms are positive, so each block sum has relative error at most
+    ``(b + 1)`` ulps plus ``(b + 1) tiny / S_j`` from terms flushed to zero or subnormals. The function
+    also returns ``ok`` (per sample): every block sum and every stored value is at least
+    ``(b + 1) tiny / eps``, i.e. flushing changed nothing by more than one ulp. Callers must fall back to
+    a log-space recursion where ``ok`` is false (:func:`log_ratio_from_terms_t` does, exactly).
+    Requires :func:`_linear_applicable` (else ``e^{-jA}`` could overflow).
+    """
+    blocks, pad = _blocks(ell_t, b)
+    lead = blocks.shape[2:]
+    dtype = blocks.dtype
+    finfo = jnp.finfo(dtype)
+    thr = (b + 1) * float(finfo.tiny) / float(finfo.eps)
+    shape_t = (b,) + (1,) * len(lead)
+    t_a = jnp.asarray(np.arange(b) * log_q, dtype).reshape(shape_t)          # t A
+    inv_q_t = jnp.asarray(np.exp(-np.arange(b) * log_q), dtype).reshape(shape_t)  # e^{-t A}
+    b_a = b * log_q
+
+    def body(carry, blk):
+        g, s, _, _, ok = carry
+        u = log_p + blk + t_a
+        m = jnp.maximum(jnp.max(u, axis=0), jnp.asarray(b_a, dtype))
+        terms = jnp.exp(u - m) * g
+        sums = jnp.cumsum(terms[::-1], axis=0)[::-1] + jnp.exp(b_a - m) * g[0]
+        v = sums * inv_q_t
+        mx = jnp.max(v, axis=0)
+        v = v * (1.0 / mx)
+        ok = ok & (jnp.min(sums, axis=0) >= thr) & (jnp.min(v, axis=0) >= thr)
+        s_new = s + m.astype(jnp.float64) + jnp.log(mx).astype(jnp.float64)
+        return (v, s_new, g, s, ok), None
+
+    ones = jnp.ones((b,) + lead, dtype)
+    zero = jnp.zeros(lead, jnp.float64)
+    init = (ones, zero, ones, zero, jnp.ones(lead, bool))
+    (v0, s0, v1, s1, ok), _ = jax.lax.scan(body, init, blocks, reverse=True)
+    first = jnp.concatenate([jnp.log(v0[pad:]).astype(jnp.float64) + s0,
+                             jnp.log(v1[:pad]).astype(jnp.float64) + s1], axis=0)
+    return first.astype(dtype), ok
+
+
+def _poisson_log_ratio_linear(ell_t: jax.Array, log_p, p: float, group: int = 8) -> tuple[jax.Array, jax.Array]:
+    r""":math:`\sum_i \ln(1 - p + p e^{\ell_i})` (``b = 1``) as logs of products of ``group`` factors,
+    one ``exp`` per iteration and one ``log`` per group. ``ok`` (per sample) is false where a product left
+    the normal range by less than ``1/eps`` (overflow or loss of relative precision); callers fall back."""
+    n = ell_t.shape[0]
+    lead = ell_t.shape[1:]
+    m = -(-n // group)
+    pad = m * group - n
+    if pad:  # ell = 0 gives the factor 1
+        ell_t = jnp.concatenate([ell_t, jnp.zeros((pad,) + lead, ell_t.dtype)], axis=0)
+    finfo = jnp.finfo(ell_t.dtype)
+    factors = (1.0 - p) + jnp.exp(log_p + ell_t)
+    prods = jnp.prod(factors.reshape((m, group) + lead), axis=1)
+    ok = jnp.all(jnp.isfinite(prods) & (prods >= float(finfo.tiny) / float(finfo.eps))
+                 & (prods <= float(finfo.max) * float(finfo.eps)), axis=0)
+    return jnp.sum(jnp.log(prods), axis=0), ok
+
+
 def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
     """Run the recursion of Theorem 5.1 on the per-iteration terms ``ell`` (shape ``(..., n)``).
 
-    ``recursion``: ``"scan"`` (``n`` sequential steps: the CPU default), ``"blocked"`` (``ceil(n/b)``
-    sequential steps, two transcendentals per iteration: the accelerator default), ``"assoc"`` (blocks by an
-    associative log-space scan, ``O(b log b)`` per block, no underflow caveat) or ``"auto"``. Returns ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
+    ``recursion``:
+
+    - ``"linear"``: blocks of ``b`` iterations in linear space with a per-block log scale, one ``exp``
+      per iteration (:func:`_linear_first_values`); wherever its arithmetic could have lost precision
+      (a block sum or value within ``1/eps`` of the smallest normal number) the whole batch is recomputed
+      by ``"scan"``, so the result is never silently wrong. The CPU default.
+    - ``"scan"``: ``n`` sequential log-space steps (``logaddexp``), no range caveat.
+    - ``"blocked"``: ``ceil(n/b)`` sequential log-space block steps, two transcendentals per iteration;
+      NaN (refused by the estimator) if a block underflows entirely. The accelerator default.
+    - ``"assoc"``: blocks by an associative log-space scan, ``O(b log b)`` per block.
+    - ``"auto"``: ``"linear"`` on CPU, ``"blocked"`` elsewhere.
+
+    Returns ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
     """
     if recursion not in _RECURSIONS:
         raise ValueError(f"recursion must be one of {_RECURSIONS}; got {recursion!r}")
@@ -244,17 +337,27 @@ def log_ratio_from_terms_t(ell_t: jax.Array, scheme: BMinSep, recursion: str = "
     b, p = scheme.min_sep, scheme.sampling_prob
     dtype = ell_t.dtype
     log_p = jnp.asarray(math.log(p), dtype)
-    log_q = jnp.asarray(math.log1p(-p) if p < 1.0 else -jnp.inf, dtype)
-    if b == 1:
-        return jnp.sum(jnp.logaddexp(log_q, log_p + ell_t), axis=0)
-    lead = ell_t.shape[1:]
+    log_q_f = math.log1p(-p) if p < 1.0 else -math.inf
+    log_q = jnp.asarray(log_q_f, dtype)
     if recursion == "auto":
-        recursion = "scan" if jax.default_backend() == "cpu" else "blocked"
-    if recursion == "blocked":
-        f_first = _blocked_first_values(ell_t, b, log_p, log_q, p >= 1.0)
+        recursion = "linear" if jax.default_backend() == "cpu" else "blocked"
+    if b == 1:
+        exact = lambda: jnp.sum(jnp.logaddexp(log_q, log_p + ell_t), axis=0)  # noqa: E731
+        if recursion == "linear" and dtype == jnp.float64 and p < 1.0:
+            fast, ok = _poisson_log_ratio_linear(ell_t, log_p, p)
+            return jax.lax.cond(jnp.all(ok), lambda: fast, exact)
+        return exact()
+    lead = ell_t.shape[1:]
+    if p >= 1.0 and recursion in ("blocked", "linear"):
+        f_first = _blocked_first_values(ell_t, b, log_p, log_q, True)  # additions only
+    elif recursion == "linear" and _linear_applicable(b, log_q_f, dtype):
+        fast, ok = _linear_first_values(ell_t, b, log_p, log_q_f)
+        f_first = jax.lax.cond(jnp.all(ok), lambda: fast, lambda: _scan_first_values(ell_t, b, log_p, log_q))
+    elif recursion == "blocked":
+        f_first = _blocked_first_values(ell_t, b, log_p, log_q, False)
     elif recursion == "assoc":
         f_first = _assoc_first_values(ell_t, b, log_p, log_q)
-    else:
+    else:  # "scan", or "linear" outside its range
         f_first = _scan_first_values(ell_t, b, log_p, log_q)
     if not scheme.warm_start:
         return f_first[0]
@@ -283,7 +386,8 @@ def privacy_loss(scheme: BMinSep, y: jax.Array, sigma: float | jax.Array, c_col=
     sigma: noise multiplier, ``> 0``.
     c_col: non-zeros of the first column of ``C`` (``len(c_col) <= min_sep``).
     dot_method: how the sliding dot products are computed (see :func:`sliding_dot`).
-    recursion: ``"scan"``, ``"blocked"`` or ``"auto"`` (see :func:`log_ratio_from_terms`).
+    recursion: ``"linear"``, ``"scan"``, ``"blocked"``, ``"assoc"`` or ``"auto"`` (see
+        :func:`log_ratio_from_terms`).
 
     Returns
     -------

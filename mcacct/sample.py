@@ -12,12 +12,14 @@ uses ``ceil(n/b)`` draws per sample instead of ``n`` and is exactly Alg. 1 (cold
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.normal import standard_normal
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz
 
@@ -29,7 +31,7 @@ def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positi
     into a participation key, passed to ``mean_of_key`` (which returns the mean ``m = C x``), and a noise key.
     Every sampler of mcacct draws its outputs through this one function."""
     kx, kz = jax.random.split(key)
-    z = jax.random.normal(kz, shape, dtype) * jnp.asarray(sigma, dtype)
+    z = standard_normal(kz, shape, dtype) * jnp.asarray(sigma, dtype)
     return z + mean_of_key(kx) if positive else z
 
 
@@ -43,11 +45,12 @@ def _geometric(key: jax.Array, p: float, shape: tuple[int, ...]) -> jax.Array:
     return (jnp.minimum(g, 2**30) + 1).astype(jnp.int32)
 
 
-@partial(jax.jit, static_argnames=("scheme", "num_samples"))
-def participation_times(key: jax.Array, scheme: BMinSep, num_samples: int) -> jax.Array:
-    """1-based participation times, shape ``(num_samples, ceil(n/b))``; entries ``> n`` are unused."""
+@partial(jax.jit, static_argnames=("scheme", "num_samples", "count"))
+def participation_times(key: jax.Array, scheme: BMinSep, num_samples: int, count: int | None = None) -> jax.Array:
+    """1-based participation times, shape ``(num_samples, count)`` (default ``count = ceil(n/b)``, all that
+    fit); entries ``> n`` are unused."""
     b, p, n = scheme.min_sep, scheme.sampling_prob, scheme.iterations
-    k_max = scheme.max_participations
+    k_max = scheme.max_participations if count is None else count
     k_start, k_gap = jax.random.split(key)
     gaps = _geometric(k_gap, p, (num_samples, k_max))
     if scheme.warm_start and b > 1:
@@ -103,26 +106,67 @@ def sample_y(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: f
                            lambda k: mean_shift(sample_participation(k, scheme, num_samples), strategy.c_col, dtype))
 
 
+def participation_cap(scheme: BMinSep) -> int:
+    """Gaps the engine draws up front per sample: ``mean + 8 sqrt(mean) + 16`` participations (``mean`` the
+    expected count), at most ``ceil(n/b)``. More are drawn only if some sample of the batch needs them."""
+    mean = scheme.iterations * scheme.participation_rate
+    return min(scheme.max_participations, int(math.ceil(mean + 8.0 * math.sqrt(mean) + 16.0)))
+
+
+def _mask_t(times: jax.Array, n: int) -> jax.Array:
+    cols = jnp.arange(times.shape[0])[None, :]
+    return jnp.zeros((n + 1, times.shape[0]), bool).at[times.T - 1, cols].set(True)[:n]
+
+
+def _participation_t(key: jax.Array, scheme: BMinSep, num_samples: int, cap: int) -> jax.Array:
+    """Time-major participation vectors, drawing ``cap`` gaps per sample and the remaining
+    ``ceil(n/b) - cap`` (from an independent key) only when some sample's ``cap``-th participation is
+    still within the horizon: the law is that of :func:`participation_times` with all gaps drawn."""
+    b, p, n = scheme.min_sep, scheme.sampling_prob, scheme.iterations
+    k_max = scheme.max_participations
+    times = participation_times(key, scheme, num_samples, cap)
+    if cap >= k_max:
+        return _mask_t(times, n)
+
+    def with_more_gaps():
+        k_more = jax.random.fold_in(jax.random.split(key)[1], 1)
+        extra = _geometric(k_more, p, (num_samples, k_max - cap))
+        more = times[:, -1:] + jnp.cumsum(jnp.minimum(extra + (b - 1), n + 1), axis=1)
+        return _mask_t(jnp.concatenate([times, jnp.minimum(more, n + 1)], axis=1), n)
+
+    return jax.lax.cond(jnp.any(times[:, -1] <= n), with_more_gaps, lambda: _mask_t(times, n))
+
+
 @partial(jax.jit, static_argnames=("scheme", "num_samples"))
 def sample_participation_t(key: jax.Array, scheme: BMinSep, num_samples: int) -> jax.Array:
-    """Time-major participation vectors, shape ``(n, num_samples)`` (bool)."""
-    n = scheme.iterations
-    if scheme.min_sep == 1:
-        return jax.random.uniform(key, (n, num_samples), dtype=jnp.float64) < scheme.sampling_prob
-    times = participation_times(key, scheme, num_samples)
-    cols = jnp.arange(num_samples)[None, :]
-    x = jnp.zeros((n + 1, num_samples), bool).at[times.T - 1, cols].set(True)
-    return x[:n]
+    """Time-major participation vectors, shape ``(n, num_samples)`` (bool), by the renewal process for every
+    ``b`` (``b = 1`` too: ``O(n p)`` geometric gaps per sample instead of ``n`` uniforms)."""
+    return _participation_t(key, scheme, num_samples, participation_cap(scheme))
+
+
+def _shift_down(a: jax.Array, s: int, fill) -> jax.Array:
+    """``a`` moved ``s`` rows down along axis 0 (row ``j`` gets row ``j - s``), ``fill`` above."""
+    pad = jnp.full((s,) + a.shape[1:], fill, a.dtype)
+    return jnp.concatenate([pad, a[:a.shape[0] - s]], axis=0)
 
 
 def _mean_shift_t(x_t: jax.Array, c_col: tuple[float, ...], dtype) -> jax.Array:
-    """:func:`mean_shift` along axis 0."""
+    """:func:`mean_shift` along axis 0. The last participation within the column's reach is found by
+    ``ceil(log2 len(c_col))`` doubling steps of a running max (a window of ``2^k >= len(c_col)`` rows: an
+    older participation in it has lag ``>= len(c_col)`` and contributes nothing), not a full ``cummax``."""
     n = x_t.shape[0]
+    L = len(c_col)
+    if L == 1:
+        return jnp.where(x_t, jnp.asarray(c_col[0], dtype), jnp.zeros((), dtype))
     idx = jnp.arange(n, dtype=jnp.int32).reshape((n,) + (1,) * (x_t.ndim - 1))
-    last = jax.lax.cummax(jnp.where(x_t, idx, -(2**30)), axis=0)
+    last = jnp.where(x_t, idx, -(2**30))
+    s = 1
+    while s < L and s < n:
+        last = jnp.maximum(last, _shift_down(last, s, -(2**30)))
+        s *= 2
     lag = idx - last
     c = jnp.asarray(c_col, dtype)
-    return jnp.where(lag < len(c_col), c[jnp.clip(lag, 0, len(c_col) - 1)], jnp.zeros((), dtype))
+    return jnp.where(lag < L, c[jnp.clip(lag, 0, L - 1)], jnp.zeros((), dtype))
 
 
 @partial(jax.jit, static_argnames=("scheme", "strategy", "num_samples", "positive", "dtype"))

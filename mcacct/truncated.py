@@ -65,6 +65,7 @@ import numpy as np
 
 from mcacct._validate import check_bool, check_count, check_fields, check_prob
 from mcacct.baselines import _jit_method, mean_shift_amplitudes
+from mcacct.normal import standard_normal
 
 __all__ = ["TruncatedBMinSep"]
 
@@ -158,7 +159,7 @@ class TruncatedBMinSep:
         else:
             amp = jnp.where(trunc & survives, -1.0, 0.0)
         a = jnp.where(x, amp, 0.0).astype(dtype)
-        z = jax.random.normal(k_z, (num_samples, self.iterations), dtype) * jnp.asarray(sigma, dtype)
+        z = standard_normal(k_z, (num_samples, self.iterations), dtype) * jnp.asarray(sigma, dtype)
         return z + mean_shift_amplitudes(a, strategy.c_col), r
 
     def side_terms(self, y: jax.Array, r: jax.Array, sigma, strategy,

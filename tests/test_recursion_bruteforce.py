@@ -19,7 +19,7 @@ CASES = [(n, b, p, c, warm)
 
 
 @pytest.mark.parametrize("n,b,p,c_col,warm", CASES)
-@pytest.mark.parametrize("method,recursion", [("auto", "scan"), ("direct", "blocked"), ("fft", "assoc")])
+@pytest.mark.parametrize("method,recursion", [("auto", "scan"), ("direct", "blocked"), ("fft", "assoc"), ("auto", "linear")])
 def test_recursion_matches_enumeration(n, b, p, c_col, warm, method, recursion):
     rng = np.random.default_rng(hash((n, b, p, c_col, warm)) % 2**32)
     sigma = 0.7
@@ -50,7 +50,7 @@ def test_sampler_matches_enumerated_pattern_law():
 
 @pytest.mark.parametrize("n,b,p,c_col,warm", [(12, 3, 0.3, (1.0, 0.5, 0.25), True), (9, 4, 1.0, (0.5,) * 4, True),
                                               (11, 2, 0.2, (0.8, 0.6), False), (10, 1, 0.4, (1.0,), True)])
-@pytest.mark.parametrize("recursion", ["scan", "blocked", "assoc"])
+@pytest.mark.parametrize("recursion", ["scan", "blocked", "assoc", "linear"])
 def test_engine_kernel_equals_enumeration_on_its_own_draws(n, b, p, c_col, warm, recursion):
     """The fused time-major engine kernel gives the brute-force loss of the very y it draws."""
     from mcacct.accountant import Problem, block_keys, block_size, chunk_losses

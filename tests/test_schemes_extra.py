@@ -50,7 +50,7 @@ MULTI_CASES = [(6, 2, 0.3, 2, (1.0, 0.5)), (5, 1, 0.4, 3, (1.0,)), (7, 3, 0.5, 2
 
 
 @pytest.mark.parametrize("n,b,p,k,c_col", MULTI_CASES)
-@pytest.mark.parametrize("recursion", ["scan", "blocked"])
+@pytest.mark.parametrize("recursion", ["scan", "blocked", "linear"])
 def test_multi_attribution_matches_enumeration(n, b, p, k, c_col, recursion):
     rng = np.random.default_rng(n * 100 + b * 10 + k)
     ys = _ys(rng, n)
