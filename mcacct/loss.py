@@ -12,9 +12,12 @@ so ``L = ln f_1`` for the cold start (Alg. 1) and, for the warm start (Alg. 2),
 
 .. math::  L = \ln \frac{f_1 + p \sum_{i=2}^{b} f_i}{1 + (b - 1) p}.
 
-The recursion runs in log space with ``lax.scan`` over ``n`` steps, carrying a ring buffer of the last
-``b`` values (``O(n)`` per sample after the sliding dot products, which cost ``O(n b)`` directly,
-``O(n log n)`` by FFT and ``O(n)`` for constant ``c_col`` by prefix sums). For ``b = 1`` the recursion
+The recursion runs by blocks of ``b`` iterations, each solved in closed form given the next block: in
+linear space with a per-block log scale and an exact log-space fallback (``"linear"``, the CPU default),
+or in log space (``"blocked"``, the accelerator default); ``"scan"`` is the plain ``n``-step log-space
+recursion with a ring buffer of the last ``b`` values. All are ``O(n)`` per sample after the sliding dot
+products, which cost ``O(n b)`` directly, ``O(n log n)`` by FFT and ``O(n)`` for constant ``c_col`` by
+prefix sums. For ``b = 1`` the recursion
 factorises: :math:`L = \sum_i \ln(1 - p + p e^{\ell_i})`.
 """
 
