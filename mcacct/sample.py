@@ -124,12 +124,12 @@ def _participation_t(key: jax.Array, scheme: BMinSep, num_samples: int, cap: int
     still within the horizon: the law is that of :func:`participation_times` with all gaps drawn."""
     b, p, n = scheme.min_sep, scheme.sampling_prob, scheme.iterations
     k_max = scheme.max_participations
-    times = participation_times(key, scheme, num_samples, cap)
     if cap >= k_max:
-        return _mask_t(times, n)
+        return _mask_t(participation_times(key, scheme, num_samples), n)
+    k_first, k_more = jax.random.split(key)
+    times = participation_times(k_first, scheme, num_samples, cap)
 
     def with_more_gaps():
-        k_more = jax.random.fold_in(jax.random.split(key)[1], 1)
         extra = _geometric(k_more, p, (num_samples, k_max - cap))
         more = times[:, -1:] + jnp.cumsum(jnp.minimum(extra + (b - 1), n + 1), axis=1)
         return _mask_t(jnp.concatenate([times, jnp.minimum(more, n + 1)], axis=1), n)
