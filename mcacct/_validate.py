@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 
 def _is_real(x: Any) -> bool:
     try:
@@ -63,3 +65,111 @@ def check_fields(obj: Any, **checkers) -> None:
     ``check_fields(self, sampling_prob=check_prob, iterations=check_count, ...)``."""
     for name, checker in checkers.items():
         object.__setattr__(obj, name, checker(name, getattr(obj, name)))
+
+
+# -- arguments of the schemes' public methods (sampling, losses) ---------------------------------------------
+KERNEL_DTYPES = ("float64", "float32")
+
+
+def is_traced(value: Any) -> bool:
+    """Whether ``value`` is a JAX tracer (an abstract value inside ``jit``/``vmap``): its *shape* is known,
+    its *values* are not, so value checks are skipped for it (they ran on the concrete caller's side)."""
+    import jax
+    return isinstance(value, jax.core.Tracer)
+
+
+def check_choice(name: str, value: Any, choices: tuple) -> Any:
+    """``value`` if it is one of ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}; got {value!r}")
+    return value
+
+
+def check_sigma(name: str, value: Any) -> Any:
+    """A noise multiplier: finite and in ``(0, inf)`` (every entry, for an array). Returned unchanged
+    (so jit caches keep seeing the caller's type); a traced value passes (its shape only is checked: scalar
+    or an array of noise multipliers)."""
+    if is_traced(value):
+        return value
+    try:
+        arr = np.asarray(value)
+    except Exception as err:  # noqa: BLE001 - anything that is not array-like
+        raise ValueError(f"{name} must be a finite real number in (0, inf); got {value!r}") from err
+    if arr.dtype.kind not in "fiu" or arr.size == 0:
+        raise ValueError(f"{name} must be a finite real number in (0, inf); got {value!r}")
+    a = arr.astype(np.float64)
+    if not np.all(np.isfinite(a) & (a > 0)):
+        shown = float(a) if a.ndim == 0 else a[~(np.isfinite(a) & (a > 0))][:3].tolist()
+        raise ValueError(f"{name} must be a finite real number in (0, inf); got {shown!r}")
+    return value
+
+
+def check_outputs(name: str, y: Any, iterations: int):
+    """Mechanism outputs ``y`` of shape ``(..., iterations)`` as a floating JAX array (integer input is
+    converted to float64: an integer array would round ``c_col`` in the sliding dot products)."""
+    import jax.numpy as jnp
+    if not is_traced(y):
+        try:
+            y = jnp.asarray(y)
+        except Exception as err:  # noqa: BLE001
+            raise ValueError(f"{name} must be a real array of shape (..., {iterations}); got {y!r}") from err
+    if y.ndim < 1 or y.shape[-1] != iterations:
+        raise ValueError(f"{name} must have shape (..., {iterations}) (last axis = iterations = {iterations}); "
+                         f"got shape {tuple(y.shape)}")
+    kind = np.dtype(y.dtype).kind
+    if kind in "iub":
+        y = y.astype(jnp.float64)
+    elif kind != "f":
+        raise ValueError(f"{name} must be a real (floating) array; got dtype {y.dtype}")
+    return y
+
+
+def check_kernel_dtype(name: str, dtype: Any):
+    """A kernel precision: float64 or float32 (as a ``numpy.dtype``)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as err:
+        raise ValueError(f"{name} must be one of {KERNEL_DTYPES}; got {dtype!r}") from err
+    if dt.name not in KERNEL_DTYPES:
+        raise ValueError(f"{name} must be one of {KERNEL_DTYPES}; got {dt.name!r}")
+    return dt
+
+
+def check_strategy_type(name: str, strategy: Any):
+    """A :class:`~mcacct.strategy.BandedToeplitz` (anything else has no validated ``c_col``)."""
+    from mcacct.strategy import BandedToeplitz
+    if not isinstance(strategy, BandedToeplitz):
+        raise ValueError(f"{name} must be a mcacct.BandedToeplitz; got {type(strategy).__name__}")
+    return strategy
+
+
+_UNSET = object()
+
+
+def check_call(scheme: Any, *, strategy: Any = _UNSET, sigma: Any = _UNSET, y: Any = _UNSET,
+               num_samples: Any = _UNSET, positive: Any = _UNSET, dtype: Any = _UNSET, dot_method: Any = _UNSET,
+               recursion: Any = _UNSET):
+    """Validate the arguments of a scheme's public sampling / loss method (only those given):
+    ``scheme.check_strategy(strategy)``, ``sigma`` finite ``> 0``, ``y`` of shape ``(..., iterations)``,
+    ``num_samples >= 1``, ``positive`` a bool, ``dtype`` float64/float32, ``dot_method`` and ``recursion``
+    among the known methods. Returns ``y`` as a floating array (``None`` when not given)."""
+    if strategy is not _UNSET:
+        check_strategy_type("strategy", strategy)
+        scheme.check_strategy(strategy)
+    if sigma is not _UNSET:
+        check_sigma("sigma", sigma)
+    if num_samples is not _UNSET:
+        check_count("num_samples", num_samples)
+    if positive is not _UNSET:
+        check_bool("positive", positive)
+    if dtype is not _UNSET:
+        check_kernel_dtype("dtype", dtype)
+    if dot_method is not _UNSET or recursion is not _UNSET:
+        from mcacct.loss import _DOT_METHODS, _RECURSIONS  # the kernel's own lists (imported late: no cycle)
+        if dot_method is not _UNSET:
+            check_choice("dot_method", dot_method, _DOT_METHODS)
+        if recursion is not _UNSET:
+            check_choice("recursion", recursion, _RECURSIONS)
+    if y is not _UNSET:
+        return check_outputs("y", y, scheme.iterations)
+    return None

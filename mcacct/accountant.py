@@ -23,6 +23,7 @@ from mcacct._validate import check_int, check_real
 from mcacct.estimate import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics, delta_bounds,
                              epsilon_from_delta_curve)
 from mcacct.schemes import BMinSep
+from mcacct.systematic import applied_loss_shift, systematic_bound
 from mcacct.strategy import BandedToeplitz
 
 __all__ = ["Problem", "chunk_losses", "block_size", "block_keys", "direction_key", "run_direction", "estimate", "Estimate",
@@ -96,9 +97,9 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, posit
 
 
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "positive", "spec"))
-def _chunk_stats(key, sigma, valid, epsilons, problem, chunk_size, positive, spec):
+def _chunk_stats(key, sigma, valid, epsilons, loss_shift, problem, chunk_size, positive, spec):
     losses = chunk_losses(key, sigma, problem, chunk_size, positive)
-    return chunk_statistics(losses, valid, epsilons, spec)
+    return chunk_statistics(losses, valid, epsilons, spec, loss_shift)
 
 
 class Progress:
@@ -141,13 +142,14 @@ def run_direction(problem: Problem, sigma: float, key: jax.Array, direction: str
     start, stop = chunk_range if chunk_range is not None else (0, n_chunks)
     dkey = direction_key(key, direction)
     eps_arr = jnp.asarray(eps, jnp.float64)
+    shift = jnp.asarray(applied_loss_shift(problem, sigma), jnp.float64)
     todo = sum(min(chunk_size, n_total - c * chunk_size) for c in range(start, stop))
     prog = Progress(f"sigma={sigma:.6g} {direction}", todo, progress)
     done = 0
 
     def dispatch(c: int):
         valid = min(chunk_size, n_total - c * chunk_size)
-        return c, valid, _chunk_stats(jax.random.fold_in(dkey, c), sigma, valid, eps_arr, problem, chunk_size,
+        return c, valid, _chunk_stats(jax.random.fold_in(dkey, c), sigma, valid, eps_arr, shift, problem, chunk_size,
                                       direction == "remove", spec)
 
     # one chunk in flight while the previous one is folded in on the host (asynchronous dispatch);
@@ -172,12 +174,17 @@ class Estimate:
     """Monte Carlo estimate of delta(epsilon) in both directions with (1 - alpha) confidence bounds.
 
     ``alpha`` is split between the two directions (union bound), so ``delta_upper`` bounds the larger of the
-    two divergences with confidence ``1 - alpha``.
+    two divergences with confidence ``1 - alpha``. ``systematic`` (:mod:`mcacct.systematic`: the sampler's
+    normal and participation draws against exact ones) is added to every upper bound. ``certified`` is false
+    for float32 kernels, whose round-off is not bounded (the bounds then hold for the float32 computation,
+    not for the mechanism).
     """
 
     sigma: float
     alpha: float
     stats: dict[str, DirectionStats] = field(default_factory=dict)
+    systematic: float = 0.0
+    certified: bool = True
 
     @property
     def num_samples(self) -> int:
@@ -192,7 +199,8 @@ class Estimate:
         for d, s in self.stats.items():
             m = s.mean_at(j)
             lo, hi = delta_bounds(m, s.count, self._alpha_dir())
-            out[d] = {"delta_estimate": m, "delta_lower": lo, "delta_upper": hi}
+            out[d] = {"delta_estimate": m, "delta_lower": max(0.0, lo - self.systematic),
+                      "delta_upper": min(1.0, hi + self.systematic)}
         out["delta_estimate"] = max(v["delta_estimate"] for v in out.values())
         out["delta_upper"] = max(v["delta_upper"] for k, v in out.items() if isinstance(v, dict))
         out["delta_lower"] = max(v["delta_lower"] for k, v in out.items() if isinstance(v, dict))
@@ -206,7 +214,7 @@ class Estimate:
         for s in self.stats.values():
             m = s.histogram_delta(eps)
             est = np.maximum(est, m)
-            up = np.maximum(up, [kl_up(v, s.count, self._alpha_dir()) for v in m])
+            up = np.maximum(up, [min(1.0, kl_up(v, s.count, self._alpha_dir()) + self.systematic) for v in m])
         return {"epsilon": eps, "delta_estimate": est, "delta_upper": up}
 
     def epsilon(self, delta: float, eps_hi: float | None = None) -> dict:
@@ -217,7 +225,7 @@ class Estimate:
             return max(float(s.histogram_delta(e)[0]) for s in self.stats.values())
 
         def upper(e):
-            return max(kl_up(float(s.histogram_delta(e)[0]), s.count, self._alpha_dir())
+            return max(kl_up(float(s.histogram_delta(e)[0]), s.count, self._alpha_dir()) + self.systematic
                        for s in self.stats.values())
 
         return {"epsilon_estimate": epsilon_from_delta_curve(est, delta, eps_hi),
@@ -236,7 +244,8 @@ def estimate(problem: Problem, sigma: float, key: jax.Array, num_samples: int, e
     alpha = check_real("alpha", alpha, low=0.0, high=1.0, low_open=True, high_open=True)
     for e in np.atleast_1d(epsilons):
         check_real("epsilon", e, low=0.0)
-    est = Estimate(sigma, alpha)
+    est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta,
+                   certified=problem.dtype == "float64")
     for d in directions:
         est.stats[d] = run_direction(problem, sigma, key, d, num_samples, epsilons, chunk_size, spec,
                                      progress=progress)

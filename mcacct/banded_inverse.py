@@ -53,7 +53,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_bool, check_count, check_fields, check_int, check_prob
+from mcacct._validate import (check_bool, check_call, check_choice, check_count, check_fields, check_int, check_prob,
+                              check_strategy_type)
 from mcacct.sample import gaussian_output
 from mcacct.baselines import _jit_method
 
@@ -111,9 +112,10 @@ def cross_term_allowance(c_col, iterations: int, min_sep: int) -> np.ndarray:
     r""":math:`\Gamma_j` (0-based ``j``) of the module docstring: an upper bound on the sum of
     :math:`\langle c_i, c_j\rangle` over the earlier participations ``i`` of any ``min_sep``-separated
     pattern. Zero when ``len(c_col) <= min_sep``."""
+    from mcacct.strategy import parse_c_col
     n = check_int("iterations", iterations, low=1)
     r = check_int("min_sep", min_sep, low=1)
-    return _allowance(tuple(float(v) for v in c_col), n, r).copy()
+    return _allowance(parse_c_col(c_col), n, r).copy()
 
 
 def _convolve(x: jax.Array, c_col: tuple[float, ...]) -> jax.Array:
@@ -181,36 +183,45 @@ class BandedInverse:
 
     def allowance(self, strategy) -> np.ndarray:
         r""":math:`\Gamma_j`, ``j = 0..n-1`` (zero when ``C`` has at most ``r`` bands)."""
+        check_call(self, strategy=strategy)
         return cross_term_allowance(self._col(strategy), self.iterations, self.min_sep)
 
     # -- AccountedScheme ---------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
-        """Any non-negative Toeplitz ``C`` is admissible (``BandedToeplitz`` already checks ``c >= 0``)."""
-        if not hasattr(strategy, "c_col") or any(v < 0 for v in strategy.c_col):
-            raise ValueError("strategy must be a BandedToeplitz with non-negative c_col")
+        """Any non-negative Toeplitz ``C`` (a :class:`~mcacct.strategy.BandedToeplitz`, which checks
+        ``c >= 0``) is admissible, any number of bands."""
+        check_strategy_type("strategy", strategy)
 
     def sensitivity_bound(self, strategy) -> float:
         r""":math:`\sqrt{\lceil n/r\rceil\,(\|c\|^2 + 2\Gamma_{n-1})}` with ``c`` truncated at ``n`` entries."""
         n, r = self.iterations, self.min_sep
-        c = np.asarray(self._col(strategy)[:n])
         gam = self.allowance(strategy)
+        c = np.asarray(self._col(strategy)[:n])
         return math.sqrt(-(-n // r) * (float(np.dot(c, c)) + 2.0 * float(gam[-1])))
 
-    @_jit_method("strategy", "num_samples", "positive", "dtype")
     def sample_y(self, key: jax.Array, strategy, sigma, num_samples: int, positive: bool = True,
                  dtype=jnp.float64) -> jax.Array:
         """``y = C x + z`` with the full (non-banded) ``C`` (``positive``), or ``y = z``."""
+        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype)
+        return self._sample_y(key, strategy, sigma, num_samples, positive, dtype)
+
+    @_jit_method("strategy", "num_samples", "positive", "dtype")
+    def _sample_y(self, key, strategy, sigma, num_samples, positive, dtype):
         from mcacct.sample import sample_participation
         return gaussian_output(key, (num_samples, self.iterations), sigma, dtype, positive, lambda k: _convolve(
             sample_participation(k, self.base, num_samples).astype(dtype), self._col(strategy)))
 
-    @_jit_method("strategy", "dot_method", "recursion", "which")
     def log_ratio_bounds(self, y: jax.Array, sigma, strategy, dot_method: str = "auto",
                          recursion: str = "auto", which: str = "both"):
-        """``(ln L(y), ln U(y))`` with ``L <= P/Q <= U`` (``which``: ``"both"``, ``"lower"``, ``"upper"``)."""
+        """``(ln L(y), ln U(y))`` with ``L <= P/Q <= U`` (``which``: ``"both"``, ``"lower"``, ``"upper"``;
+        the bound not asked for is ``None``)."""
+        y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method, recursion=recursion)
+        check_choice("which", which, ("both", "lower", "upper"))
+        return self._log_ratio_bounds(y, sigma, strategy, dot_method, recursion, which)
+
+    @_jit_method("strategy", "dot_method", "recursion", "which")
+    def _log_ratio_bounds(self, y, sigma, strategy, dot_method, recursion, which):
         from mcacct.loss import log_ratio_from_terms, participation_log_ratios
-        if which not in ("both", "lower", "upper"):
-            raise ValueError(f"which must be 'both', 'lower' or 'upper'; got {which!r}")
         ell = participation_log_ratios(y, jnp.asarray(sigma, y.dtype), strategy, dot_method)
         upper = lower = None
         if which in ("both", "upper"):
@@ -222,7 +233,9 @@ class BandedInverse:
 
     def loss_kernel(self, key, sigma, strategy, num_samples: int, positive: bool, dtype,
                     dot_method: str = "auto", recursion: str = "auto"):
-        y = self.sample_y(key, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
-        lower, upper = self.log_ratio_bounds(y, sigma, strategy, dot_method, recursion,
-                                             "upper" if positive else "lower")
+        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype,
+                   dot_method=dot_method, recursion=recursion)
+        y = self._sample_y(key, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
+        lower, upper = self._log_ratio_bounds(y, sigma, strategy, dot_method, recursion,
+                                              "upper" if positive else "lower")
         return upper if positive else -lower

@@ -34,7 +34,8 @@ def _add_scheme_flags(p: argparse.ArgumentParser) -> None:
     r.add_argument("--seed", type=int, default=0, help="root seed of jax.random (default 0)")
     r.add_argument("--chunk-size", type=int, default=4096, help="samples per chunk (memory ~ chunk x n)")
     r.add_argument("--dtype", choices=["float64", "float32"], default="float64",
-                   help="precision of the loss kernel (sums are always float64)")
+                   help="precision of the loss kernel (sums are always float64); only float64 certifies: "
+                        "calibrate refuses float32, estimates report certified: false")
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     r.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -120,11 +121,13 @@ def cmd_delta(args) -> dict:
     out = {"sigma": args.sigma, "epsilon": args.epsilon, "delta_estimate": d["delta_estimate"],
            "delta_upper": d["delta_upper"], "confidence": 1 - args.alpha, "num_samples": est.num_samples,
            "directions": {k: d[k] for k in ("remove", "add")}, "scheme": _scheme_json(problem),
+           "systematic_delta": est.systematic, "certified": est.certified,
            "seed": args.seed, "seconds": time.perf_counter() - t0, "device": _device()}
     out["samples_per_second"] = 2 * est.num_samples / max(out["seconds"], 1e-9)
     if not args.json:
         print(f"delta({args.epsilon:g}) ~ {out['delta_estimate']:.4g}, upper {out['delta_upper']:.4g} "
               f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")
+        _print_uncertified(est)
     return out
 
 
@@ -135,13 +138,21 @@ def cmd_epsilon(args) -> dict:
     problem, est = _estimate(args, (0.0,))
     e = est.epsilon(args.delta)
     out = {"sigma": args.sigma, "delta": args.delta, **e, "confidence": 1 - args.alpha,
-           "num_samples": est.num_samples, "scheme": _scheme_json(problem), "seed": args.seed,
+           "num_samples": est.num_samples, "scheme": _scheme_json(problem), "systematic_delta": est.systematic,
+           "certified": est.certified, "seed": args.seed,
            "seconds": time.perf_counter() - t0, "device": _device()}
     out["samples_per_second"] = 2 * est.num_samples / max(out["seconds"], 1e-9)
     if not args.json:
         print(f"epsilon({args.delta:g}) ~ {e['epsilon_estimate']:.4g}, upper {e['epsilon_upper']:.4g} "
               f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")
+        _print_uncertified(est)
     return out
+
+
+def _print_uncertified(est) -> None:
+    if not est.certified:
+        print("note: float32 kernel: its round-off is not bounded, so the upper bound holds for the float32 "
+              "computation, not as a privacy certificate (use --dtype float64)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.evr import kl_lower_confidence, kl_upper_confidence
+from mcacct.systematic import chunk_sum_slack
 
 __all__ = ["HistogramSpec", "DirectionStats", "chunk_statistics", "FIXED_BITS", "DIRECTIONS"]
 
@@ -50,11 +51,13 @@ class HistogramSpec:
 
 
 @partial(jax.jit, static_argnames=("spec",))
-def chunk_statistics(losses: jax.Array, valid: jax.Array, epsilons: jax.Array, spec: HistogramSpec):
+def chunk_statistics(losses: jax.Array, valid: jax.Array, epsilons: jax.Array, spec: HistogramSpec,
+                     loss_shift=0.0):
     """Per-chunk sums of ``max(0, 1 - e^{eps - L})`` (float64, shape ``(E,)``) and the loss histogram
     (int32, shape ``(bins + 2,)``: index 0 for ``L <= 0``, ``bins + 1`` for overflow) over the first
-    ``valid`` entries of ``losses``."""
-    loss = losses.astype(jnp.float64)
+    ``valid`` entries of ``losses``, each loss first raised by ``loss_shift`` (a bound on its floating-point
+    error, :func:`mcacct.systematic.loss_error_bound`, so every contribution bounds the exact one)."""
+    loss = losses.astype(jnp.float64) + jnp.asarray(loss_shift, jnp.float64)
     mask = jnp.arange(loss.shape[0]) < valid
     terms = jnp.maximum(0.0, -jnp.expm1(epsilons[None, :] - loss[:, None]))
     sums = jnp.sum(jnp.where(mask[:, None], terms, 0.0), axis=0)
@@ -91,15 +94,21 @@ class DirectionStats:
             self.hist = np.zeros(self.spec.bins + 2, np.int64)
 
     def add_chunk(self, count: int, sums, hist) -> None:
-        """Fold one chunk's output of :func:`chunk_statistics` in (refusing non-finite sums)."""
+        """Fold one chunk's output of :func:`chunk_statistics` in (refusing non-finite sums).
+
+        Each float64 chunk sum is first raised by its worst-case summation error
+        (:func:`mcacct.systematic.chunk_sum_slack`), then rounded up to fixed point, so the integer total
+        never falls below the exact sum of the contributions."""
         sums = np.asarray(sums, np.float64)
         if not np.all(np.isfinite(sums)):
             raise FloatingPointError(
                 "non-finite privacy loss in a chunk: the kernel's numeric range was exceeded; "
                 "use dtype='float64' or recursion='scan'")
         self.count += int(count)
+        slack = chunk_sum_slack(count)
         for j, v in enumerate(np.asarray(sums, np.float64)):
-            self.sums[j] += _to_fixed_up(float(v))
+            v = float(v)
+            self.sums[j] += _to_fixed_up(v) + _to_fixed_up(v * slack) + 1  # + 1 for the product's rounding
         self.hist += np.asarray(hist, np.int64)
 
     def merge(self, other: "DirectionStats") -> "DirectionStats":

@@ -21,6 +21,7 @@ and nothing is counted twice.
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
 import json
@@ -42,14 +43,68 @@ from mcacct.strategy import BandedToeplitz
 
 __all__ = ["FORMAT", "JobConfig", "StatsFile", "MergeResult", "config_difference", "shard_chunk_range",
            "shard_filename", "run_shard", "load_stats_file", "find_stats_files", "merge", "write_merged",
-           "atomic_write_json", "stats_to_json", "stats_from_json"]
+           "atomic_write_json", "stats_to_json", "stats_from_json", "KERNEL_VERSION", "scheme_to_dict",
+           "scheme_from_dict"]
 
 FORMAT = "mcacct-stats/1"
+#: Identity of the Monte Carlo kernel whose draws a shard holds: the normal sampler
+#: (:func:`mcacct.normal.standard_normal`), every scheme's participation sampler and loss evaluation, the
+#: chunk/block key layout and the statistics kept per chunk. It is part of every fingerprint: bump it whenever
+#: a change makes the same key and configuration give other samples, losses or sums, so that shards of the
+#: old kernel can no longer be resumed or merged with new ones.
+KERNEL_VERSION = "mcacct-kernel/1"
 MERGED_NAME = "merged.json"
 _SHARD_GLOB = "shard-*-of-*.json"
 
 
 # -- configuration -----------------------------------------------------------------------------------------
+def _scheme_types() -> dict[str, type]:
+    """The schemes a job can run, by class name (imported lazily: they import this module's dependencies)."""
+    from mcacct.banded_inverse import BandedInverse
+    from mcacct.baselines import BallsInBins, CyclicPoisson
+    from mcacct.multi_attribution import MultiAttribution
+    from mcacct.truncated import TruncatedBMinSep
+    return {cls.__name__: cls for cls in (BMinSep, TruncatedBMinSep, BandedInverse, MultiAttribution,
+                                          CyclicPoisson, BallsInBins)}
+
+
+def scheme_to_dict(scheme) -> dict:
+    """``{"type": class name, field: value, ...}`` with every dataclass field of a supported scheme."""
+    types = _scheme_types()
+    name = type(scheme).__name__
+    if types.get(name) is not type(scheme) or not dataclasses.is_dataclass(scheme):
+        raise ValueError(f"problem.scheme must be one of {sorted(types)} for a sharded job; got {name}")
+    out: dict[str, Any] = {"type": name}
+    for f in dataclasses.fields(scheme):
+        v = getattr(scheme, f.name)
+        if isinstance(v, (bool, np.bool_)):
+            v = bool(v)
+        elif isinstance(v, (int, np.integer)):
+            v = int(v)
+        elif isinstance(v, (float, np.floating)):
+            v = float(v)
+        else:
+            raise ValueError(f"problem.scheme.{f.name} = {v!r} cannot be stored in a job file")
+        out[f.name] = v
+    return out
+
+
+def scheme_from_dict(d: dict):
+    """Inverse of :func:`scheme_to_dict` (the fields must be exactly those of the named class)."""
+    types = _scheme_types()
+    if not isinstance(d, dict) or "type" not in d:
+        raise ValueError("config.scheme has no 'type': the file was written by an older mcacct whose fingerprint "
+                         "did not identify the scheme and kernel; rerun the shards with this version")
+    cls = types.get(d["type"])
+    if cls is None:
+        raise ValueError(f"config.scheme.type must be one of {sorted(types)}; got {d['type']!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    given = set(d) - {"type"}
+    if given != names:
+        raise ValueError(f"config.scheme: {cls.__name__} has fields {sorted(names)}; got {sorted(given)}")
+    return cls(**{k: d[k] for k in names})
+
+
 @dataclass(frozen=True)
 class JobConfig:
     """Everything that determines the statistics of a sharded run (and hence its fingerprint).
@@ -57,7 +112,7 @@ class JobConfig:
     Parameters
     ----------
     problem:
-        Scheme, strategy, kernel dtype and dot-product method.
+        Scheme (any of :func:`scheme_to_dict`'s), strategy, kernel dtype, dot-product method and recursion.
     sigma:
         Noise multiplier ``> 0``.
     epsilons:
@@ -104,6 +159,7 @@ class JobConfig:
         object.__setattr__(self, "directions", dirs)
         if self.num_chunks >= 2**31:
             raise ValueError(f"num_samples / chunk_size must be < 2**31 chunks; got {self.num_chunks}")
+        scheme_to_dict(self.problem.scheme)  # refuse a scheme that a job file cannot describe, now
 
     @property
     def num_chunks(self) -> int:
@@ -116,12 +172,13 @@ class JobConfig:
         return root if self.candidate is None else candidate_key(root, self.candidate)
 
     def to_dict(self) -> dict:
-        """Canonical JSON-able description (the fingerprint hashes exactly this)."""
-        s, p = self.problem.scheme, self.problem
-        return {"scheme": {"iterations": s.iterations, "min_sep": s.min_sep, "sampling_prob": s.sampling_prob,
-                           "warm_start": s.warm_start},
+        """Canonical JSON-able description (the fingerprint hashes exactly this): the scheme's class name and
+        every dataclass field, the strategy, kernel dtype, dot method, recursion, the kernel identity
+        :data:`KERNEL_VERSION`, and the run parameters."""
+        p = self.problem
+        return {"scheme": scheme_to_dict(p.scheme),
                 "strategy": {"c_col": list(p.strategy.c_col)},
-                "dtype": p.dtype, "dot_method": p.dot_method,
+                "dtype": p.dtype, "dot_method": p.dot_method, "recursion": p.recursion, "kernel": KERNEL_VERSION,
                 "sigma": self.sigma, "epsilons": list(self.epsilons), "num_samples": self.num_samples,
                 "chunk_size": self.chunk_size, "seed": self.seed, "candidate": self.candidate,
                 "directions": list(self.directions),
@@ -129,16 +186,18 @@ class JobConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "JobConfig":
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`. Refuses a config of another kernel (:data:`KERNEL_VERSION`)."""
         try:
-            sc = d["scheme"]
-            problem = Problem(BMinSep(sc["sampling_prob"], sc["min_sep"], sc["iterations"], sc["warm_start"]),
-                              BandedToeplitz(tuple(d["strategy"]["c_col"])), d["dtype"], d["dot_method"])
+            if d.get("kernel") != KERNEL_VERSION:
+                raise ValueError(f"config.kernel is {d.get('kernel')!r} but this mcacct runs {KERNEL_VERSION!r}: "
+                                 "its samples were drawn by another kernel; rerun the shards with this version")
+            problem = Problem(scheme_from_dict(d["scheme"]), BandedToeplitz(tuple(d["strategy"]["c_col"])),
+                              d["dtype"], d["dot_method"], d["recursion"])
             spec = HistogramSpec(float(d["histogram"]["width"]), int(d["histogram"]["bins"]))
             return cls(problem, d["sigma"], tuple(d["epsilons"]), d["num_samples"], d["chunk_size"], d["seed"],
                        d["candidate"], tuple(d["directions"]), spec)
-        except (KeyError, TypeError) as err:
-            raise ValueError(f"config is missing or has a malformed field: {err}") from err
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"config is missing or has a malformed field: {err!r}") from err
 
     def fingerprint(self) -> str:
         """SHA-256 (hex, 32 characters) of the canonical JSON of :meth:`to_dict`."""
@@ -318,7 +377,10 @@ def load_stats_file(path: str) -> StatsFile:
         raise ValueError(f"{path} is not an mcacct statistics file (format {FORMAT!r})")
     try:
         cfg_d = d["config"]
-        cfg = JobConfig.from_dict(cfg_d)
+        try:
+            cfg = JobConfig.from_dict(cfg_d)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from err
         if _fingerprint(cfg_d) != d["fingerprint"] or cfg.to_dict() != cfg_d:
             raise ValueError(f"{path}: fingerprint does not match its config (file edited or corrupt)")
         planned, done, stats = {}, {}, {}
@@ -500,8 +562,11 @@ class MergeResult:
 
     def estimate(self, alpha: float = 0.01) -> Estimate:
         """An :class:`~mcacct.accountant.Estimate` over the merged statistics."""
+        from mcacct.systematic import systematic_bound  # as mcacct.accountant.estimate: same bounds as `delta`
         alpha = check_real("alpha", alpha, low=0.0, high=1.0, low_open=True, high_open=True)
-        est = Estimate(self.config.sigma, alpha)
+        problem, sigma = self.config.problem, self.config.sigma
+        est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta,
+                       certified=problem.dtype == "float64")
         est.stats = dict(self.stats)
         return est
 
@@ -515,7 +580,8 @@ class MergeResult:
                             "directions": {k: d[k] for k in self.config.directions}})
         total = sum(s.count for s in self.stats.values())
         return {"sigma": self.config.sigma, **results[0], "confidence": 1 - alpha,
-                "num_samples": est.num_samples, "results": results, "config": self.config.to_dict(),
+                "num_samples": est.num_samples, "results": results, "systematic_delta": est.systematic,
+                "certified": est.certified, "config": self.config.to_dict(),
                 "fingerprint": self.config.fingerprint(), "seed": self.config.seed,
                 "candidate": self.config.candidate, "complete": self.complete,
                 "files": len(self.files), "missing_shards": self.missing_shards,

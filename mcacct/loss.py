@@ -33,7 +33,7 @@ import numpy as np
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz
 
-__all__ = ["privacy_loss", "sliding_dot", "sliding_dot_t", "participation_log_ratios",
+__all__ = ["privacy_loss", "sliding_dot", "sliding_dot_t", "participation_log_ratios", "recursion_log_ratio_t",
            "participation_log_ratios_t", "log_ratio_from_terms", "log_ratio_from_terms_t"]
 
 _DOT_METHODS = ("auto", "direct", "fft", "prefix")
@@ -119,6 +119,13 @@ def participation_log_ratios_t(y_t: jax.Array, sigma, strategy: BandedToeplitz, 
 _RECURSIONS = ("auto", "scan", "blocked", "assoc", "linear")
 
 
+def _range_floor(b: int, dtype) -> float:
+    """``(b + 1) tiny / eps``: a sum of ``b + 1`` non-negative terms that is at least this large lost at most
+    one ulp (relative) to terms flushed to zero or to subnormals (each loses less than ``tiny`` absolute)."""
+    finfo = jnp.finfo(dtype)
+    return (b + 1) * float(finfo.tiny) / float(finfo.eps)
+
+
 def _assoc_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
     r"""``log f_1..log f_b`` by blocks of ``b`` iterations (time-major ``ell_t`` of shape ``(n, ...)``).
 
@@ -128,6 +135,7 @@ def _assoc_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
     :math:`x \mapsto \mathrm{logaddexp}(a + x, c)`; these maps compose associatively,
     :math:`(a_1, c_1)` then :math:`(a_2, c_2)` giving :math:`(a_1 + a_2, \mathrm{logaddexp}(a_2 + c_1, c_2))`,
     so a block costs ``O(b log b)`` work at depth ``log b`` and the scan runs ``ceil(n/b)`` steps.
+    Every step is a ``logaddexp`` (no subtraction of sums), so it needs no range guard.
     """
     blocks, pad = _blocks(ell_t, b)
     lead = blocks.shape[2:]
@@ -162,8 +170,24 @@ def _blocks(ell_t: jax.Array, b: int):
     return ell_t.reshape((m, b) + lead), pad
 
 
-def _blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q, p_is_one: bool) -> jax.Array:
-    r"""``log f_1..log f_b`` by blocks of ``b`` iterations with two transcendentals per iteration.
+def _p_one_first_values(ell_t: jax.Array, b: int, log_p) -> jax.Array:
+    """``log f_1..log f_b`` for ``p = 1``: :math:`f_i = e^{\\ell_i} f_{i+b}` (additions only, exact to
+    ``ceil(n/b)`` roundings)."""
+    blocks, pad = _blocks(ell_t, b)
+    lead = blocks.shape[2:]
+
+    def body(carry, blk):
+        g, _ = carry
+        return (log_p + blk + g, g), None
+
+    ones = jnp.zeros((b,) + lead, ell_t.dtype)
+    (block0, block1), _ = jax.lax.scan(body, (ones, ones), blocks, reverse=True)
+    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
+
+
+def _blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Array, jax.Array]:
+    r"""``log f_1..log f_b`` by blocks of ``b`` iterations with two transcendentals per iteration
+    (``p < 1``), and ``ok`` per sample.
 
     Given the next block ``g`` (``f_{i+b}``) the block solves
     :math:`x_j = \mathrm{logaddexp}(A + x_{j+1}, B_j)`, :math:`x_b = g_0`, :math:`A = \ln(1-p)`,
@@ -171,44 +195,39 @@ def _blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q, p_is_one: bool
 
     .. math::  x_j = -jA + \ln\Big(\sum_{t=j}^{b-1} e^{B_t + tA} + e^{bA + g_0}\Big).
 
-    The sum is a reverse cumulative sum of ``exp(u_t - M)`` with ``M`` the block maximum of the exponents
-    (per sample), so nothing overflows; terms more than ~700 (float64) or ~87 (float32) nats below ``M``
-    underflow, which changes the sum by a relative ``< b e^{-87}``. If a whole suffix underflows the
-    result would be wrong, so it is returned as NaN and the estimator refuses the chunk (never silently).
-    ``p = 1`` (``A = -inf``) reduces to :math:`x_j = B_j`.
+    The sum is a reverse cumulative sum of non-negative terms ``exp(u_t - M)``, ``M`` the block maximum of
+    the exponents (per sample), so nothing overflows and no partial sum is formed by a subtraction. A
+    suffix sum far below ``M`` may have lost terms to underflow; ``ok`` is false wherever a suffix sum is
+    below :func:`_range_floor` (so flushing could have changed it by more than one ulp), and callers must
+    then fall back to an exact log-space recursion (:func:`recursion_log_ratio_t` does).
     """
     blocks, pad = _blocks(ell_t, b)
     lead = blocks.shape[2:]
     dtype = blocks.dtype
-    if p_is_one:  # f_i = e^{ell_i} f_{i+b}
-        def body_p1(carry, blk):
-            g, _ = carry
-            return (log_p + blk + g, g), None
-        ones = jnp.zeros((b,) + lead, dtype)
-        (block0, block1), _ = jax.lax.scan(body_p1, (ones, ones), blocks, reverse=True)
-        return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
+    thr = _range_floor(b, dtype)
     shape_t = (b,) + (1,) * len(lead)
     t_a = (jnp.arange(b, dtype=dtype) * log_q).reshape(shape_t)  # t * A
     b_a = jnp.asarray(b, dtype) * log_q
 
     def body(carry, blk):
-        g, _ = carry
+        g, _, ok = carry
         u = log_p + blk + g + t_a                  # B_t + t A
         tail = b_a + g[0]                          # b A + g_0
         m = jnp.maximum(jnp.max(u, axis=0), tail)
-        w = jnp.exp(u - m)
-        sums = jnp.cumsum(w[::-1], axis=0)[::-1] + jnp.exp(tail - m)
-        x = jnp.where(sums > 0, jnp.log(sums), jnp.nan) + m - t_a
-        return (x, g), None
+        sums = _reverse_cumsum0(jnp.exp(u - m)) + jnp.exp(tail - m)
+        ok = ok & (jnp.min(sums, axis=0) >= thr)
+        x = jnp.log(jnp.maximum(sums, thr)) + m - t_a
+        return (x, g, ok), None
 
     ones = jnp.zeros((b,) + lead, dtype)
-    (block0, block1), _ = jax.lax.scan(body, (ones, ones), blocks, reverse=True)
-    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
+    (block0, block1, ok), _ = jax.lax.scan(body, (ones, ones, jnp.ones(lead, bool)), blocks, reverse=True)
+    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0), ok
 
 
 def _scan_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
     """``log f_1..log f_b`` by a reverse ``lax.scan`` over the ``n`` iterations with a ring buffer:
-    ``ring[i % b]`` holds ``f_{i+b}`` when step ``i`` reads it and ``f_i`` after it."""
+    ``ring[i % b]`` holds ``f_{i+b}`` when step ``i`` reads it and ``f_i`` after it. Every step is one
+    ``logaddexp`` of two terms (relative error a few ulps, no range limit): the reference recursion."""
     n = ell_t.shape[0]
     lead = ell_t.shape[1:]
     dtype = ell_t.dtype
@@ -229,9 +248,14 @@ def _scan_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
 
 
 def _reverse_cumsum0(x: jax.Array) -> jax.Array:
-    """Reverse cumulative sum along axis 0. Long axes (``> 32``) go in two levels of 16 (XLA's CPU
-    ``cumsum`` is a ``reduce_window`` whose cost grows with the window; two short windows are ~2x faster
-    at ``b = 256``). The sum of positive terms is the same up to rounding order."""
+    """Reverse cumulative sum along axis 0 of non-negative terms, every partial sum a sum of non-negative
+    terms (no subtraction), so each has relative error at most ``(b + 1)`` ulps.
+
+    Long axes (``> 32``) go in two levels of 16 (XLA's CPU ``cumsum`` is a ``reduce_window`` whose cost
+    grows with the window; two short windows are ~2x faster at ``b = 256``): within-group sums plus the
+    *exclusive* prefix of the group totals, formed by shifting the inclusive prefix by one group. (Forming
+    it as ``inclusive - total`` would cancel catastrophically when a later group dwarfs the earlier ones.)
+    """
     b = x.shape[0]
     if b <= 32:
         return jnp.cumsum(x[::-1], axis=0)[::-1]
@@ -244,21 +268,39 @@ def _reverse_cumsum0(x: jax.Array) -> jax.Array:
     xr = xr.reshape((m, k) + x.shape[1:])
     inner = jnp.cumsum(xr, axis=1)
     tot = inner[:, -1]
-    offsets = jnp.cumsum(tot, axis=0) - tot
+    offsets = jnp.concatenate([jnp.zeros_like(tot[:1]), jnp.cumsum(tot[:-1], axis=0)], axis=0)
     out = (inner + offsets[:, None]).reshape((m * k,) + x.shape[1:])[:b]
     return out[::-1]
+
+
+def _suffix_sums_consistent(terms: jax.Array, sums: jax.Array, tail: jax.Array) -> jax.Array:
+    r"""A-posteriori check of a reverse cumulative sum ``S_j = t_j + S_{j+1}``, ``S_b = tail`` of
+    non-negative terms, whatever order the backend summed in: with
+    :math:`d_j = S_j - S_{j+1} - t_j` (and :math:`d_{b-1} = S_{b-1} - t_{b-1} - tail`), true for every
+    sample where :math:`|d_j| \le (2b + 4)\,\epsilon\, S_j` for all ``j``. Then the error of each
+    :math:`S_j` is at most :math:`\sum_{i \ge j} |d_i| \le (2b+4)\,b\,\epsilon\, S_j` (suffix sums of
+    non-negative terms decrease), so no mass can have been lost unnoticed, e.g. by cancellation."""
+    b = terms.shape[0]
+    eps = float(jnp.finfo(terms.dtype).eps)
+    nxt = jnp.concatenate([sums[1:], tail[None]], axis=0)
+    d = jnp.abs(sums - nxt - terms)
+    return jnp.all(d <= (2 * b + 4) * eps * sums, axis=0)
 
 
 # largest (b - 1) |ln(1 - p)| for which the linear recursion's in-block factors (1 - p)^{-j} stay finite
 _LINEAR_MAX_SPAN = {np.dtype(np.float64): 300.0, np.dtype(np.float32): 20.0}
 
 
-def _linear_applicable(b: int, log_q: float, dtype) -> bool:
-    """Whether :func:`_linear_first_values` may run: ``(b - 1) |ln(1 - p)|`` within the dtype's span."""
-    return (b - 1) * abs(log_q) <= _LINEAR_MAX_SPAN[np.dtype(dtype)]
+def _linear_applicable(b: int, log_q, dtype):
+    """Whether :func:`_linear_first_values` may run: ``(b - 1) |ln(1 - p)|`` within the dtype's span
+    (a Python bool for a number ``log_q``, a traced bool for a traced one)."""
+    span = _LINEAR_MAX_SPAN[np.dtype(dtype)]
+    if isinstance(log_q, (int, float)):
+        return (b - 1) * abs(log_q) <= span
+    return (b - 1) * jnp.abs(log_q) <= span
 
 
-def _linear_first_values(ell_t: jax.Array, b: int, log_p, log_q: float) -> tuple[jax.Array, jax.Array]:
+def _linear_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Array, jax.Array]:
     r"""``log f_1..log f_b`` in linear space by blocks of ``b`` iterations, one ``exp`` per iteration.
 
     Each block stores its values as :math:`f = e^{s} \hat f` with a per-sample log scale ``s`` (float64)
@@ -275,33 +317,38 @@ def _linear_first_values(ell_t: jax.Array, b: int, log_p, log_q: float) -> tuple
     and sample, against two transcendentals per iteration in log space (float64 ``log`` is ~4x the cost
     of ``exp`` on CPU).
 
-    Soundness of the arithmetic: all terms are positive, so each block sum has relative error at most
-    ``(b + 1)`` ulps plus ``(b + 1) tiny / S_j`` from terms flushed to zero or subnormals. The function
-    also returns ``ok`` (per sample): every block sum and every stored value is at least
-    ``(b + 1) tiny / eps``, i.e. flushing changed nothing by more than one ulp. Callers must fall back to
-    a log-space recursion where ``ok`` is false (:func:`log_ratio_from_terms_t` does, exactly).
-    Requires :func:`_linear_applicable` (else ``e^{-jA}`` could overflow).
+    Soundness of the arithmetic: all terms are non-negative and every partial sum is a sum of them (no
+    subtraction, :func:`_reverse_cumsum0`), so each block sum has relative error at most ``(b + 1)`` ulps
+    plus ``(b + 1) tiny / S_j`` from terms flushed to zero or subnormals. The function also returns ``ok``
+    (per sample), true only if (i) every block sum and every stored value is at least
+    :func:`_range_floor` (flushing changed nothing by more than one ulp) and (ii) every block's suffix sums
+    pass :func:`_suffix_sums_consistent` (no mass lost by the summation, whatever order the backend used).
+    Callers must fall back to a log-space recursion where ``ok`` is false (:func:`recursion_log_ratio_t`
+    does, exactly). Requires :func:`_linear_applicable` (else ``e^{-jA}`` could overflow).
     """
     blocks, pad = _blocks(ell_t, b)
     lead = blocks.shape[2:]
     dtype = blocks.dtype
-    finfo = jnp.finfo(dtype)
-    thr = (b + 1) * float(finfo.tiny) / float(finfo.eps)
+    thr = _range_floor(b, dtype)
     shape_t = (b,) + (1,) * len(lead)
-    t_a = jnp.asarray(np.arange(b) * log_q, dtype).reshape(shape_t)          # t A
-    inv_q_t = jnp.asarray(np.exp(-np.arange(b) * log_q), dtype).reshape(shape_t)  # e^{-t A}
-    b_a = b * log_q
+    tt = jnp.arange(b, dtype=jnp.float64)
+    lq = jnp.asarray(log_q, jnp.float64)
+    t_a = (tt * lq).astype(dtype).reshape(shape_t)          # t A
+    inv_q_t = jnp.exp(-tt * lq).astype(dtype).reshape(shape_t)  # e^{-t A}
+    b_a = (b * lq).astype(dtype)
 
     def body(carry, blk):
         g, s, _, _, ok = carry
         u = log_p + blk + t_a
-        m = jnp.maximum(jnp.max(u, axis=0), jnp.asarray(b_a, dtype))
+        m = jnp.maximum(jnp.max(u, axis=0), b_a)
         terms = jnp.exp(u - m) * g
-        sums = _reverse_cumsum0(terms) + jnp.exp(b_a - m) * g[0]
+        tail = jnp.exp(b_a - m) * g[0]
+        sums = _reverse_cumsum0(terms) + tail
         v = sums * inv_q_t
         mx = jnp.max(v, axis=0)
         v = v * (1.0 / mx)
-        ok = ok & (jnp.min(sums, axis=0) >= thr) & (jnp.min(v, axis=0) >= thr)
+        ok = (ok & (jnp.min(sums, axis=0) >= thr) & (jnp.min(v, axis=0) >= thr)
+              & _suffix_sums_consistent(terms, sums, tail))
         s_new = s + m.astype(jnp.float64) + jnp.log(mx).astype(jnp.float64)
         return (v, s_new, g, s, ok), None
 
@@ -314,10 +361,11 @@ def _linear_first_values(ell_t: jax.Array, b: int, log_p, log_q: float) -> tuple
     return first.astype(dtype), ok
 
 
-def _poisson_log_ratio_linear(ell_t: jax.Array, log_p, p: float, group: int = 8) -> tuple[jax.Array, jax.Array]:
+def _poisson_log_ratio_linear(ell_t: jax.Array, log_p, p, group: int = 8) -> tuple[jax.Array, jax.Array]:
     r""":math:`\sum_i \ln(1 - p + p e^{\ell_i})` (``b = 1``) as logs of products of ``group`` factors,
-    one ``exp`` per iteration and one ``log`` per group. ``ok`` (per sample) is false where a product left
-    the normal range by less than ``1/eps`` (overflow or loss of relative precision); callers fall back."""
+    one ``exp`` per iteration and one ``log`` per group. Each factor is a sum of two non-negative terms.
+    ``ok`` (per sample) is false where a product left the normal range by less than ``1/eps`` (overflow
+    or loss of relative precision); callers fall back."""
     n = ell_t.shape[0]
     lead = ell_t.shape[1:]
     m = -(-n // group)
@@ -325,11 +373,80 @@ def _poisson_log_ratio_linear(ell_t: jax.Array, log_p, p: float, group: int = 8)
     if pad:  # ell = 0 gives the factor 1
         ell_t = jnp.concatenate([ell_t, jnp.zeros((pad,) + lead, ell_t.dtype)], axis=0)
     finfo = jnp.finfo(ell_t.dtype)
-    factors = (1.0 - p) + jnp.exp(log_p + ell_t)
+    factors = (1.0 - jnp.asarray(p, ell_t.dtype)) + jnp.exp(log_p + ell_t)
     prods = jnp.prod(factors.reshape((m, group) + lead), axis=1)
     ok = jnp.all(jnp.isfinite(prods) & (prods >= float(finfo.tiny) / float(finfo.eps))
                  & (prods <= float(finfo.max) * float(finfo.eps)), axis=0)
     return jnp.sum(jnp.log(prods), axis=0), ok
+
+
+def _with_fallback(fast, ok, exact):
+    """``fast`` if every sample is ``ok``, else the whole batch recomputed by ``exact()`` (never mixed)."""
+    return jax.lax.cond(jnp.all(ok), lambda: fast, exact)
+
+
+def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_start: bool,
+                          recursion: str = "auto") -> jax.Array:
+    r"""The kernel of Theorem 5.1: ``ln P(y)/Q(y)`` from the per-iteration terms ``ell_t`` (time-major,
+    shape ``(n, ...)``) for b-min-sep sampling with ``min_sep`` (static) and ``sampling_prob`` ``p``.
+
+    ``sampling_prob`` may be a Python number or a traced scalar in ``(0, 1]`` (one compilation serves every
+    ``p``); ``p = 1`` is handled exactly. ``recursion`` as in :func:`log_ratio_from_terms`. Every fast path
+    (``"linear"``, ``"blocked"``) certifies its own arithmetic per sample and recomputes the whole batch with
+    the exact log-space scan where it cannot, so the result is never silently wrong.
+    """
+    if recursion not in _RECURSIONS:
+        raise ValueError(f"recursion must be one of {_RECURSIONS}; got {recursion!r}")
+    b = int(min_sep)
+    dtype = ell_t.dtype
+    static_p = isinstance(sampling_prob, (int, float))
+    p64 = jnp.asarray(sampling_prob, jnp.float64)
+    log_p = jnp.log(p64).astype(dtype)
+    log_q64 = math.log1p(-sampling_prob) if static_p and sampling_prob < 1.0 else (
+        -math.inf if static_p else jnp.log1p(-p64))
+    log_q = jnp.asarray(log_q64, dtype)
+    if recursion == "auto":
+        recursion = "linear" if jax.default_backend() == "cpu" else "blocked"
+    lead = ell_t.shape[1:]
+    if b == 1:
+        exact = lambda: jnp.sum(jnp.logaddexp(log_q, log_p + ell_t), axis=0)  # noqa: E731
+        if recursion == "linear" and dtype == jnp.float64:
+            fast, ok = _poisson_log_ratio_linear(ell_t, log_p, p64)
+            return _with_fallback(fast, ok, exact)
+        return exact()
+    scan = lambda: _scan_first_values(ell_t, b, log_p, log_q)  # noqa: E731
+
+    def general():  # p < 1
+        if recursion == "linear":
+            applicable = _linear_applicable(b, log_q64, dtype)
+            if applicable is False:
+                return scan()
+
+            def linear():
+                lq = log_q64 if static_p else jnp.where(applicable, log_q64, 0.0)
+                fast, ok = _linear_first_values(ell_t, b, log_p, lq)
+                return _with_fallback(fast, ok, scan)
+            return linear() if applicable is True else jax.lax.cond(applicable, linear, scan)
+        if recursion == "blocked":
+            fast, ok = _blocked_first_values(ell_t, b, log_p, log_q)
+            return _with_fallback(fast, ok, scan)
+        if recursion == "assoc":
+            return _assoc_first_values(ell_t, b, log_p, log_q)
+        return scan()
+
+    if recursion == "scan" or recursion == "assoc":
+        f_first = general()  # both are exact at p = 1 (log(1 - p) = -inf is handled by logaddexp)
+    elif static_p:
+        f_first = _p_one_first_values(ell_t, b, log_p) if sampling_prob >= 1.0 else general()
+    else:
+        f_first = jax.lax.cond(p64 >= 1.0, lambda: _p_one_first_values(ell_t, b, log_p), general)
+    if not warm_start:
+        return f_first[0]
+    # warm start (Alg. 2): (f_1 + p sum_{i=2..b} f_i) / (1 + (b - 1) p)
+    shape_t = (b,) + (1,) * len(lead)
+    w = jnp.where(jnp.arange(b) == 0, 0.0, jnp.log(p64)).astype(dtype).reshape(shape_t)
+    norm = jnp.log1p((b - 1) * p64).astype(dtype)
+    return jax.scipy.special.logsumexp(f_first + w, axis=0) - norm
 
 
 def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
@@ -339,11 +456,12 @@ def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto
 
     - ``"linear"``: blocks of ``b`` iterations in linear space with a per-block log scale, one ``exp``
       per iteration (:func:`_linear_first_values`); wherever its arithmetic could have lost precision
-      (a block sum or value within ``1/eps`` of the smallest normal number) the whole batch is recomputed
-      by ``"scan"``, so the result is never silently wrong. The CPU default.
+      (a block sum or value within ``1/eps`` of the smallest normal number, or a suffix sum that fails the
+      a-posteriori consistency check) the whole batch is recomputed by ``"scan"``, so the result is never
+      silently wrong. The CPU default.
     - ``"scan"``: ``n`` sequential log-space steps (``logaddexp``), no range caveat.
     - ``"blocked"``: ``ceil(n/b)`` sequential log-space block steps, two transcendentals per iteration;
-      NaN (refused by the estimator) if a block underflows entirely. The accelerator default.
+      recomputed by ``"scan"`` wherever a suffix sum underflowed. The accelerator default.
     - ``"assoc"``: blocks by an associative log-space scan, ``O(b log b)`` per block.
     - ``"auto"``: ``"linear"`` on CPU, ``"blocked"`` elsewhere.
 
@@ -356,40 +474,7 @@ def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto
 
 def log_ratio_from_terms_t(ell_t: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
     """:func:`log_ratio_from_terms` for time-major terms ``ell_t`` of shape ``(n, ...)``."""
-    if recursion not in _RECURSIONS:
-        raise ValueError(f"recursion must be one of {_RECURSIONS}; got {recursion!r}")
-    b, p = scheme.min_sep, scheme.sampling_prob
-    dtype = ell_t.dtype
-    log_p = jnp.asarray(math.log(p), dtype)
-    log_q_f = math.log1p(-p) if p < 1.0 else -math.inf
-    log_q = jnp.asarray(log_q_f, dtype)
-    if recursion == "auto":
-        recursion = "linear" if jax.default_backend() == "cpu" else "blocked"
-    if b == 1:
-        exact = lambda: jnp.sum(jnp.logaddexp(log_q, log_p + ell_t), axis=0)  # noqa: E731
-        if recursion == "linear" and dtype == jnp.float64 and p < 1.0:
-            fast, ok = _poisson_log_ratio_linear(ell_t, log_p, p)
-            return jax.lax.cond(jnp.all(ok), lambda: fast, exact)
-        return exact()
-    lead = ell_t.shape[1:]
-    if p >= 1.0 and recursion in ("blocked", "linear"):
-        f_first = _blocked_first_values(ell_t, b, log_p, log_q, True)  # additions only
-    elif recursion == "linear" and _linear_applicable(b, log_q_f, dtype):
-        fast, ok = _linear_first_values(ell_t, b, log_p, log_q_f)
-        f_first = jax.lax.cond(jnp.all(ok), lambda: fast, lambda: _scan_first_values(ell_t, b, log_p, log_q))
-    elif recursion == "blocked":
-        f_first = _blocked_first_values(ell_t, b, log_p, log_q, False)
-    elif recursion == "assoc":
-        f_first = _assoc_first_values(ell_t, b, log_p, log_q)
-    else:  # "scan", or "linear" outside its range
-        f_first = _scan_first_values(ell_t, b, log_p, log_q)
-    if not scheme.warm_start:
-        return f_first[0]
-    weights = np.full(b, math.log(p))
-    weights[0] = 0.0
-    norm = math.log1p((b - 1) * p)
-    w = jnp.asarray(weights, dtype).reshape((b,) + (1,) * len(lead))
-    return jax.scipy.special.logsumexp(f_first + w, axis=0) - norm
+    return recursion_log_ratio_t(ell_t, scheme.min_sep, scheme.sampling_prob, scheme.warm_start, recursion)
 
 
 @partial(jax.jit, static_argnames=("scheme", "c_col", "dot_method", "recursion"))

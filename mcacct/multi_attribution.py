@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_count, check_fields, check_prob
+from mcacct._validate import check_call, check_count, check_fields, check_prob, check_strategy_type
 from mcacct.sample import gaussian_output
 from mcacct.baselines import _jit_method, mean_shift_amplitudes
 
@@ -119,15 +119,19 @@ class MultiAttribution:
 
     # -- AccountedScheme ---------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
+        """``strategy`` must be a :class:`~mcacct.strategy.BandedToeplitz` with ``len(c_col) <= min_sep``."""
+        check_strategy_type("strategy", strategy)
         strategy.check_min_sep(self.min_sep)
 
     def sensitivity_bound(self, strategy) -> float:
         """``k_u sqrt(ceil(n/b)) ||c||``."""
+        self.check_strategy(strategy)
         return self.max_examples_per_user * strategy.worst_case_sensitivity(self.iterations, self.min_sep)
 
     def sample_counts(self, key: jax.Array, num_samples: int) -> jax.Array:
         """The vector ``x`` of Thm. 6.1 (examples of the user per batch), shape ``(num_samples, n)``, float64."""
         from mcacct.sample import sample_participation
+        check_call(self, num_samples=num_samples)
         k_times, k_count = jax.random.split(key)
         part = sample_participation(k_times, self.user_scheme, num_samples)
         if self.max_examples_per_user == 1:
@@ -136,16 +140,21 @@ class MultiAttribution:
         j = jax.random.categorical(k_count, logits, shape=(num_samples, self.iterations)) + 1
         return jnp.where(part, j.astype(jnp.float64), 0.0)
 
-    @_jit_method("strategy", "num_samples", "positive", "dtype")
     def sample_y(self, key: jax.Array, strategy, sigma, num_samples: int, positive: bool = True,
                  dtype=jnp.float64) -> jax.Array:
         """``y = C x + z`` under ``P`` (``positive``) or ``y = z`` under ``Q``; shape ``(num_samples, n)``."""
+        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype)
+        return self._sample_y(key, strategy, sigma, num_samples, positive, dtype)
+
+    @_jit_method("strategy", "num_samples", "positive", "dtype")
+    def _sample_y(self, key, strategy, sigma, num_samples, positive, dtype):
         return gaussian_output(key, (num_samples, self.iterations), sigma, dtype, positive, lambda k: mean_shift_amplitudes(
             self.sample_counts(k, num_samples).astype(dtype), strategy.c_col))
 
     def participation_terms(self, y: jax.Array, sigma, strategy, dot_method: str = "auto") -> jax.Array:
         r""":math:`\ell'_i = \ln \sum_{j=1}^{k_u} (\mathrm{Binom}(j;k_u,p)/p_u)\,e^{j s_i - j^2 v_i/2}`."""
         from mcacct.loss import participation_log_ratios, sliding_dot
+        y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method)
         k = self.max_examples_per_user
         if k == 1:
             return participation_log_ratios(y, jnp.asarray(sigma, y.dtype), strategy, dot_method)
@@ -158,16 +167,22 @@ class MultiAttribution:
         terms = w + j * s[..., None] - 0.5 * j * j * v[:, None]
         return jax.scipy.special.logsumexp(terms, axis=-1)
 
-    @_jit_method("strategy", "dot_method", "recursion")
     def log_ratio(self, y: jax.Array, sigma, strategy, dot_method: str = "auto",
                   recursion: str = "auto") -> jax.Array:
         """``ln P(y)/Q(y)`` (Thm. 6.1) for each row of ``y`` (shape ``(..., n)``)."""
+        y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method, recursion=recursion)
+        return self._log_ratio(y, sigma, strategy, dot_method, recursion)
+
+    @_jit_method("strategy", "dot_method", "recursion")
+    def _log_ratio(self, y, sigma, strategy, dot_method, recursion):
         from mcacct.loss import log_ratio_from_terms
         ell = self.participation_terms(y, sigma, strategy, dot_method)
         return log_ratio_from_terms(ell, self.user_scheme, recursion)
 
     def loss_kernel(self, key, sigma, strategy, num_samples: int, positive: bool, dtype,
                     dot_method: str = "auto", recursion: str = "auto"):
-        y = self.sample_y(key, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
-        loss = self.log_ratio(y, sigma, strategy, dot_method, recursion)
+        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype,
+                   dot_method=dot_method, recursion=recursion)
+        y = self._sample_y(key, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
+        loss = self._log_ratio(y, sigma, strategy, dot_method, recursion)
         return loss if positive else -loss

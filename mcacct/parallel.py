@@ -33,6 +33,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from mcacct._validate import check_int, check_real
 from mcacct.accountant import DEFAULT_CHUNK_SIZE, Estimate, Problem, Progress, chunk_losses, direction_key
 from mcacct.estimate import DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics
+from mcacct.systematic import applied_loss_shift, systematic_bound
 
 __all__ = ["AXIS", "local_mesh", "num_chunks", "process_chunk_ids", "run_chunks", "run_direction_sharded",
            "estimate_sharded", "initialize_distributed", "allreduce_stats", "stats_to_array",
@@ -90,14 +91,14 @@ def process_chunk_ids(n_chunks: int, process_id: int | None = None, num_processe
 def _group_fn(mesh: Mesh, problem: Problem, chunk_size: int, positive: bool, spec: HistogramSpec):
     """Jitted ``(dkey, chunk_ids[D], valid[D], sigma, eps) -> (sums[D, E], hist[D, bins + 2])``."""
 
-    def per_device(dkey, cids, valid, sigma, eps):
+    def per_device(dkey, cids, valid, sigma, eps, shift):
         # exactly the single-chunk program of run_direction: same key, same shapes, same ops
         losses = chunk_losses(jax.random.fold_in(dkey, cids[0]), sigma, problem, chunk_size, positive)
-        sums, hist = chunk_statistics(losses, valid[0], eps, spec)
+        sums, hist = chunk_statistics(losses, valid[0], eps, spec, shift)
         return sums[None], hist[None]
 
     rep, shd = PartitionSpec(), PartitionSpec(AXIS)
-    fn = jax.shard_map(per_device, mesh=mesh, in_specs=(rep, shd, shd, rep, rep), out_specs=(shd, shd),
+    fn = jax.shard_map(per_device, mesh=mesh, in_specs=(rep, shd, shd, rep, rep, rep), out_specs=(shd, shd),
                        check_vma=False)
     return jax.jit(fn)
 
@@ -165,6 +166,7 @@ def run_chunks(problem: Problem, sigma: float, key: jax.Array, direction: str, n
     fn = _group_fn(mesh, problem, chunk_size, direction == "remove", spec)
     dkey = direction_key(key, direction)
     eps_arr = jnp.asarray(eps, jnp.float64)
+    shift = jnp.asarray(applied_loss_shift(problem, sigma), jnp.float64)
     shd = NamedSharding(mesh, PartitionSpec(AXIS))
 
     def valid_of(c: int) -> int:
@@ -186,7 +188,7 @@ def run_chunks(problem: Problem, sigma: float, key: jax.Array, direction: str, n
         pad = width - len(group)
         cids = np.asarray(group + [group[-1]] * pad, np.int32)
         vals = np.asarray(valid + [0] * pad, np.int32)
-        out = fn(dkey, jax.device_put(cids, shd), jax.device_put(vals, shd), sigma, eps_arr)
+        out = fn(dkey, jax.device_put(cids, shd), jax.device_put(vals, shd), sigma, eps_arr, shift)
         return group, valid, out
 
     def fold(item) -> bool:
@@ -269,7 +271,8 @@ def estimate_sharded(problem: Problem, sigma: float, key: jax.Array, num_samples
     for d in directions:
         if d not in DIRECTIONS:
             raise ValueError(f"directions must be a subset of {DIRECTIONS}; got {d!r}")
-    est = Estimate(sigma, alpha)
+    est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta,
+                   certified=problem.dtype == "float64")
     for d in directions:
         est.stats[d] = run_direction_sharded(problem, sigma, key, d, num_samples, epsilons, chunk_size, spec,
                                              mesh=mesh, progress=progress, distributed=distributed)

@@ -32,6 +32,9 @@ def _max_loss(stats: DirectionStats) -> float:
 def delta_band(stats: dict[str, DirectionStats], epsilons: np.ndarray, alpha: float) -> dict[str, np.ndarray]:
     """Histogram estimate of delta(epsilon) per direction and overall, with Chernoff-KL bounds.
 
+    The band is *pointwise*: at each epsilon separately, ``delta_upper`` covers the true delta with
+    confidence ``1 - alpha``; it is not a simultaneous band over the grid (the plot says so).
+
     Parameters
     ----------
     stats:
@@ -108,7 +111,7 @@ def plot_delta_curve(stats: dict[str, DirectionStats], out: str, alpha: float = 
     floor = 0.5 / n  # below one sample's worth the log axis would be empty
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     ax.fill_between(eps, np.maximum(band["delta_lower"], floor), np.maximum(band["delta_upper"], floor),
-                    alpha=0.25, label=f"{100 * (1 - alpha):g}% confidence band")
+                    alpha=0.25, label=f"pointwise {100 * (1 - alpha):g}% band (each $\\varepsilon$ separately)")
     def positive(v: np.ndarray) -> np.ndarray:
         return np.where(v > 0, v, np.nan)
 

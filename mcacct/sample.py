@@ -56,7 +56,10 @@ def participation_times(key: jax.Array, scheme: BMinSep, num_samples: int, count
     if scheme.warm_start and b > 1:
         ka, kb = jax.random.split(k_start)
         available = jax.random.uniform(ka, (num_samples,), dtype=jnp.float64) < 1.0 / (1.0 + (b - 1) * p)
-        blocked_for = jax.random.randint(kb, (num_samples,), 1, b, dtype=jnp.int32)
+        # Uniform{1..b-1} by inversion of a 52-bit uniform: b - 2 outcome boundaries, each met by the
+        # quantised uniform with probability <= 2^-51 off an exact one (mcacct.systematic)
+        ub = jax.random.uniform(kb, (num_samples,), dtype=jnp.float64)
+        blocked_for = jnp.minimum(1 + jnp.floor(ub * (b - 1)).astype(jnp.int32), b - 1)
         offset = jnp.where(available, 0, blocked_for)
     else:
         offset = jnp.zeros((num_samples,), jnp.int32)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mcacct._validate import check_bool, check_count, check_fields, check_int, check_prob, check_real
+from mcacct._validate import (check_bool, check_call, check_count, check_fields, check_int, check_prob, check_real,
+                              check_strategy_type)
 
 __all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "AccountedScheme"]
 
@@ -47,10 +48,13 @@ class MinSepAccounting:
         return -(-self.iterations // self.min_sep)
 
     def check_strategy(self, strategy) -> None:
+        """``strategy`` must be a :class:`~mcacct.strategy.BandedToeplitz` with ``len(c_col) <= min_sep``."""
+        check_strategy_type("strategy", strategy)
         strategy.check_min_sep(self.min_sep)
 
     def sensitivity_bound(self, strategy) -> float:
         """``sqrt(ceil(n/b)) ||c||``: at most ``ceil(n/b)`` participations, touching disjoint rows."""
+        self.check_strategy(strategy)
         return strategy.worst_case_sensitivity(self.iterations, self.min_sep)
 
 
@@ -90,6 +94,8 @@ class BMinSep(MinSepAccounting):
         import jax.numpy as jnp
         from mcacct.loss import log_ratio_from_terms_t, participation_log_ratios_t
         from mcacct.sample import sample_y_t
+        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype,
+                   dot_method=dot_method, recursion=recursion)
         # time-major throughout: the recursion and the sliding sums run along axis 0 with no transposes
         y_t = sample_y_t(key, self, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
         ell_t = participation_log_ratios_t(y_t, jnp.asarray(sigma, dtype), strategy, dot_method)

@@ -63,7 +63,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_bool, check_count, check_fields, check_prob
+from mcacct._validate import (check_bool, check_call, check_count, check_fields, check_prob, check_strategy_type,
+                              is_traced)
 from mcacct.baselines import _jit_method, mean_shift_amplitudes
 from mcacct.normal import standard_normal
 
@@ -121,6 +122,8 @@ class TruncatedBMinSep:
 
     # -- AccountedScheme ---------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
+        """``strategy`` must be a :class:`~mcacct.strategy.BandedToeplitz` with ``len(c_col) <= min_sep``."""
+        check_strategy_type("strategy", strategy)
         strategy.check_min_sep(self.min_sep)
 
     def sensitivity_bound(self, strategy) -> float:
@@ -130,24 +133,30 @@ class TruncatedBMinSep:
         ``x - x'`` in ``{0, 1, 3}`` at each of at most ``ceil(n/b)`` separated draws; by joint convexity the
         pair is dominated by a Gaussian mechanism with that sensitivity.
         """
+        self.check_strategy(strategy)
         factor = 3.0 if self.can_truncate else 1.0
         return factor * strategy.worst_case_sensitivity(self.iterations, self.min_sep)
 
     def sample_other_counts(self, key: jax.Array, num_samples: int) -> jax.Array:
         """``r``: the numbers of other examples drawn per iteration, shape ``(num_samples, n)``, int32."""
+        check_call(self, num_samples=num_samples)
         return _sample_other_counts(key, self, num_samples)
 
-    @_jit_method("strategy", "num_samples", "positive", "dtype")
     def sample(self, key: jax.Array, sigma, strategy, num_samples: int, positive: bool = True,
                dtype=jnp.float64) -> tuple[jax.Array, jax.Array]:
         """Draw ``(y, r)``: ``y ~ P_r`` (``positive``) or ``y ~ Q_r``, both of shape ``(num_samples, n)``.
 
         When ``M <= B_max`` truncation is impossible and ``r`` is returned as zeros (its law is irrelevant).
         """
+        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype)
+        return self._sample(key, sigma, strategy, num_samples, positive, dtype)
+
+    @_jit_method("strategy", "num_samples", "positive", "dtype")
+    def _sample(self, key, sigma, strategy, num_samples, positive, dtype):
         from mcacct.sample import sample_participation
         k_r, k_x, k_z, k_s = jax.random.split(key, 4)
         if self.can_truncate:
-            r = self.sample_other_counts(k_r, num_samples)
+            r = _sample_other_counts(k_r, self, num_samples)
         else:  # r never reaches B_max: its value does not matter, skip the n binomial draws per sample
             r = jnp.zeros((num_samples, self.iterations), jnp.int32)
         x = sample_participation(k_x, self.base, num_samples)
@@ -162,10 +171,30 @@ class TruncatedBMinSep:
         z = standard_normal(k_z, (num_samples, self.iterations), dtype) * jnp.asarray(sigma, dtype)
         return z + mean_shift_amplitudes(a, strategy.c_col), r
 
+    def _check_counts(self, r, y):
+        """``r``: integer counts of shape ``y.shape`` in ``[0, M - 1]`` (values checked unless traced)."""
+        if not is_traced(r):
+            try:
+                r = jnp.asarray(r)
+            except Exception as err:  # noqa: BLE001
+                raise ValueError(f"r must be an integer array of shape {tuple(y.shape)}; got {r!r}") from err
+        if tuple(r.shape) != tuple(y.shape):
+            raise ValueError(f"r must have the shape of y, {tuple(y.shape)}; got {tuple(r.shape)}")
+        if np.dtype(r.dtype).kind not in "iu":
+            raise ValueError(f"r must be an integer array (counts of other examples); got dtype {r.dtype}")
+        if not is_traced(r) and r.size:
+            lo, hi = int(jnp.min(r)), int(jnp.max(r))
+            if lo < 0 or hi > self.dataset_size - 1:
+                raise ValueError(f"r (other examples drawn per iteration) must lie in [0, dataset_size - 1] = "
+                                 f"[0, {self.dataset_size - 1}]; got values in [{lo}, {hi}]")
+        return r
+
     def side_terms(self, y: jax.Array, r: jax.Array, sigma, strategy,
                    dot_method: str = "auto") -> tuple[jax.Array, jax.Array]:
         r"""The per-iteration terms :math:`(\ell^P_i, \ell^Q_i)` of the two recursions (module docstring)."""
         from mcacct.loss import sliding_dot
+        y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method)
+        r = self._check_counts(r, y)
         n = y.shape[-1]
         dtype = y.dtype
         inv_var = 1.0 / jnp.asarray(sigma, dtype) ** 2
@@ -178,10 +207,15 @@ class TruncatedBMinSep:
         ell_q = jnp.where(trunc, jnp.logaddexp(log_w - s - 0.5 * v, log_1mw), jnp.zeros((), dtype))
         return ell_p, ell_q
 
-    @_jit_method("strategy", "dot_method", "recursion")
     def log_ratio(self, y: jax.Array, r: jax.Array, sigma, strategy, dot_method: str = "auto",
                   recursion: str = "auto") -> jax.Array:
         """``ln P_r(y)/Q_r(y)`` for each row of ``y`` given the other-example counts ``r`` (same shape)."""
+        y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method, recursion=recursion)
+        r = self._check_counts(r, y)
+        return self._log_ratio(y, r, sigma, strategy, dot_method, recursion)
+
+    @_jit_method("strategy", "dot_method", "recursion")
+    def _log_ratio(self, y, r, sigma, strategy, dot_method, recursion):
         from mcacct.loss import log_ratio_from_terms
         ell_p, ell_q = self.side_terms(y, r, sigma, strategy, dot_method)
         base = self.base
@@ -189,8 +223,10 @@ class TruncatedBMinSep:
 
     def loss_kernel(self, key, sigma, strategy, num_samples: int, positive: bool, dtype,
                     dot_method: str = "auto", recursion: str = "auto"):
-        y, r = self.sample(key, sigma, strategy, num_samples, positive, jnp.float64)
-        loss = self.log_ratio(y.astype(dtype), r, sigma, strategy, dot_method, recursion)
+        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype,
+                   dot_method=dot_method, recursion=recursion)
+        y, r = self._sample(key, sigma, strategy, num_samples, positive, jnp.float64)
+        loss = self._log_ratio(y.astype(dtype), r, sigma, strategy, dot_method, recursion)
         return loss if positive else -loss
 
 

@@ -276,3 +276,109 @@ def test_job_array_launcher(small, tmp_path):
     res = jobs.merge([str(d)])
     for k in DIRECTIONS:
         _assert_same(res.stats[k], ref[k])
+
+
+# -- fingerprints identify the mechanism and the kernel -----------------------------------------------------
+def _all_scheme_problems():
+    from mcacct.banded_inverse import BandedInverse
+    from mcacct.baselines import BallsInBins, CyclicPoisson
+    from mcacct.multi_attribution import MultiAttribution
+    from mcacct.truncated import TruncatedBMinSep
+    st = mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5))
+    return [Problem(mcacct.BMinSep(0.2, 4, 32), st),
+            Problem(TruncatedBMinSep(0.2, 4, 32, 40, 8), st),
+            Problem(TruncatedBMinSep(0.2, 4, 32, 41, 8), st),
+            Problem(BandedInverse(0.2, 4, 32), st),
+            Problem(MultiAttribution(0.2, 4, 32, 1), st),
+            Problem(MultiAttribution(0.2, 4, 32, 2), st),
+            Problem(CyclicPoisson(0.2, 4, 32), st),
+            Problem(CyclicPoisson(0.2, 4, 32, random_phase=False), st),
+            Problem(BallsInBins(4, 32), st),
+            Problem(mcacct.BMinSep(0.2, 4, 32), st, recursion="scan"),
+            Problem(mcacct.BMinSep(0.2, 4, 32), st, dot_method="direct"),
+            Problem(mcacct.BMinSep(0.2, 4, 32), st, dtype="float32")]
+
+
+def test_fingerprint_covers_scheme_type_fields_and_kernel(monkeypatch):
+    cfgs = [jobs.JobConfig(p, SIGMA, (0.5,), N_SMALL, CHUNK) for p in _all_scheme_problems()]
+    prints = [c.fingerprint() for c in cfgs]
+    assert len(set(prints)) == len(prints)  # equal (n, b, p, warm) but other mechanisms: all different
+    for c in cfgs:  # the config round-trips exactly (type and every field)
+        d = c.to_dict()
+        assert d["kernel"] == jobs.KERNEL_VERSION and d["scheme"]["type"] == type(c.problem.scheme).__name__
+        back = jobs.JobConfig.from_dict(json.loads(json.dumps(d)))
+        assert back == c and back.fingerprint() == c.fingerprint()
+    monkeypatch.setattr(jobs, "KERNEL_VERSION", "another kernel")
+    assert cfgs[0].fingerprint() != prints[0]
+
+
+def test_merge_refuses_other_scheme_type_with_equal_parameters(small, tmp_path):
+    from mcacct.banded_inverse import BandedInverse
+    out, cfg, _ = small
+    other = jobs.JobConfig(Problem(BandedInverse(0.2, 4, 32), PB.strategy), SIGMA, (0.5, 1.0), N_SMALL, CHUNK)
+    assert other.fingerprint() != cfg.fingerprint()
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for i in (0, 1):
+        shutil.copy(out / jobs.shard_filename(i, 3), mixed)
+    jobs.run_shard(other, 2, 3, str(mixed))
+    with pytest.raises(ValueError, match=r"scheme\.type differs \('BMinSep'.*'BandedInverse'"):
+        jobs.merge([str(mixed)])
+    # nor can a shard file of one mechanism be resumed by another
+    with pytest.raises(ValueError, match=r"scheme\.type differs"):
+        jobs.run_shard(other, 0, 3, str(mixed))
+
+
+def test_multi_attribution_shards_merge_to_the_single_run(tmp_path):
+    from mcacct.multi_attribution import MultiAttribution
+    problem = Problem(MultiAttribution(0.3, 2, 8, 2), mcacct.BandedToeplitz((1.0, 0.5)))
+    cfg = jobs.JobConfig(problem, 1.1, (0.5,), 64 * 3 + 7, 64, seed=3)
+    for i in range(2):
+        jobs.run_shard(cfg, i, 2, str(tmp_path))
+    res = jobs.merge([str(tmp_path)])
+    assert res.complete and res.config == cfg
+    key = cfg.root_key()
+    for d in DIRECTIONS:
+        ref = run_direction(problem, cfg.sigma, key, d, cfg.num_samples, cfg.epsilons, chunk_size=64)
+        _assert_same(res.stats[d], ref)
+    assert res.report()["config"]["scheme"] == {"type": "MultiAttribution", "sampling_prob": 0.3, "min_sep": 2,
+                                                "iterations": 8, "max_examples_per_user": 2}
+
+
+def test_files_of_another_kernel_or_without_type_are_refused(small, tmp_path):
+    out, _, _ = small
+    src = json.loads((out / jobs.shard_filename(0, 3)).read_text())
+
+    def rewrite(name, edit):
+        obj = json.loads(json.dumps(src))
+        edit(obj["config"])
+        obj["fingerprint"] = jobs._fingerprint(obj["config"])  # consistent file, only the content is old
+        d = tmp_path / name
+        d.mkdir()
+        (d / jobs.shard_filename(0, 3)).write_text(json.dumps(obj))
+        return str(d)
+
+    old_kernel = rewrite("k", lambda c: c.update(kernel="mcacct-kernel/0"))
+    with pytest.raises(ValueError, match="kernel"):
+        jobs.merge([old_kernel], allow_partial=True)
+    # a file of the earlier format: no kernel, scheme without its type
+    legacy = rewrite("legacy", lambda c: (c.pop("kernel"), c.pop("recursion"), c["scheme"].pop("type")))
+    with pytest.raises(ValueError, match="kernel"):
+        jobs.merge([legacy], allow_partial=True)
+    untyped = rewrite("untyped", lambda c: c["scheme"].pop("type"))
+    with pytest.raises(ValueError, match="no 'type'"):
+        jobs.merge([untyped], allow_partial=True)
+    unknown = rewrite("unknown", lambda c: c["scheme"].update(type="Shuffling"))
+    with pytest.raises(ValueError, match="scheme.type must be one of"):
+        jobs.merge([unknown], allow_partial=True)
+
+
+def test_job_config_refuses_unknown_scheme():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Custom(mcacct.BMinSep):
+        pass
+
+    with pytest.raises(ValueError, match="problem.scheme must be one of"):
+        jobs.JobConfig(Problem(Custom(0.2, 4, 32), PB.strategy), SIGMA, (0.5,), 10, 5)
