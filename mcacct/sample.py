@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct._validate import check_int, check_sigma
 from mcacct.normal import standard_normal
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz
@@ -91,7 +92,6 @@ def mean_shift(x: jax.Array, c_col: tuple[float, ...], dtype=jnp.float64) -> jax
     return jnp.where(lag < len(c_col), c[jnp.clip(lag, 0, len(c_col) - 1)], jnp.zeros((), dtype))
 
 
-@partial(jax.jit, static_argnames=("scheme", "strategy", "num_samples", "positive", "dtype"))
 def sample_y(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: float | jax.Array,
              num_samples: int, positive: bool = True, dtype=jnp.float64) -> jax.Array:
     """Draw ``num_samples`` outputs ``y`` of shape ``(num_samples, n)`` under ``P`` or ``Q``.
@@ -104,7 +104,14 @@ def sample_y(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: f
     sigma: noise standard deviation (noise multiplier).
     positive: ``True`` samples ``P`` (``y = Cx + z``), ``False`` samples ``Q`` (``y = z``).
     """
+    check_sigma("sigma", sigma)
+    check_int("num_samples", num_samples, low=1)
     strategy.check_min_sep(scheme.min_sep)
+    return _sample_y(key, scheme, strategy, sigma, num_samples, bool(positive), dtype)
+
+
+@partial(jax.jit, static_argnames=("scheme", "strategy", "num_samples", "positive", "dtype"))
+def _sample_y(key, scheme, strategy, sigma, num_samples, positive, dtype):
     return gaussian_output(key, (num_samples, scheme.iterations), sigma, dtype, positive,
                            lambda k: mean_shift(sample_participation(k, scheme, num_samples), strategy.c_col, dtype))
 
@@ -172,11 +179,17 @@ def _mean_shift_t(x_t: jax.Array, c_col: tuple[float, ...], dtype) -> jax.Array:
     return jnp.where(lag < L, c[jnp.clip(lag, 0, L - 1)], jnp.zeros((), dtype))
 
 
-@partial(jax.jit, static_argnames=("scheme", "strategy", "num_samples", "positive", "dtype"))
 def sample_y_t(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: float | jax.Array,
                num_samples: int, positive: bool = True, dtype=jnp.float64) -> jax.Array:
     """Like :func:`sample_y` but time-major, shape ``(n, num_samples)`` (the engine's layout; for the same
     key the draws differ from :func:`sample_y`'s, the law is the same)."""
+    check_sigma("sigma", sigma)
+    check_int("num_samples", num_samples, low=1)
     strategy.check_min_sep(scheme.min_sep)
+    return _sample_y_t(key, scheme, strategy, sigma, num_samples, bool(positive), dtype)
+
+
+@partial(jax.jit, static_argnames=("scheme", "strategy", "num_samples", "positive", "dtype"))
+def _sample_y_t(key, scheme, strategy, sigma, num_samples, positive, dtype):
     return gaussian_output(key, (scheme.iterations, num_samples), sigma, dtype, positive,
                            lambda k: _mean_shift_t(sample_participation_t(k, scheme, num_samples), strategy.c_col, dtype))

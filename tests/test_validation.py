@@ -311,3 +311,14 @@ def test_wide_strategies_accepted_where_exact():
     for name in NARROW:
         with pytest.raises(ValueError, match="min_sep"):
             Problem(SCHEMES[name], WIDE)
+
+
+@pytest.mark.parametrize("sigma", [0.0, -1.0, float("nan"), float("inf")])
+def test_output_samplers_validate_sigma(sigma):
+    import mcacct.sample as smp
+    scheme, strategy = mcacct.BMinSep(0.2, 2, 8), mcacct.BandedToeplitz((0.6, 0.4))
+    for fn in (smp.sample_y, smp.sample_y_t):
+        with pytest.raises(ValueError, match="sigma"):
+            fn(jax.random.key(0), scheme, strategy, sigma, 4)
+    with pytest.raises(ValueError, match="num_samples"):
+        smp.sample_y(jax.random.key(0), scheme, strategy, 1.0, 0)
