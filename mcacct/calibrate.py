@@ -114,7 +114,7 @@ class CalibrationResult:
     base_delta: float
     num_samples: int
     top_sigma: float
-    pilot_sigma: float
+    pilot_sigma: float | None
     top_certifier: str = ""
     statistical_delta: float = 0.0
     systematic_delta: float = 0.0
@@ -148,7 +148,8 @@ def _pilot(problem, epsilon, base, key, n_pilot, lo, hi, chunk_size) -> float:
 
 def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, num_samples: int | None = None,
               ladder_ratio: float = 1.01, above: int = 6, below: int = 12, pilot_samples: int | None = None,
-              chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False) -> CalibrationResult:
+              chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False,
+              sigmas=None) -> CalibrationResult:
     """Smallest ladder sigma that passes Monte Carlo verification (Alg. 5), with its overall delta.
 
     Parameters
@@ -160,6 +161,8 @@ def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, nu
     num_samples: samples per direction per candidate (default: the minimum for base delta = delta/2).
     ladder_ratio: ratio between consecutive candidates (``> 1``; the paper uses 1.01).
     above, below: ladder steps above / below the pilot estimate.
+    sigmas: an explicit ladder (finite, positive; sorted here; candidates at or above the certified top
+        are dropped). No pilot runs; ``ladder_ratio``, ``above``, ``below`` and ``pilot_samples`` are unused.
     """
     t0 = time.perf_counter()
     if problem.dtype != "float64":
@@ -182,9 +185,16 @@ def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, nu
         base = evr.base_delta_for_target(s, stat_target)  # raises with the number needed when too few
     overall = evr.overall_delta(s, base)
     sig_top, certifier = top_sigma(problem, eps, base)
-    n_pilot = pilot_samples or int(min(s, max(20_000, 40 / base)))
-    sig_hat = _pilot(problem, eps, base, pilot_key(key), n_pilot, sig_top * 1e-3, sig_top, chunk_size)
-    ladder = [sig_hat * ratio**j for j in range(-below, above + 1) if sig_hat * ratio**j < sig_top]
+    if sigmas is not None:
+        explicit = sorted({check_real("sigmas", v, low=0.0, low_open=True) for v in sigmas})
+        if not explicit:
+            raise ValueError("sigmas must contain at least one noise multiplier")
+        n_pilot, sig_hat = 0, None
+        ladder = [v for v in explicit if v < sig_top]
+    else:
+        n_pilot = pilot_samples or int(min(s, max(20_000, 40 / base)))
+        sig_hat = _pilot(problem, eps, base, pilot_key(key), n_pilot, sig_top * 1e-3, sig_top, chunk_size)
+        ladder = [sig_hat * ratio**j for j in range(-below, above + 1) if sig_hat * ratio**j < sig_top]
     # the systematic term of each candidate is known before any verification sample: candidates whose term
     # exceeds the reserve are dropped (lowest sigmas first: the term decreases with sigma)
     sys_terms = [systematic_bound(problem, sig).delta for sig in ladder]
