@@ -53,7 +53,8 @@ Both replacements dominate the true pair: for :math:`\alpha\ge0`,
 :math:`e^{\ell_j}` and :math:`e^{\ell_{j+1}}` (``connect_dots``), or by its
 value with all mass moved to the top end point (``round_up``). Dominating pairs
 compose (paper 000, Lemma 2.6), so every reported :math:`\delta` (and hence
-:math:`\varepsilon`) is an upper bound up to floating-point round-off. Mass of
+:math:`\varepsilon`) is an upper bound; the FFT round-off is bounded and added
+(see "FFT round-off"). Mass of
 the noise beyond :math:`10` standard deviations is moved to loss
 :math:`+\infty` (``infinity_mass``) or rounded up to the first grid point.
 ``round_up`` has an :math:`O(Th)` bias after :math:`T` compositions (e.g.
@@ -70,6 +71,81 @@ grid indices. The window is chosen by Chernoff bounds
 the discretised PLD so that each tail holds at most ``1e-15``; the bound for
 the mass above the window is *added* to ``infinity_mass`` (pessimistic) and
 the mass below the window can only alias onto larger losses (pessimistic).
+
+For a query the power is taken of the exponentially tilted pmf
+:math:`z_i=x_ie^{\lambda\ell_i}/M(\lambda)`, :math:`M(\lambda)=\sum_ix_ie^{\lambda\ell_i}`
+(the Esscher transform, as in Koskela et al. 2021, arXiv:2102.12412, paper 004): since
+:math:`e^{\lambda\sum_t\ell_t}=\prod_te^{\lambda\ell_t}`, the composed pmf at loss :math:`s` is
+:math:`\omega_s=M(\lambda)^Te^{-\lambda s}\,(z^{*T})_s` exactly, and undoing the tilt after the
+inverse transform scales the absolute round-off at :math:`s\ge\varepsilon` by
+:math:`M^Te^{-\lambda s}`, i.e. makes it relative to the tail being measured. Aliasing stays
+pessimistic under the tilt (the untilted circular sum at :math:`s` is
+:math:`\omega_s+\sum_{m\ne0}e^{\lambda mNh}\omega_{s+mNh}\ge\omega_s`), but wrap-around from above
+the window is amplified by :math:`e^{\lambda Nh}`; :math:`\lambda\ge0` is therefore chosen per
+query and direction (:func:`_choose_lambda`) to minimise an a-priori estimate of round-off plus
+wrap-around, both read off the log-MGF grid. :math:`\lambda=0` (no tilt) is among the candidates.
+
+FFT round-off
+-------------
+Let :math:`\hat z` be the computed tilted input on the :math:`N`-point window (entrywise relative
+error :math:`\theta`), :math:`y'` the *exact* circular :math:`T`-fold convolution of
+:math:`\hat z`, and :math:`\hat Z=\mathrm{rfft}(\hat z)`, :math:`\hat P=\mathrm{pow}(\hat Z,T)`,
+:math:`\hat y=\mathrm{irfft}(\hat P)` the computed vectors (:math:`u=2^{-53}`). Assumptions:
+(A1) each transform satisfies :math:`\|\mathrm{fl}(Fv)-Fv\|_2\le\epsilon_F\|Fv\|_2` and
+(A2) :math:`|\mathrm{fl}(Fv)_k-(Fv)_k|\le\epsilon_F\|v\|_1`, with
+:math:`\epsilon_F=c_F(\log_2N+1)u`, :math:`c_F=8` (Higham 2002, Thm. 24.2: about
+:math:`6.7\log_2N\,u` for radix-2 with twiddles accurate to :math:`2u`; (A2) is the same
+butterfly-by-butterfly argument with :math:`|\text{partial sums}|\le\|v\|_1`; one level added for
+the real-data transforms; measured errors are 15-50 times smaller, ``tests/test_pld_roundoff.py``);
+(A3) :math:`z^T` is formed by binary powering, each complex multiplication with relative error
+:math:`\le c_\times u`, :math:`c_\times=2.5\ge\sqrt5` (Brent, Percival & Zimmermann 2007), so
+:math:`|\hat P_k-\hat Z_k^T|\le\epsilon_P|\hat Z_k|^T`, :math:`\epsilon_P=(1+c_\times u)^{T-1}-1`.
+With :math:`\|F^{-1}v\|_2=\|v\|_2/\sqrt N` and :math:`|a^T-b^T|\le T|a-b|\max(|a|,|b|)^{T-1}`,
+:math:`\|\hat y-y'\|_2\le e_2=\min(e_2^{(a)},e_2^{(b)})` where
+
+.. math::
+
+    e_2^{(a)}=\Big[(\epsilon_F+\epsilon_P')(1+\epsilon_P')(1+\epsilon_F)+T\epsilon_F\Big]
+      \bar\rho^{\,T-1}\|\hat z\|_2,\qquad
+    \bar\rho=\textstyle\sum_i\hat z_i+\epsilon_F\sqrt N\|\hat z\|_2\approx1,
+
+    e_2^{(b)}=\frac{1}{\sqrt N}\Big[(\epsilon_F+\epsilon_P')\|\hat P\|_2
+      +T\eta\,\Big\|\big((|\hat Z_k|+\eta)^{T-1}\big)_k\Big\|_2\Big],\qquad
+    \eta=\epsilon_F\textstyle\sum_i\hat z_i,
+
+(:math:`\epsilon_P'=\epsilon_P/(1-\epsilon_P)`, norms over the full Hermitian spectrum, taken
+from the computed vectors and inflated for their own rounding; a :math:`10^{-280}` term covers
+underflow). (a) is the plain normwise bound, :math:`\approx T\epsilon_F\|\hat z\|_2`; (b) uses
+that :math:`|\hat Z_k|^{T-1}` is negligible except at the lowest frequencies, typically 10-50
+times smaller. For :math:`\varepsilon\in(\ell_{k-1},\ell_k]` only :math:`j\ge k` carry weight
+:math:`w_j=1-e^{\varepsilon-\ell_j}\le\min\{1,\ell_j-\ell_{k-1}\}`, and the untilted error at
+:math:`\ell_j` is :math:`M(\lambda)^Te^{-\lambda\ell_j}|\hat y_j-y'_j|`; by Cauchy-Schwarz the
+round-off of :math:`\delta(\varepsilon)` is at most
+
+.. math::
+
+    r_k=(1+\rho)\,e_2\,M(\lambda)^Te^{-\lambda\ell_k}
+      \sqrt{\min\big\{N-k,\ G_\lambda\big\}},\qquad
+    G_\lambda=\min\Big\{\frac1{1-r},\ \frac{h^2(1+r)}{(1-r)^3}\Big\},\ r=e^{-2\lambda h}
+
+(:math:`\sum_ie^{-2\lambda ih}\min\{1,(i+1)h\}^2\le G_\lambda`; only :math:`1/(1-r)` at
+:math:`k=0`), and every reported value is
+:math:`(1+\rho)\big(\sum_j\hat\omega_j(1-e^{\varepsilon-\ell_j})_++\omega_\infty\big)+r_k`,
+where :math:`\rho` collects the relative errors of the tilt (:math:`(1-\theta)^{-T}`), of the
+untilt and of the sums (:math:`(N-1)u`, any order); :math:`\varepsilon(\delta)` solves this
+inflated curve (rounded up). Without the tilt (:math:`\lambda=0`) :math:`r_k\approx\sqrt N e_2`:
+at :math:`N=2^{19}`, :math:`T=7200`, :math:`q=1.2\cdot10^{-4}` about :math:`5\cdot10^{-8}` with (a)
+(above the production delta 1.3e-8) and :math:`2`-:math:`4\cdot10^{-9}` with (b) (thousands of
+times delta = 1e-12); with the tilt it is :math:`10^{-9}` to :math:`10^{-4}` of :math:`\delta`
+(worse only where a tiny :math:`\varepsilon` sits in the bulk of a PLD with a heavy right tail,
+which caps :math:`\lambda`; see docs/pld.md).
+:func:`pld_epsilon` / :func:`epsilons_for_sigmas` raise ``ValueError`` when the requested delta
+is above the mass at infinity but below the smallest certifiable value (a delta below the mass at
+infinity still gives ``epsilon = inf``); :func:`pld_calibrate` says so when the target is below
+the mass at infinity plus the round-off bound at the top of its range. Callers that query the
+composed pmf freely (``_compose_arrays_batch``: :mod:`mcacct.composition`, untilted) get the
+:math:`\ell_1` bound :math:`\sqrt N e_2\ge\sum_j|\hat y_j-y'_j|` added to the mass at infinity,
+which bounds every later :math:`\delta` and composition.
 
 Error estimate
 --------------
@@ -118,12 +194,26 @@ _Z_TRUNC = 10.0
 # Total tail mass allowed outside the composition window (both sides).
 _TAIL_TRUNCATION = 1e-15
 # Chernoff exponents tried for the window/tail bounds.
-_LAMBDAS = 3e-3 * 2.0 ** np.arange(21)  # 3e-3 ... 3.1e3, ratio 2 (see _log_mgf)
+# lambda > 0 (upper tails, choice of the tilt): _LAMBDA_SUB interleaved doubling sequences;
+# lambda < 0 (lower tails): ratio 2 (see _log_mgf). The log-MGF vector is [+_LAMBDAS, -_LAMBDAS_NEG].
+_LAMBDA_SUB = 2
+_LAMBDAS = 3e-3 * 2.0 ** (np.arange(21 * _LAMBDA_SUB) / _LAMBDA_SUB)  # 3e-3 ... 4.4e3, ratio 2**(1/2)
+_LAMBDAS_NEG = 3e-3 * 2.0 ** np.arange(21)  # 3e-3 ... 3.1e3, ratio 2
 # Largest single-step grid (number of loss points) we accept.
 _MAX_GRID = 1 << 23
 # Budget (sigmas x FFT size) per vmapped chunk.
 _CHUNK_BUDGET = 1 << 22
 _DEFAULT_H = 1e-4
+# Round-off model (see "FFT round-off" in the module docstring): unit round-off, normwise FFT
+# error constant per radix-2 level (Higham 2002, Thm 24.2: ~6.7 for twiddles within 2u), relative
+# error of one complex multiplication (sqrt(5) without FMA, 2 with FMA), and a floor covering
+# underflow / flush-to-zero anywhere in the pipeline.
+_U = 2.0 ** -53
+_FFT_C = 8.0
+_CMUL_C = 2.5
+_UNDERFLOW = 1e-280
+# Tilted compositions whose pointwise minimum gives the curve in group_privacy_conversion_epsilon.
+_GROUP_TILTS = 12
 
 
 # --------------------------------------------------------------------------
@@ -534,6 +624,12 @@ class PLDResult:
         Number of self-compositions :math:`T`.
     fft_size : int
         Length of the FFT window.
+    roundoff_bound : float
+        Rigorous bound on the floating-point round-off of the FFT composition, already
+        included in the reported value (max over directions): added to ``delta`` by
+        :func:`pld_delta`; for :func:`pld_epsilon`, added to the curve
+        :math:`\delta(\cdot)` on the grid cell of the reported ``epsilon``. See "FFT
+        round-off" in the module docstring.
     """
 
     epsilon: float
@@ -549,6 +645,7 @@ class PLDResult:
     discretization: str
     compositions: int
     fft_size: int
+    roundoff_bound: float = 0.0
 
     def to_dict(self) -> dict:
         """Return the fields as a JSON-serialisable ``dict``."""
@@ -606,26 +703,28 @@ def _inverse_loss(l: jax.Array, s: jax.Array, logp: jax.Array, solver: str) -> j
     return jnp.where(valid, u, -jnp.inf)
 
 
-def _log_mgf(pmf: jax.Array, l: jax.Array, sign: float) -> jax.Array:
-    r""":math:`\log\sum_j p_j e^{\lambda \ell_j}` for :math:`\lambda = \pm` ``_LAMBDAS``.
+def _log_mgf(pmf: jax.Array, l: jax.Array, sign: float, lams: np.ndarray, sub: int) -> jax.Array:
+    r""":math:`\log\sum_j p_j e^{\lambda \ell_j}` for :math:`\lambda =` ``sign * lams``.
 
-    The grid of :math:`|\lambda|` doubles, so after one ``exp`` every further
-    value comes from squaring :math:`v=e^{\lambda(\ell-\ell_{\rm ref})}\le1`
-    (``ell_ref`` = extreme loss with mass); a sum that underflows to 0 is
-    reported as ``+inf`` (no bound from that :math:`\lambda`).
+    The grid is ``sub`` interleaved doubling sequences, so after one
+    ``exp`` per sequence every further value comes from squaring
+    :math:`v=e^{\lambda(\ell-\ell_{\rm ref})}\le1` (``ell_ref`` = extreme loss
+    with mass); a sum that underflows to 0 is reported as ``+inf`` (no bound
+    from that :math:`\lambda`).
     """
     has = pmf > 0
     x = sign * l
     ref = jnp.max(jnp.where(has, x, -jnp.inf))
-    v0 = jnp.where(has, jnp.exp(_LAMBDAS[0] * (x - ref)), 0.0)
+    lam0 = jnp.asarray(lams[:sub])
+    v0 = jnp.where(has[None, :], jnp.exp(lam0[:, None] * (x - ref)[None, :]), 0.0)
 
     def step(v, lam):
-        tot = jnp.sum(pmf * v)
+        tot = v @ pmf
         out = jnp.where(tot > 0, lam * ref + jnp.log(jnp.where(tot > 0, tot, 1.0)), jnp.inf)
         return v * v, out
 
-    _, res = jax.lax.scan(step, v0, jnp.asarray(_LAMBDAS))
-    return res
+    _, res = jax.lax.scan(step, v0, jnp.asarray(lams).reshape(-1, sub))
+    return res.reshape(-1)
 
 
 def _window(pmf: jax.Array, l: jax.Array, steps: jax.Array):
@@ -635,16 +734,15 @@ def _window(pmf: jax.Array, l: jax.Array, steps: jax.Array):
     :math:`\Pr[S\le x]\le M(-\lambda)^T e^{\lambda x}` with the discretised
     single-step (sub-probability) PLD; also returns :math:`\log M(\pm\lambda)`.
     """
-    lam = jnp.asarray(_LAMBDAS)
     log_tau = math.log(_TAIL_TRUNCATION / 2)
     t = steps.astype(jnp.float64)
-    lm = jnp.concatenate([_log_mgf(pmf, l, 1.0), _log_mgf(pmf, l, -1.0)])
-    lm_pos, lm_neg = lm[: lam.shape[0]], lm[lam.shape[0]:]
+    lm_pos = _log_mgf(pmf, l, 1.0, _LAMBDAS, _LAMBDA_SUB)
+    lm_neg = _log_mgf(pmf, l, -1.0, _LAMBDAS_NEG, 1)
     lmax = jnp.max(jnp.where(pmf > 0, l, -jnp.inf))
     lmin = jnp.min(jnp.where(pmf > 0, l, jnp.inf))
-    x_hi = jnp.minimum(jnp.min((t * lm_pos - log_tau) / lam), t * lmax)
-    x_lo = jnp.maximum(jnp.max(-(t * lm_neg - log_tau) / lam), t * lmin)
-    return x_lo, x_hi, lm
+    x_hi = jnp.minimum(jnp.min((t * lm_pos - log_tau) / jnp.asarray(_LAMBDAS)), t * lmax)
+    x_lo = jnp.maximum(jnp.max(-(t * lm_neg - log_tau) / jnp.asarray(_LAMBDAS_NEG)), t * lmin)
+    return x_lo, x_hi, jnp.concatenate([lm_pos, lm_neg])
 
 
 def _single_one(s, logp, p, n_lo, steps, h, *, K: int, method: str, solver: str):
@@ -689,35 +787,194 @@ def _single_batch(s, logp, p, n_lo, steps, h, *, K: int, method: str, solver: st
     return jax.vmap(f, in_axes=(0, None, None, 0, None, None))(s, logp, p, n_lo, steps, h)
 
 
-def _compose_one(pmf, off, inf1, lm, a_start, steps, h, *, N: int):
-    """T-fold self-convolution by FFT power on the window [a_start, a_start + N)."""
+def _cpow(z: jax.Array, t) -> jax.Array:
+    r""":math:`z^t` elementwise by binary powering (square-and-multiply, integer ``t >= 1``).
+
+    Only complex multiplications are used, so the relative error of every entry is at most
+    :math:`(1+c_\times u)^{t-1}-1` (by induction over the addition chain, each multiplication
+    adds :math:`c_\times u`; see :func:`_compose_core`), whatever the modulus and phase of
+    :math:`z`. A Python ``int`` ``t`` is unrolled at trace time (cheaper to compile), a traced
+    one runs a ``while_loop``.
+    """
+    if isinstance(t, int):
+        acc, base = None, z
+        while t:
+            if t & 1:
+                acc = base if acc is None else acc * base
+            t >>= 1
+            if t:
+                base = base * base
+        return acc
+
+    def body(state):
+        acc, base, e = state
+        acc = jax.lax.cond((e & 1) == 1, lambda: acc * base, lambda: acc)
+        return acc, base * base, e >> 1
+
+    acc, _, _ = jax.lax.while_loop(lambda s: s[2] > 0, body, (jnp.ones_like(z), z, t))
+    return acc
+
+
+def _weight_sum(lam, h: float):
+    r"""Bounds on :math:`\sum_{i\ge0}e^{-2\lambda ih}w_i^2` for weights :math:`0\le w_i\le1`.
+
+    Returns ``(plain, short)``: :math:`(1-r)^{-1}`, and for :math:`w_i\le(i+1)h` (the query
+    lies within :math:`h` below the first weighted grid point, as :math:`1-e^{\varepsilon-\ell}\le
+    \ell-\varepsilon`) :math:`\min\{(1-r)^{-1},h^2(1+r)(1-r)^{-3}\}`, where :math:`r=e^{-2\lambda h}`
+    and :math:`\sum(i+1)^2r^i=(1+r)/(1-r)^3`; both ``inf`` for :math:`\lambda=0`.
+    """
+    one_r = -jnp.expm1(-2.0 * lam * h)
+    plain = 1.0 / one_r
+    return plain, jnp.minimum(plain, h * h * (2.0 - one_r) / one_r**3)
+
+
+def _choose_lambda(lm_pos: jax.Array, t: jax.Array, s0: jax.Array, span: float, log_e2: jax.Array,
+                   h: float) -> jax.Array:
+    r"""Tilt :math:`\lambda\ge0` for a query at loss :math:`s_0` on a window of width ``span`` :math:`=Nh`.
+
+    Minimises an a-priori estimate of the two excesses the tilt trades off (both on the log scale):
+
+    * round-off, :math:`e_2\,M(\lambda)^Te^{-\lambda s_0}G_\lambda^{1/2}` (:func:`_weight_sum`) -- falls while
+      the tilted law moves towards :math:`s_0` (it is smallest near the Chernoff tilt, where the
+      tilted :math:`T`-fold law has its mean at :math:`s_0`);
+    * wrap-around: mass at :math:`s+Nh` above the window lands on :math:`s` amplified by
+      :math:`e^{\lambda Nh}`, which adds at most
+      :math:`e^{\lambda Nh}\Pr[S\ge s_0+Nh]\le\min_{\mu>\lambda}e^{\lambda Nh+T\log M(\mu)-\mu(s_0+Nh)}`
+      to :math:`\delta(s_0)` (pessimistic, never unsound, but it must stay negligible).
+
+    Candidates: :math:`\{0\}\cup` ``_LAMBDAS`` (ratio :math:`2^{1/2}`, log-MGF ``lm_pos``
+    from :func:`_window`). Any :math:`\lambda` gives a valid bound; this one keeps the
+    reported value tight.
+    """
+    lam_g = jnp.asarray(_LAMBDAS)
+    lm_ok = jnp.where(jnp.isfinite(lm_pos), lm_pos, jnp.inf)
+    lm0 = 0.0  # log M(0) = log(mass) <= 0; the estimate only steers the choice
+
+    def cost(lam, lmv):
+        log_r = log_e2 + t * lmv - lam * s0 + 0.5 * jnp.log(jnp.minimum(span / h, _weight_sum(lam, h)[1]))
+        log_a = jnp.min(jnp.where(lam_g > lam, lam * span + t * lm_ok - lam_g * (s0 + span), jnp.inf))
+        c = jnp.logaddexp(log_r, log_a)
+        return jnp.where(jnp.isnan(c), jnp.inf, c)
+
+    grid = jnp.concatenate([jnp.zeros(1), lam_g])
+    f = jax.vmap(cost)(grid, jnp.concatenate([jnp.full(1, lm0), lm_ok]))
+    lam = grid[jnp.argmin(f)]
+    return jnp.where(jnp.isfinite(lam), lam, 0.0)
+
+
+def _compose_core(pmf, off, lam, a_start, steps, h, *, N: int, tilt: bool = True):
+    r"""Exponentially tilted FFT power: :math:`T`-fold self-convolution on the window ``[a_start, a_start+N)``.
+
+    With :math:`\ell_i=(\mathrm{off}+i)h`, the single-step pmf :math:`x` is tilted and normalised,
+    :math:`z_i=x_ie^{\lambda\ell_i}/M(\lambda)`, :math:`M(\lambda)=\sum_ix_ie^{\lambda\ell_i}`
+    (``tilt=False``: :math:`z=x` untouched, :math:`M=1`), folded (centred) onto :math:`N` points and
+    :math:`y=\mathrm{irfft}(\mathrm{rfft}(z)^T)` is formed. Since :math:`e^{\lambda\sum\ell}=\prod
+    e^{\lambda\ell}`, the composed pmf at loss :math:`s` is :math:`M^Te^{-\lambda s}y_s` (plus
+    non-negative aliased mass, which is pessimistic).
+
+    Returns ``(y, e2, tlm, theta)``: ``y`` in window order (round-off included, not clamped);
+    ``e2`` a rigorous bound on :math:`\|\hat y-y'\|_2` where :math:`y'` is the exact circular
+    :math:`T`-fold convolution of the computed :math:`\hat z` (see the module docstring, "FFT
+    round-off"); ``tlm`` :math:`=T\log M(\lambda)`; ``theta`` the relative error of :math:`\hat z`.
+    """
     K = pmf.shape[0]
     j = jnp.arange(K)
-    mass = jnp.sum(pmf)
-    c = jnp.round(jnp.sum(j * pmf) / jnp.maximum(mass, 1e-300)).astype(jnp.int64)
-    folded = jnp.zeros(N).at[jnp.mod(j - c, N)].add(pmf)
+    t = jnp.asarray(steps, jnp.float64)
+    if tilt:
+        l = (off + j).astype(jnp.float64) * h
+        has = pmf > 0
+        lref = jnp.max(jnp.where(has, l, -jnp.inf))
+        arg = jnp.where(has, lam * (l - lref), -jnp.inf)
+        logpmf = jnp.where(has, jnp.log(jnp.where(has, pmf, 1.0)), -jnp.inf)
+        lmn = logsumexp(logpmf + arg)  # log M(lam) - lam * lref
+        z = pmf * jnp.exp(arg - lmn)
+        tlm = t * (lmn + lam * lref)
+        # relative error of z (exp of arg - lmn; entries that underflow are covered by _UNDERFLOW)
+        # plus that of T * (lmn + lam * lref) in the untilt factor, which theta is multiplied by T for
+        big = jnp.minimum(jnp.max(jnp.where(has, jnp.abs(arg), 0.0)), 750.0) + 3.0 * jnp.abs(lmn)
+        theta = 4 * _U * (3.0 + big + jnp.abs(lam * lref))
+    else:
+        z, tlm, theta = pmf, 0.0, 0.0
+    mass = jnp.sum(z)
+    c = jnp.round(jnp.sum(j * z) / jnp.maximum(mass, 1e-300)).astype(jnp.int64)
+    folded = jnp.zeros(N).at[jnp.mod(j - c, N)].add(z)
     f = jnp.fft.rfft(folded)
-    r = jnp.abs(f)
-    th = jnp.angle(f)
-    t = steps.astype(jnp.float64)
-    mag = jnp.where(r > 0, jnp.exp(t * jnp.log(jnp.where(r > 0, r, 1.0))), 0.0)
-    g = jax.lax.complex(mag * jnp.cos(t * th), mag * jnp.sin(t * th))
+    g = _cpow(f, steps)
     circ = jnp.fft.irfft(g, n=N)
     shift = a_start - steps * (off + c)
-    out = jnp.maximum(circ[jnp.mod(shift + jnp.arange(N), N)], 0.0)
-    # rigorous tail bounds (Chernoff) on the discretised T-fold sum
-    lam = jnp.asarray(_LAMBDAS)
-    nl = lam.shape[0]
+    y = circ[jnp.mod(shift + jnp.arange(N), N)]
+    # --- round-off bound from ||z||_2 and sum(z) of the computed input (inflated for their rounding)
+    infl = 1.0 + (max(N, K) + 8) * _U
+    z2 = jnp.sqrt(jnp.sum((z if K <= N else folded) ** 2)) * infl  # folding is a permutation if K <= N
+    lg = math.log2(N) + 1.0
+    e_fft = _FFT_C * lg * _U / (1.0 - _FFT_C * lg * _U)
+    e_pow = jnp.expm1((t - 1.0) * math.log1p(_CMUL_C * _U))
+    e_pow = e_pow / (1.0 - e_pow)
+    # (a) normwise: max_k |Z_k| <= sum(z) + ||Z_hat - F z||_2 and
+    #     ||P_hat||_2 / sqrt(N) <= (1 + e_pow)(1 + e_fft) rbar^(T-1) ||z||_2
+    rbar = mass * infl + e_fft * math.sqrt(N) * z2
+    growth = jnp.exp((t - 1.0) * jnp.maximum(jnp.log(rbar), 0.0))
+    p2n = (1.0 + e_pow) * (1.0 + e_fft) * growth * z2
+    e_norm = (e_fft + e_pow) * p2n + t * growth * e_fft * z2
+    # (b) componentwise: |Z_hat_k - Z_k| <= eta = e_fft sum(z), so |Z_hat_k^T - Z_k^T| <= T eta (|Z_hat_k| + eta)^(T-1),
+    #     which is tiny wherever the composed characteristic function is (all but the lowest frequencies)
+    eta = e_fft * mass * infl
+    herm = jnp.full(N // 2 + 1, 2.0).at[0].set(1.0).at[-1].set(1.0)  # full (Hermitian) spectrum weights
+    v = jnp.exp(2.0 * (t - 1.0) * jnp.log(jnp.abs(f) * (1.0 + 4 * _U) + eta))
+    spec = jnp.sqrt(jnp.sum(herm * jnp.stack([v, jnp.abs(g) ** 2]), axis=1)) * infl
+    e_comp = ((e_fft + e_pow) * spec[1] + t * eta * spec[0]) / math.sqrt(N)
+    e2 = jnp.minimum(e_norm, e_comp) * (1.0 + 1e-6) + _UNDERFLOW
+    return y, e2, tlm, theta
+
+
+def _tails(lm, a_start, steps, h, inf1, *, N: int):
+    """Chernoff bounds on the T-fold mass above / below the window and the composed truncation mass."""
+    nl = len(_LAMBDAS)
+    t = jnp.asarray(steps, jnp.float64)
     top = (a_start + N).astype(jnp.float64) * h
     bot = (a_start - 1).astype(jnp.float64) * h
-    upper = jnp.minimum(jnp.min(jnp.exp(t * lm[:nl] - lam * top)), 1.0)
-    lower = jnp.minimum(jnp.min(jnp.exp(t * lm[nl:] + lam * bot)), 1.0)
+    upper = jnp.minimum(jnp.min(jnp.exp(t * lm[:nl] - jnp.asarray(_LAMBDAS) * top)), 1.0)
+    lower = jnp.minimum(jnp.min(jnp.exp(t * lm[nl:] + jnp.asarray(_LAMBDAS_NEG) * bot)), 1.0)
     inf_t = -jnp.expm1(t * jnp.log1p(-inf1))
-    return out, jnp.minimum(inf_t + upper, 1.0), upper, lower, inf_t
+    return upper, lower, inf_t
 
 
-def _query_one(out, inf, a_start, h, eps_q, delta_q):
-    r"""delta(eps_q) and eps(delta_q) of a discrete PLD (grid :math:`(A+i)h`, mass ``inf`` at :math:`+\infty`).
+def _compose_one(pmf, off, inf1, lm, a_start, steps, h, *, N: int):
+    r"""Untilted T-fold composition on the window, for callers that query the pmf freely.
+
+    ``out`` is the composed pmf (clamped to [0, 1]); the returned mass at infinity includes the
+    Chernoff bound on the mass above the window *and* the :math:`\ell_1` round-off bound
+    :math:`\sqrt N\,e_2\ge\sum_i|\hat y_i-y'_i|`, so that :math:`\sum_i\mathrm{out}_ig_i+\omega_\infty`
+    bounds :math:`\sum_i\omega_ig_i+\omega_\infty` from above for every weight :math:`0\le g\le1`
+    (every :math:`\delta(\varepsilon)`, also after further compositions).
+    """
+    y, e2, _, _ = _compose_core(pmf, off, 0.0, a_start, steps, h, N=N, tilt=False)
+    out = jnp.clip(y, 0.0, 1.0)
+    upper, lower, inf_t = _tails(lm, a_start, steps, h, inf1, N=N)
+    l1 = math.sqrt(N) * e2
+    return out, jnp.minimum(inf_t + upper + l1, 1.0), upper, lower, inf_t
+
+
+def _query_delta(out, inf, a_start, h, eps_q, rb=None, rho=0.0):
+    r""":math:`\delta(\varepsilon_q)=\sum_j\omega_j(1-e^{\varepsilon_q-\ell_j})_++\omega_\infty` (grid :math:`(A+i)h`).
+
+    With ``rb`` / ``rho`` (see :func:`_query_epsilon`) the certified value
+    :math:`\min\{1,(1+\rho)(\cdot)+r_k\}`, :math:`k` the first index with :math:`\ell_k>\varepsilon_q`,
+    and that :math:`r_k`; else ``(value, 0)``.
+    """
+    N = out.shape[0]
+    l = (a_start + jnp.arange(N)).astype(jnp.float64) * h
+    terms = jnp.where(l > eps_q, out * -jnp.expm1(eps_q - l), 0.0)
+    if rb is None:
+        return jnp.sum(terms) + inf, 0.0  # (rho covers the summation error, any order: (N - 1) u)
+    kq = jnp.clip(jnp.floor(eps_q / h).astype(jnp.int64) + 1 - a_start, 0, N)  # first l > eps_q
+    kq = jnp.where((kq > 0) & (l[jnp.maximum(kq - 1, 0)] > eps_q), kq - 1, kq)  # guard rounding
+    rb_d = jnp.concatenate([rb, jnp.zeros(1)])[kq]  # rb is non-increasing: a smaller kq is safe
+    return jnp.minimum((1.0 + rho) * (jnp.sum(terms) + inf) + rb_d, 1.0), rb_d
+
+
+def _query_epsilon(out, inf, a_start, h, delta_q, rb=None, rho=0.0):
+    r""":math:`\varepsilon(\delta_q)` of a discrete PLD (grid :math:`(A+i)h`, mass ``inf`` at :math:`+\infty`).
 
     With suffix sums :math:`S_0(k)=\sum_{j\ge k}\omega_j` and
     :math:`S_1(k)=\sum_{j\ge k}\omega_je^{-\ell_j}` (over :math:`\ell_j>0`),
@@ -725,50 +982,131 @@ def _query_one(out, inf, a_start, h, eps_q, delta_q):
     non-increasing; the first :math:`k` with :math:`D_k\le\delta` is searched
     and :math:`\delta(\varepsilon)=S_0(k)-e^{\varepsilon}S_1(k)+\omega_\infty`
     is solved exactly on :math:`(\ell_{k-1},\ell_k]`.
+
+    ``rb[k]`` (optional) bounds the round-off of :math:`\delta(\varepsilon)` for
+    :math:`\varepsilon\in(\ell_{k-1},\ell_k]` (weights on :math:`j\ge k` only) and ``rho`` its
+    relative part: every value becomes :math:`(1+\rho)(\cdot)+r_k`, :math:`S_0` is inflated by
+    :math:`3(N+4)u` (summation error of non-negative terms in any order, and of
+    :math:`S_0-e^{\ell}S_1` with :math:`e^{\ell_k}S_1(k+1)\le S_0(k+1)`), and the reported
+    :math:`\varepsilon` solves the inflated equation (rounded up), so it is certified. Returns
+    ``(eps, rb_at_eps, floor)``, ``floor`` a certifiable delta at the top of the window
+    (without ``rb``: ``(eps, 0, 0)``).
     """
     N = out.shape[0]
     l = (a_start + jnp.arange(N)).astype(jnp.float64) * h
-    d_eps = jnp.sum(out * jnp.maximum(-jnp.expm1(eps_q - l), 0.0)) + inf
+    rigorous = rb is not None
+    rbv = rb if rigorous else jnp.zeros(N)
+    g1 = 1.0 + rho
+    sl = 3.0 * (N + 4) * _U if rigorous else 0.0
+    suffix = functools.partial(jax.lax.cumsum, reverse=True)
     pos = l > 0
     lp = jnp.where(pos, l, 0.0)
     w = jnp.where(pos, out, 0.0)
-    e = w * jnp.exp(-lp)
-    s0 = jax.lax.cumsum(w, reverse=True)
-    s1 = jax.lax.cumsum(e, reverse=True)
+    s0 = suffix(w) * (1.0 + sl)
+    s1 = suffix(w * jnp.exp(-lp))
     s0n = jnp.concatenate([s0[1:], jnp.zeros(1)])
     s1n = jnp.concatenate([s1[1:], jnp.zeros(1)])
-    d_grid = jnp.maximum(s0n - jnp.exp(lp) * s1n, 0.0) + inf
-    d0 = jnp.maximum(s0[0] - s1[0], 0.0) + inf
+    d_grid = g1 * (jnp.maximum(s0n - jnp.exp(lp) * s1n, 0.0) + inf) + rbv
+    rb0 = jnp.concatenate([rbv, jnp.zeros(1)])[jnp.clip(1 - a_start, 0, N)]  # first index with l > 0
+    d0 = g1 * (jnp.maximum(s0[0] - s1[0], 0.0) + inf) + rb0
     k0 = jnp.clip(-a_start, 0, N - 1)  # first index with l >= 0
     cond = (l >= 0) & (d_grid <= delta_q)
-    found = jnp.any(cond)
     k = jnp.argmax(cond)
-    num = s0[k] + inf - delta_q
+    found = cond[k]
+    num = s0[k] + inf - (delta_q - rbv[k]) / g1
     den = s1[k]
     # (l_{k-1}, l_k] if l_{k-1} >= 0 is a grid point of the window, else (0, l_k]
     lo_e = jnp.where(k > k0, jnp.maximum(l[k] - h, 0.0), 0.0)
     hi_e = jnp.maximum(l[k], 0.0)
     ok = (num > 0) & (den > 0)
     eps = jnp.where(ok, jnp.log(jnp.where(ok, num, 1.0) / jnp.where(ok, den, 1.0)), lo_e)
+    if rigorous:  # round the solution up (its own rounding error is a few ulp)
+        eps = eps + 8 * _U * (1.0 + jnp.abs(eps))
     eps = jnp.clip(eps, lo_e, hi_e)
     eps = jnp.where(found, eps, jnp.inf)
     eps = jnp.where(d0 <= delta_q, 0.0, eps)
-    return d_eps, eps
+    if not rigorous:
+        return eps, 0.0, 0.0
+    rb_e = jnp.where(d0 <= delta_q, rb0, jnp.where(found, rbv[k], jnp.nan))
+    return eps, rb_e, jnp.minimum(d0, d_grid[-1])
 
 
-def _compose_query_one(pmf, off, inf1, lm, a_start, steps, h, eps_q, delta_q, *, N: int):
-    out, inf, upper, lower, inf_t = _compose_one(pmf, off, inf1, lm, a_start, steps, h, N=N)
-    d_eps, eps = _query_one(out, inf, a_start, h, eps_q, delta_q)
-    return d_eps, eps, inf, upper + lower + steps * inf1
+def _query_one(out, inf, a_start, h, eps_q, delta_q):
+    """``(delta(eps_q), eps(delta_q))`` of a discrete PLD (no round-off terms; used by mcacct.composition)."""
+    return _query_delta(out, inf, a_start, h, eps_q)[0], _query_epsilon(out, inf, a_start, h, delta_q)[0]
 
 
-@functools.partial(jax.jit, static_argnames=("N",))
-def _compose_query_batch(pmfs, offs, infs, lms, a_start, steps, h, eps_q, delta_q, *, N: int):
-    f = functools.partial(_compose_query_one, N=N)
-    f2 = jax.vmap(f, in_axes=(0, 0, 0, 0, 0, None, None, None, None))  # directions
-    return jax.vmap(f2, in_axes=(0, 0, 0, 0, 0, None, None, None, None))(
-        pmfs, offs, infs, lms, a_start, steps, h, eps_q, delta_q
-    )
+def _tilted_one(pmf, off, inf1, lm, a_start, h, s0, *, steps, N: int):
+    r"""Composed pmf of one direction, tilted for a query at loss ``s0``, with its round-off bounds.
+
+    Returns ``(out, rb, rho, inf, tail, lam)``: the composed pmf on the window (untilted, clamped
+    to [0, 1]); the per-index bound
+    :math:`r_k=(1+\rho)\,e_2\,M^Te^{-\lambda\ell_k}\sqrt{\min\{N-k,G\}}` (:math:`G` from
+    :func:`_weight_sum`) on the round-off of :math:`\delta(\varepsilon)` for :math:`\varepsilon\in(\ell_{k-1},\ell_k]`;
+    the relative part :math:`\rho`; the mass at infinity (truncation + window tail bound); the
+    rigorous tail terms; and the tilt.
+    """
+    nl = len(_LAMBDAS)
+    t = jnp.asarray(steps, jnp.float64)
+    lg = math.log2(N) + 1.0
+    log_e2 = jnp.log(t * _FFT_C * lg * _U)  # a-priori size of e2 (||z||_2 <= 1)
+    lam = _choose_lambda(lm[:nl], t, s0, N * h, log_e2, h)
+    y, e2, tlm, theta = _compose_core(pmf, off, lam, a_start, steps, h, N=N)
+    s = (a_start + jnp.arange(N)).astype(jnp.float64) * h
+    expo = tlm - lam * s  # log of the untilt factor M^T e^{-lam s}
+    yp = jnp.maximum(y, 0.0)
+    small = expo < 700.0  # elsewhere (far below the query) the factor could overflow: 1 is an upper bound
+    out = jnp.where(small, jnp.minimum(yp * jnp.exp(jnp.minimum(expo, 700.0)), 1.0), jnp.where(yp > 0, 1.0, 0.0))
+    # rounding of expo = tlm - lam * s and of exp(expo); expo is linear in s, so its largest |value|
+    # where it is evaluated (< 700) is at an end of the window (the error of tlm itself is in theta)
+    rho1 = 8 * _U * (jnp.minimum(jnp.maximum(jnp.abs(expo[0]), jnp.abs(expo[-1])), 700.0) + jnp.abs(tlm) + 3.0)
+    rho = jnp.expm1(1.01 * t * theta + rho1 + 2 * (N + 8) * _U) * 1.01
+    plain, short = _weight_sum(lam, h)
+    idx = jnp.arange(N)  # for k >= 1 the cell / query point lies within h below l_k
+    gk = jnp.minimum(N - idx, jnp.where(idx >= 1, short, plain))
+    rb = jnp.exp(jnp.minimum(jnp.log((1.0 + rho) * e2) + expo + 0.5 * jnp.log(gk), 0.0))
+    upper, lower, inf_t = _tails(lm, a_start, steps, h, inf1, N=N)
+    return out, rb, rho, jnp.minimum(inf_t + upper, 1.0), upper + lower + steps * inf1, lam
+
+
+def _compose_query_one(pmf, off, inf1, lm, a_start, h, eps_q, delta_q, *, steps: int, N: int, for_delta: bool):
+    r"""Tilted composition + one certified query for one direction.
+
+    ``for_delta``: :math:`\delta(\varepsilon_q)`, tilted for :math:`s_0=\varepsilon_q`; else
+    :math:`\varepsilon(\delta_q)`, tilted for the Chernoff bound
+    :math:`\min_\lambda(T\log M(\lambda)-\log\delta_q)/\lambda\ge\varepsilon(\delta_q)`; both capped
+    at the window top (see :func:`_tilted_one`, :func:`_query_delta`, :func:`_query_epsilon`).
+    Returns ``(delta, eps, inf, tail, rb_delta, rb_eps, floor)`` (``nan`` for the other query).
+    """
+    nl = len(_LAMBDAS)
+    t = jnp.asarray(steps, jnp.float64)
+    top = (a_start + N).astype(jnp.float64) * h
+    lam_g = jnp.asarray(_LAMBDAS)
+    eps_c = jnp.min(jnp.where(jnp.isfinite(lm[:nl]), (t * lm[:nl] - jnp.log(delta_q)) / lam_g, jnp.inf))
+    s0 = jnp.minimum(eps_q if for_delta else eps_c, top)
+    out, rb, rho, inf, tail, _ = _tilted_one(pmf, off, inf1, lm, a_start, h, s0, steps=steps, N=N)
+    nan = jnp.asarray(jnp.nan)
+    if for_delta:
+        d_eps, rb_d = _query_delta(out, inf, a_start, h, eps_q, rb, rho)
+        return d_eps, nan, inf, tail, rb_d, nan, nan
+    eps, rb_e, floor = _query_epsilon(out, inf, a_start, h, delta_q, rb, rho)
+    return nan, eps, inf, tail, nan, rb_e, floor
+
+
+@functools.partial(jax.jit, static_argnames=("N", "steps"))
+def _tilted_batch(pmfs, offs, infs, lms, a_start, h, s0, *, N: int, steps: int):
+    """:func:`_tilted_one` for both directions of one sigma (leading axis of the inputs)."""
+    f = functools.partial(_tilted_one, steps=steps, N=N)
+    return jax.vmap(f, in_axes=(0, 0, 0, 0, 0, None, None))(pmfs, offs, infs, lms, a_start, h, s0)
+
+
+@functools.partial(jax.jit, static_argnames=("N", "steps", "for_delta"))
+def _compose_query_batch(pmfs, offs, infs, lms, a_start, h, eps_q, delta_q, *, N: int, steps: int,
+                         for_delta: bool):
+    f = functools.partial(_compose_query_one, steps=steps, N=N, for_delta=for_delta)
+    ax = (0, 0, 0, 0, 0, None, None, None)
+    return jax.vmap(jax.vmap(f, in_axes=ax), in_axes=ax)(  # sigmas x directions
+        pmfs, offs, infs, lms, a_start, h, eps_q, delta_q)
 
 
 @functools.partial(jax.jit, static_argnames=("N",))
@@ -845,8 +1183,14 @@ def _two_level(sizes: Sequence[int]) -> np.ndarray:
 
 
 def _run(canon: _Canonical, sigmas: np.ndarray, h: float, method: str,
-         eps_q: float, delta_q: float) -> dict[str, np.ndarray]:
+         eps_q: float, delta_q: float, target: str = "delta") -> dict[str, np.ndarray]:
     """Evaluate delta(eps_q) and eps(delta_q) for every sigma; arrays of shape (S, 2).
+
+    Only the ``target`` query is evaluated (``"delta"``: delta(eps_q); ``"epsilon"``:
+    eps(delta_q); the other array is ``nan``), with the exponential tilt chosen for it and
+    the rigorous round-off bound included. Also returns the round-off bound at the answer
+    (``rb_delta`` / ``rb_epsilon``) and, for ``"epsilon"``, the smallest certifiable delta
+    (``floor``).
 
     Sigmas are grouped by their (power-of-two) grid size ``K`` and FFT size
     ``N`` -- at most two levels each, the largest and half of it -- and are
@@ -883,7 +1227,8 @@ def _run(canon: _Canonical, sigmas: np.ndarray, h: float, method: str,
     a_start = np.floor(x_lo / h).astype(np.int64) - 1
     need = np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2, axis=1)
     n_of = _two_level([_bucket(int(v)) for v in need])
-    res = {name: np.zeros((n_sig, 2)) for name in ("delta", "epsilon", "inf", "tail")}
+    res = {name: np.zeros((n_sig, 2))
+           for name in ("delta", "epsilon", "inf", "tail", "rb_delta", "rb_epsilon", "floor")}
     res["fft_size"] = n_of.copy()
     size = _batch_size(n_sig, max(1, _CHUNK_BUDGET // (2 * int(n_of.max()))))
     for n_fft in np.unique(n_of):
@@ -892,27 +1237,39 @@ def _run(canon: _Canonical, sigmas: np.ndarray, h: float, method: str,
         for idx in _padded_batches(len(members), size):
             ids = members[idx]
             pm = jnp.stack([jnp.pad(pmfs[i], ((0, 0), (0, kmax - pmfs[i].shape[1]))) for i in ids])
-            d, e, inf, tail = _compose_query_batch(
+            outs = _compose_query_batch(
                 pm, jnp.stack([offs[i] for i in ids]), jnp.stack([infs[i] for i in ids]),
-                jnp.stack([lms[i] for i in ids]), jnp.asarray(a_start[ids]), steps, h,
-                float(eps_q), float(delta_q), N=int(n_fft))
-            res["delta"][ids] = np.asarray(d)
-            res["epsilon"][ids] = np.asarray(e)
-            res["inf"][ids] = np.asarray(inf)
-            res["tail"][ids] = np.asarray(tail)
+                jnp.stack([lms[i] for i in ids]), jnp.asarray(a_start[ids]), h,
+                float(eps_q), float(delta_q), N=int(n_fft), steps=canon.steps, for_delta=target == "delta")
+            for name, v in zip(("delta", "epsilon", "inf", "tail", "rb_delta", "rb_epsilon", "floor"), outs):
+                res[name][ids] = np.asarray(v)
     return res
+
+
+def _check_certifiable(r: dict[str, np.ndarray], delta: float, sigmas: np.ndarray) -> None:
+    """Refuse an epsilon query whose delta is above the mass at infinity but below the round-off floor."""
+    bad = np.isinf(r["epsilon"]) & (delta >= r["inf"] * (1 + 1e-9))
+    if bad.any():
+        i, d = np.argwhere(bad)[0]
+        raise ValueError(
+            f"delta={delta:g} is below what the PLD accountant can certify here (round-off bound "
+            f"{r['floor'][i, d] - r['inf'][i, d]:.2g}, mass at +infinity {r['inf'][i, d]:.2g}, smallest "
+            f"certifiable delta {r['floor'][i, d]:.2g} at sigma={sigmas[i]:g}); increase delta")
 
 
 def _result(canon: _Canonical, sigma: float, h: float, method: str, eps_q: float,
             delta_q: float, estimate_error: bool, report: str) -> PLDResult:
-    r = _run(canon, np.array([sigma]), h, method, eps_q, delta_q)
+    r = _run(canon, np.array([sigma]), h, method, eps_q, delta_q, report)
+    if report == "epsilon":
+        _check_certifiable(r, delta_q, np.array([sigma]))
     err = float("nan")
     if estimate_error:
-        r2 = _run(canon, np.array([sigma]), h / 2, method, eps_q, delta_q)
+        r2 = _run(canon, np.array([sigma]), h / 2, method, eps_q, delta_q, report)
         key = "delta" if report == "delta" else "epsilon"
         x1, x2 = float(r[key][0].max()), float(r2[key][0].max())
         err = 2.0 * abs(x1 - x2) if math.isfinite(x1) and math.isfinite(x2) else float("inf")
     d, e = r["delta"][0], r["epsilon"][0]
+    rb = r["rb_delta"][0] if report == "delta" else r["rb_epsilon"][0]
     if report == "delta":
         eps_out, delta_out = eps_q, float(d.max())
         e = np.array([eps_q, eps_q])
@@ -926,6 +1283,7 @@ def _result(canon: _Canonical, sigma: float, h: float, method: str, eps_q: float
         infinity_mass=float(r["inf"][0].max()), tail_mass_bound=float(r["tail"][0].max()),
         error_estimate=err, value_discretization_interval=h, discretization=method,
         compositions=canon.steps, fft_size=int(r["fft_size"][0]),
+        roundoff_bound=float(np.nanmax(rb)) if np.isfinite(rb).any() else float("nan"),
     )
 
 
@@ -945,7 +1303,11 @@ def pld_delta(mechanism: MechanismSpec, epsilon: float, *,
         + \omega^{*T}_{\infty}\Big],
 
     where :math:`\omega^{*T}` is the :math:`T`-fold FFT self-convolution of the
-    pessimistically discretised single-step PLD :math:`\omega`.
+    pessimistically discretised single-step PLD :math:`\omega`, computed on the
+    exponentially tilted pmf; the reported value is
+    :math:`(1+\rho)(\cdot)+r_k` with the rigorous FFT round-off bound
+    :math:`r_k=(1+\rho)e_2M(\lambda)^Te^{-\lambda\ell_k}\sqrt{\min\{N-k,G_\lambda\}}`
+    (module docstring, "FFT round-off"; reported as ``roundoff_bound``).
 
     Parameters
     ----------
@@ -1006,7 +1368,10 @@ def pld_epsilon(mechanism: MechanismSpec, delta: float, *,
     Raises
     ------
     ValueError
-        For an unknown mechanism, ``delta`` outside (0, 1) or a bad grid spacing.
+        For an unknown mechanism, ``delta`` outside (0, 1) or a bad grid spacing, and when
+        ``delta`` is above the mass at infinity but below the smallest delta the accountant
+        can certify (FFT round-off bound); a ``delta`` below the mass at infinity gives
+        ``epsilon = inf``.
     """
     canon = _canonical(mechanism)
     dl = _check_delta(delta)
@@ -1067,7 +1432,7 @@ def deltas_for_sigmas(mechanism: MechanismOrFactory, sigmas: Sequence[float], ep
     eps = _check_epsilon(epsilon)
     h = _check_h(value_discretization_interval)
     method = _check_discretization(discretization)
-    return _run(canon, arr, h, method, eps, 0.5)["delta"].max(axis=1)
+    return _run(canon, arr, h, method, eps, 0.5, "delta")["delta"].max(axis=1)
 
 
 def epsilons_for_sigmas(mechanism: MechanismOrFactory, sigmas: Sequence[float], delta: float, *,
@@ -1083,7 +1448,9 @@ def epsilons_for_sigmas(mechanism: MechanismOrFactory, sigmas: Sequence[float], 
     dl = _check_delta(delta)
     h = _check_h(value_discretization_interval)
     method = _check_discretization(discretization)
-    return _run(canon, arr, h, method, 0.0, dl)["epsilon"].max(axis=1)
+    r = _run(canon, arr, h, method, 0.0, dl, "epsilon")
+    _check_certifiable(r, dl, arr)
+    return r["epsilon"].max(axis=1)
 
 
 def _gaussian_delta(mu: float, eps: float) -> float:
@@ -1187,7 +1554,9 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
     ------
     ValueError
         For invalid inputs or when the target cannot be met inside the search
-        range.
+        range; when ``delta`` is below the mass at infinity plus the FFT round-off
+        bound at the top of the range, the message says so ("is below what the PLD
+        accountant can certify here").
     """
     canon, _ = _ladder_canonical(mechanism)
     eps = _check_epsilon(epsilon)
@@ -1198,8 +1567,11 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
     if not _is_real(rtol) or not 0 < rtol < 0.5:
         raise ValueError(f"rtol must be in (0, 0.5), got {rtol!r}")
 
+    last: dict = {}
+
     def passes(sig: np.ndarray) -> np.ndarray:
-        return _run(canon, sig, h, method, eps, 0.5)["delta"].max(axis=1) <= dl
+        last.update(_run(canon, sig, h, method, eps, 0.5, "delta"))
+        return last["delta"].max(axis=1) <= dl
 
     cmax = float(canon.c.max())
     mu = _gaussian_mu(eps, dl)
@@ -1233,6 +1605,12 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
         span = span * span
         if hi is None:  # all failed: move up
             if lo >= cap * (1 - 1e-12):
+                inf_c, rb_c = float(last["inf"][-1].max()), float(last["rb_delta"][-1].max())
+                if dl < 2.0 * (inf_c + rb_c):
+                    raise ValueError(
+                        f"delta={dl:g} is below what the PLD accountant can certify here (round-off "
+                        f"bound {rb_c:.2g}, mass at +infinity incl. the window tail bound {inf_c:.2g} "
+                        f"at epsilon={eps:g}, sigma={cap:g}); increase delta")
                 raise ValueError(
                     f"target (epsilon={eps:g}, delta={dl:g}) not met at sigma={cap:g}; "
                     "the target is too small for this search range"
@@ -1275,10 +1653,13 @@ def group_privacy_conversion_epsilon(mechanism: MechanismSpec, group_size: int, 
     accounting of :class:`GroupPoissonSpec` improves on.
 
     Example-level values :math:`\delta(\varepsilon_1)` below ``delta_floor`` are
-    replaced by ``delta_floor``: below about ``1e-15`` the FFT round-off and the
-    composition-window truncation (``1e-15``) dominate, so such tiny
-    :math:`\delta_1` -- which Lemma 1.1 demands for large :math:`k` -- cannot be
-    certified (the numerical problem described in paper 000).
+    replaced by ``delta_floor``: below about ``1e-15`` the composition-window
+    truncation (``1e-15``) dominates, so such tiny :math:`\delta_1` -- which
+    Lemma 1.1 demands for large :math:`k` -- cannot be certified (the numerical
+    problem described in paper 000). The FFT round-off is bounded rigorously: the
+    curve is the pointwise minimum over ``_GROUP_TILTS`` exponentially tilted
+    compositions (targets spread over the window), each with its round-off bound
+    (see "FFT round-off" in the module docstring).
 
     Parameters
     ----------
@@ -1314,24 +1695,28 @@ def group_privacy_conversion_epsilon(mechanism: MechanismSpec, group_size: int, 
     x_lo, x_hi = np.asarray(x_lo), np.asarray(x_hi)
     a_start = np.floor(x_lo / h).astype(np.int64) - 1
     n_fft = _bucket(int(np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2)))
-    out, inf, _, _, _ = _compose_arrays_batch(pmfs, offs, infs, lms, jnp.asarray(a_start),
-                                              jnp.asarray(canon.steps), h, N=n_fft)
-    out, inf = np.asarray(out)[0], np.asarray(inf)[0]
-    # delta(eps1) on a fine eps1 grid, max over directions (exact for the discrete PLD)
+    # delta(eps1) on a fine eps1 grid: per direction the minimum over several tilted
+    # compositions of (1 + rho) (discrete delta + mass at infinity) + round-off bound,
+    # then the max over directions (an upper bound on the discrete PLD curve)
     eps_grid = np.arange(0.0, 60.0, h)
-    worst = np.zeros_like(eps_grid)
-    for d in range(2):
-        l = (a_start[0, d] + np.arange(n_fft)) * h
-        m = out[d]
-        keep = (l > 0) & (m > 0)
-        lv, mv = l[keep], m[keep]
-        s0 = np.cumsum(mv[::-1])[::-1]
-        s1 = np.cumsum((mv * np.exp(-lv))[::-1])[::-1]
-        s0 = np.append(s0, 0.0)
-        s1 = np.append(s1, 0.0)
-        idx = np.searchsorted(lv, eps_grid, side="right")
-        dd = np.maximum(s0[idx] - np.exp(eps_grid) * s1[idx], 0.0) + inf[d]
-        worst = np.maximum(worst, dd)
+    top = float(np.max(a_start + n_fft)) * h
+    best = np.full((2, eps_grid.size), np.inf)
+    slack = 1.0 + 3.0 * (n_fft + 4) * _U
+    for s_target in np.linspace(0.0, top, _GROUP_TILTS):
+        out, rb, rho, inf, _, _ = (np.asarray(v) for v in _tilted_batch(
+            pmfs[0], offs[0], infs[0], lms[0], jnp.asarray(a_start[0]), h, float(s_target), N=n_fft,
+            steps=canon.steps))
+        for d in range(2):
+            l = (a_start[0, d] + np.arange(n_fft)) * h
+            keep = l > 0
+            lv, mv = l[keep], out[d][keep]
+            s0 = np.append(np.cumsum(mv[::-1])[::-1] * slack, 0.0)
+            s1 = np.append(np.cumsum((mv * np.exp(-lv))[::-1])[::-1], 0.0)
+            rbv = np.append(rb[d][keep], 0.0)
+            idx = np.searchsorted(lv, eps_grid, side="right")  # first loss > eps1
+            dd = (1.0 + rho[d]) * (np.maximum(s0[idx] - np.exp(eps_grid) * s1[idx], 0.0) + inf[d]) + rbv[idx]
+            best[d] = np.minimum(best[d], dd)
+    worst = best.max(axis=0)
     factor = np.where(eps_grid > 0, np.expm1(k * eps_grid) / np.expm1(np.maximum(eps_grid, 1e-300)), float(k))
     ok = np.maximum(worst, floor) * factor <= dl
     if not ok.any():

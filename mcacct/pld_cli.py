@@ -184,7 +184,9 @@ def _describe(spec) -> dict:
 def run_pld(args: argparse.Namespace) -> int:
     """Execute ``mcacct pld ...``; print JSON (``--json``) or a summary.
 
-    Returns 0 on success and 2 on bad input (``error: <message>`` on stderr).
+    Returns 0 on success and 2 on bad input (``error: <message>`` on stderr), including a
+    ``--delta`` below what the accountant can certify (``pld epsilon``: no finite epsilon;
+    ``pld calibrate``: below the mass at infinity / FFT round-off bound).
     JSON keys: ``epsilon`` (epsilon command), ``delta`` (delta command),
     ``sigma`` (calibrate), plus the other :class:`mcacct.pld.PLDResult` fields.
     """
@@ -216,6 +218,11 @@ def run_pld(args: argparse.Namespace) -> int:
         if cmd == "epsilon":
             dl = _require(args.delta, "--delta", "epsilon")
             res = pld.pld_epsilon(spec, dl, estimate_error=not args.no_error_estimate, **opts)
+            if math.isinf(res.epsilon):  # the library's answer is the trivial epsilon = inf
+                raise ValueError(
+                    f"delta={dl:g} is below what the PLD accountant can certify here (mass at +infinity "
+                    f"{res.infinity_mass:.2g}: truncated noise tails and the composition-window tail bound); "
+                    "no finite epsilon can be certified, increase delta")
         else:
             eps = _require(args.epsilon, "--epsilon", "delta")
             res = pld.pld_delta(spec, eps, estimate_error=not args.no_error_estimate, **opts)
@@ -232,8 +239,8 @@ def run_pld(args: argparse.Namespace) -> int:
             print(f"{what} = {_fmt(val) if cmd == 'epsilon' else f'{val:.6g}'} at {given}  "
                   f"[{type(spec).__name__}, sigma={sigma:g}, {spec.compositions} compositions]")
             err = "n/a" if math.isnan(res.error_estimate) else f"{res.error_estimate:.2g}"
-            print(f"  per adjacency: {per}; error estimate {err}; "
-                  f"tail bound {res.tail_mass_bound:.2g}; {res.discretization} h={res.value_discretization_interval:g}")
+            print(f"  per adjacency: {per}; error estimate {err}; tail bound {res.tail_mass_bound:.2g}; "
+                  f"round-off bound {res.roundoff_bound:.2g}; {res.discretization} h={res.value_discretization_interval:g}")
         return 0
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -101,8 +101,11 @@ def test_mechanism_pld_reproduces_pld_module():
     m = C.mechanism_pld(spec, H)
     ref_d = pld.pld_delta(spec, EPS, estimate_error=False)
     ref_e = pld.pld_epsilon(spec, 1e-5, estimate_error=False)
-    assert m.delta(EPS) == pytest.approx(ref_d.delta, rel=1e-12)
-    assert m.epsilon(1e-5) == pytest.approx(ref_e.epsilon, rel=1e-12)
+    # Same discretised PLD and FFT; the two paths add different rigorous round-off margins (pld: the
+    # tilted per-query r_k and a relative (1 + rho), rho ~ 1e-10; composition: an l1 bound in the
+    # mass at infinity), so they agree to those margins, not to the last bit.
+    assert m.delta(EPS) == pytest.approx(ref_d.delta, rel=1e-9)
+    assert m.epsilon(1e-5) == pytest.approx(ref_e.epsilon, rel=1e-7)
     # composing two PLD mechanisms by FFT = the PLD of the total number of steps (both pessimistic)
     both = C.compose(C.mechanism_pld(pld.PoissonGaussianSpec(Q, SIGMA, T1), H), m)
     tot = pld.pld_delta(pld.PoissonGaussianSpec(Q, SIGMA, T1 + T2), EPS, estimate_error=False).delta
