@@ -1,4 +1,8 @@
-"""absl flags shared by the launchers: the scheme and Monte Carlo flags of ``mcacct`` (underscored names)."""
+"""absl flags shared by the launchers: the scheme and Monte Carlo flags of ``mcacct`` (underscored names).
+
+The scheme flags are generated from :mod:`mcacct.registry` (``--scheme`` plus every common and per-scheme flag,
+``--max-batch-size`` becoming ``--max_batch_size``), so the launchers know every scheme the command line knows.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +12,20 @@ from absl import flags
 
 FLAGS = flags.FLAGS
 
+_DEFINE = {int: flags.DEFINE_integer, float: flags.DEFINE_float, str: flags.DEFINE_string}
+
 
 def define_scheme_flags() -> None:
-    """Scheme/strategy flags, with the same meaning and defaults as the ``mcacct`` command line."""
-    flags.DEFINE_integer("iterations", 128, "training iterations n (>= 1)")
-    flags.DEFINE_integer("min_sep", 4, "minimum separation b (>= 1; 1 = Poisson)")
-    flags.DEFINE_float("sampling_prob", None, "sampling probability p in (0, 1] of an available example")
-    flags.DEFINE_float("batch_size", None, "expected batch size (with --dataset_size)")
-    flags.DEFINE_integer("dataset_size", None, "dataset size (with --batch_size)")
-    flags.DEFINE_string("c_col", None, "comma-separated non-zeros of C's first column (default as `mcacct`)")
-    flags.DEFINE_bool("cold_start", False, "Alg. 1 instead of the warm start of Alg. 2")
+    """``--scheme`` and the scheme/strategy flags, with the same meaning and defaults as the ``mcacct`` command
+    line (flags that do not apply to the chosen scheme are refused when the problem is built)."""
+    from mcacct import registry
+
+    flags.DEFINE_enum("scheme", registry.DEFAULT_SCHEME, list(registry.names()), "sampling scheme (as `mcacct`)")
+    for f in registry.all_flags():
+        if f.kind is bool:
+            flags.DEFINE_bool(f.dest, False, f.help)
+        else:
+            _DEFINE[f.kind](f.dest, None, f.help)
     flags.DEFINE_enum("dtype", "float64", ["float64", "float32"], "precision of the loss kernel")
 
 
@@ -34,10 +42,10 @@ def define_mc_flags() -> None:
 
 
 def problem_from_flags():
-    """The :class:`mcacct.accountant.Problem` the same ``mcacct`` flags would give."""
-    from mcacct.cli import _problem
+    """The :class:`mcacct.accountant.Problem` the same ``mcacct`` flags would give
+    (:func:`mcacct.registry.problem_from_args`)."""
+    from mcacct import registry
 
-    ns = argparse.Namespace(iterations=FLAGS.iterations, min_sep=FLAGS.min_sep, sampling_prob=FLAGS.sampling_prob,
-                            batch_size=FLAGS.batch_size, dataset_size=FLAGS.dataset_size, c_col=FLAGS.c_col,
-                            cold_start=FLAGS.cold_start, dtype=FLAGS.dtype)
-    return _problem(ns)
+    ns = argparse.Namespace(scheme=FLAGS.scheme, dtype=FLAGS.dtype,
+                            **{f.dest: FLAGS[f.dest].value for f in registry.all_flags()})
+    return registry.problem_from_args(ns)

@@ -39,7 +39,7 @@ class Problem:
     ``scheme`` is any :class:`mcacct.schemes.AccountedScheme` (e.g. :class:`BMinSep`).
     """
 
-    scheme: BMinSep
+    scheme: AccountedScheme
     strategy: BandedToeplitz = BandedToeplitz()
     dtype: str = "float64"
     dot_method: str = "auto"
@@ -239,14 +239,24 @@ def kl_up(mean: float, count: int, alpha: float) -> float:
 def estimate(problem: Problem, sigma: float, key: jax.Array, num_samples: int, epsilons=(1.0,),
              alpha: float = 0.01, directions=DIRECTIONS, chunk_size: int = DEFAULT_CHUNK_SIZE,
              spec: HistogramSpec = HistogramSpec(), progress: bool = False) -> Estimate:
-    """Estimate delta(epsilon) for ``sigma`` on ``num_samples`` fresh samples per direction."""
+    """Estimate delta(epsilon) for ``sigma`` on ``num_samples`` fresh samples per direction.
+
+    Runs on :func:`mcacct.runner.run_ladder` (every local device; both directions on shared draws, chunk ``c``
+    keyed ``fold_in(key, c)``); ``alpha`` is split over the directions by a union bound, which needs no
+    independence between them."""
+    from mcacct.runner import run_ladder  # the runner builds on this module
     sigma = check_real("sigma", sigma, low=0.0, low_open=True)
     alpha = check_real("alpha", alpha, low=0.0, high=1.0, low_open=True, high_open=True)
     for e in np.atleast_1d(epsilons):
         check_real("epsilon", e, low=0.0)
+    for d in directions:
+        if d not in DIRECTIONS:
+            raise ValueError(f"directions must be a subset of {DIRECTIONS}; got {d!r}")
     est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta,
                    certified=problem.dtype == "float64")
-    for d in directions:
-        est.stats[d] = run_direction(problem, sigma, key, d, num_samples, epsilons, chunk_size, spec,
-                                     progress=progress)
+    run = run_ladder(problem, [sigma], key, num_samples, epsilons, chunk_size, spec, progress=progress,
+                     label=f"sigma={sigma:.6g}")
+    if run.errors:
+        raise FloatingPointError(run.errors[0])
+    est.stats = {d: run.stats[0][d] for d in directions}
     return est

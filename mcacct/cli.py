@@ -12,88 +12,87 @@ import math
 import sys
 import time
 
-DEFAULTS = dict(iterations=128, min_sep=4, sampling_prob=None, batch_size=32.0, dataset_size=1024,
-                c_col="0.5,0.5,0.5,0.5", epsilon=2.0, delta=1e-3)
+from mcacct.cli_flags import add_problem_flags, device_info, float_list, problem_from_args, scheme_json
+from mcacct.registry import DEFAULTS as SCHEME_DEFAULTS
+
+DEFAULTS = dict(SCHEME_DEFAULTS, epsilon=2.0, delta=1e-3)
 
 
-def _add_scheme_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("mechanism and sampling scheme (defaults: the built-in demo configuration)")
-    g.add_argument("--iterations", type=int, default=DEFAULTS["iterations"], help="training iterations n (>= 1)")
-    g.add_argument("--min-sep", type=int, default=DEFAULTS["min_sep"], help="minimum separation b (>= 1; 1 = Poisson)")
-    g.add_argument("--sampling-prob", type=float, default=None,
-                   help="sampling probability p in (0, 1] of an available example")
-    g.add_argument("--batch-size", type=float, default=None,
-                   help="expected batch size (with --dataset-size; sets p = p0/(1 - p0 (b-1)), p0 = batch/dataset)")
-    g.add_argument("--dataset-size", type=int, default=None, help="dataset size (with --batch-size)")
-    g.add_argument("--c-col", type=str, default=None,
-                   help="comma-separated non-zeros of C's first column (length <= min-sep); default 1.0 "
-                        "(DP-SGD) when any scheme flag is given, else the demo's 0.5,0.5,0.5,0.5")
-    g.add_argument("--cold-start", action="store_true", help="Alg. 1 (all examples available at step 1) "
-                   "instead of the warm start of Alg. 2")
-    r = p.add_argument_group("Monte Carlo")
-    r.add_argument("--seed", type=int, default=0, help="root seed of jax.random (default 0)")
-    r.add_argument("--chunk-size", type=int, default=4096, help="samples per chunk (memory ~ chunk x n)")
-    r.add_argument("--dtype", choices=["float64", "float32"], default="float64",
-                   help="precision of the loss kernel (sums are always float64); only float64 certifies: "
-                        "calibrate refuses float32, estimates report certified: false")
-    r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    r.add_argument("--quiet", action="store_true", help="no progress on stderr")
-
-
-def _problem(args):
-    from mcacct.accountant import Problem
-    from mcacct.schemes import BMinSep, sampling_prob_from_batch_size
-    from mcacct.strategy import BandedToeplitz
-
-    explicit = any(getattr(args, k) is not None for k in ("sampling_prob", "batch_size", "dataset_size"))
-    if args.sampling_prob is not None and (args.batch_size is not None or args.dataset_size is not None):
-        raise ValueError("give either --sampling-prob or --batch-size with --dataset-size, not both")
-    if args.sampling_prob is not None:
-        p = args.sampling_prob
-    else:
-        bs = args.batch_size if args.batch_size is not None else (None if explicit else DEFAULTS["batch_size"])
-        m = args.dataset_size if args.dataset_size is not None else (None if explicit else DEFAULTS["dataset_size"])
-        if bs is None or m is None:
-            raise ValueError("--batch-size and --dataset-size must be given together")
-        p = sampling_prob_from_batch_size(bs, m, args.min_sep)
-    c_col = args.c_col if args.c_col is not None else ("1.0" if explicit else DEFAULTS["c_col"])
-    scheme = BMinSep(p, args.min_sep, args.iterations, warm_start=not args.cold_start)
-    return Problem(scheme, BandedToeplitz(c_col), dtype=args.dtype)
-
-
-def _scheme_json(problem) -> dict:
-    s = problem.scheme
-    return {"iterations": s.iterations, "min_sep": s.min_sep, "sampling_prob": s.sampling_prob,
-            "participation_rate": s.participation_rate, "warm_start": s.warm_start,
-            "c_col": list(problem.strategy.c_col), "dtype": problem.dtype}
-
-
-def _device() -> str:
+def _plan_only(args, problem) -> dict:
+    """``--plan-only``: the plan (pilot included), its sample count and, from a short measured probe of the
+    verification kernel on this machine, the expected wall time; ``--out DIR`` also writes it for shard jobs."""
     import jax
-    d = jax.devices()[0]
-    return f"{d.platform}:{getattr(d, 'device_kind', '')} x{jax.device_count()}"
+    from mcacct.calibrate import plan_calibration, verification_spec
+    from mcacct.runner import run_ladder
+    plan = plan_calibration(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
+                            ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
+                            chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas)
+    out = {"plan": {k: getattr(plan, k) for k in ("epsilon", "target_delta", "base_delta", "num_samples",
+                                                  "top_sigma", "top_certifier", "pilot_sigma", "chunk_size")},
+           "ladder": list(plan.ladder), "overall_delta": plan.overall_delta,
+           "pilot_samples_drawn": plan.pilot_samples_drawn, "pilot_seconds": plan.pilot_seconds}
+    devices = jax.local_device_count()
+    chunks = -(-plan.num_samples // plan.chunk_size)
+    out["verification"] = {"chunks": chunks, "samples_drawn": chunks * plan.chunk_size,
+                           "evaluations_at_most": 2 * plan.num_samples * len(plan.ladder)}
+    if plan.ladder:
+        probe = dict(problem=problem, sigmas=plan.ladder, key=jax.random.key(args.seed + 1),
+                     num_samples=plan.chunk_size * devices, epsilons=(plan.epsilon,), chunk_size=plan.chunk_size,
+                     spec=verification_spec())
+        run_ladder(**probe)  # compile
+        t0 = time.perf_counter()
+        run_ladder(**probe)
+        rate = plan.chunk_size * devices / (time.perf_counter() - t0)
+        out["probe"] = {"draws_per_second": rate, "draws_per_second_per_device": rate / devices,
+                        "devices": devices, "candidates": len(plan.ladder)}
+        out["expected_seconds_at_most"] = {"verification": chunks * plan.chunk_size / rate,
+                                           "note": "every candidate to the end; candidates that fail leave early"}
+    if args.out:
+        from mcacct.calibration_jobs import write_plan
+        out["plan_path"] = write_plan(args.out, plan, problem)
+    out.update(device_info())
+    if not args.json:
+        print(f"plan: {plan.num_samples:,} samples per direction, {len(plan.ladder)} candidates "
+              f"[{plan.ladder[0] if plan.ladder else float('nan'):.6g} .. "
+              f"{plan.ladder[-1] if plan.ladder else float('nan'):.6g}], {chunks:,} chunks of {plan.chunk_size}")
+        if "probe" in out:
+            print(f"probe: {out['probe']['draws_per_second']:,.0f} draws/s on {devices} device(s); verification "
+                  f"at most {out['expected_seconds_at_most']['verification']:,.0f}s here")
+        if args.out:
+            print(f"wrote {out['plan_path']}; run `mcacct sample --plan {args.out} --shard i --num-shards k`, then "
+                  f"`mcacct calibrate --from {args.out}`")
+    return out
 
 
 def cmd_calibrate(args) -> dict:
     import jax
     from mcacct.calibrate import calibrate
-    problem = _problem(args)
-    res = calibrate(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
-                    ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
-                    chunk_size=args.chunk_size, progress=not args.quiet)
+    if args.from_dir is not None:
+        from mcacct.calibration_jobs import calibrate_from, load_plan
+        res = calibrate_from(args.from_dir)
+        problem = load_plan(args.from_dir)[1]
+    else:
+        problem = problem_from_args(args)
+        if args.plan_only:
+            return _plan_only(args, problem)
+        if args.out:
+            raise ValueError("--out goes with --plan-only (write a plan for shard jobs)")
+        res = calibrate(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
+                        ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
+                        chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas)
     out = res.to_dict()
-    out["delta"] = args.delta
+    out["delta"] = res.target_delta
     if not args.no_baselines:
         from mcacct.calibrate import baseline_sigmas
-        out["baselines"] = baseline_sigmas(problem, args.epsilon, args.delta)
-    out["scheme"] = _scheme_json(problem)
+        out["baselines"] = baseline_sigmas(problem, res.epsilon, res.target_delta)
+    out["scheme"] = scheme_json(problem)
     out["seed"] = args.seed
-    out["device"] = _device()
+    out.update(device_info())
     out["samples_per_second"] = res.samples_used / max(res.seconds, 1e-9)
     if not args.json:
         print(f"sigma = {res.sigma:.6g}  ({'verified by Monte Carlo' if res.verified else 'Gaussian top candidate'})")
         print(f"certifies (epsilon, delta) = ({res.epsilon:g}, {res.overall_delta:.4g})  "
-              f"[target delta {args.delta:g}, base delta {res.base_delta:.4g}]")
+              f"[target delta {res.target_delta:g}, base delta {res.base_delta:.4g}]")
         print(f"samples: {res.num_samples:,} per direction per candidate, {res.samples_used:,} in all; "
               f"{len(res.candidates)} candidates verified; time {res.seconds:.1f}s "
               f"({out['samples_per_second']:,.0f} samples/s) on {out['device']}")
@@ -108,7 +107,7 @@ def cmd_calibrate(args) -> dict:
 def _estimate(args, epsilons):
     import jax
     from mcacct.accountant import estimate
-    problem = _problem(args)
+    problem = problem_from_args(args)
     n = args.samples
     return problem, estimate(problem, args.sigma, jax.random.key(args.seed), n, epsilons, alpha=args.alpha,
                              chunk_size=args.chunk_size, progress=not args.quiet)
@@ -120,9 +119,9 @@ def cmd_delta(args) -> dict:
     d = est.delta(0)
     out = {"sigma": args.sigma, "epsilon": args.epsilon, "delta_estimate": d["delta_estimate"],
            "delta_upper": d["delta_upper"], "confidence": 1 - args.alpha, "num_samples": est.num_samples,
-           "directions": {k: d[k] for k in ("remove", "add")}, "scheme": _scheme_json(problem),
+           "directions": {k: d[k] for k in ("remove", "add")}, "scheme": scheme_json(problem),
            "systematic_delta": est.systematic, "certified": est.certified,
-           "seed": args.seed, "seconds": time.perf_counter() - t0, "device": _device()}
+           "seed": args.seed, "seconds": time.perf_counter() - t0, **device_info()}
     out["samples_per_second"] = 2 * est.num_samples / max(out["seconds"], 1e-9)
     if not args.json:
         print(f"delta({args.epsilon:g}) ~ {out['delta_estimate']:.4g}, upper {out['delta_upper']:.4g} "
@@ -138,9 +137,9 @@ def cmd_epsilon(args) -> dict:
     problem, est = _estimate(args, (0.0,))
     e = est.epsilon(args.delta)
     out = {"sigma": args.sigma, "delta": args.delta, **e, "confidence": 1 - args.alpha,
-           "num_samples": est.num_samples, "scheme": _scheme_json(problem), "systematic_delta": est.systematic,
+           "num_samples": est.num_samples, "scheme": scheme_json(problem), "systematic_delta": est.systematic,
            "certified": est.certified, "seed": args.seed,
-           "seconds": time.perf_counter() - t0, "device": _device()}
+           "seconds": time.perf_counter() - t0, **device_info()}
     out["samples_per_second"] = 2 * est.num_samples / max(out["seconds"], 1e-9)
     if not args.json:
         print(f"epsilon({args.delta:g}) ~ {e['epsilon_estimate']:.4g}, upper {e['epsilon_upper']:.4g} "
@@ -169,9 +168,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ladder-ratio", type=float, default=1.01, help="ratio between candidates (> 1)")
     p.add_argument("--above", type=int, default=6, help="ladder steps above the pilot estimate")
     p.add_argument("--below", type=int, default=12, help="ladder steps below the pilot estimate")
+    p.add_argument("--sigmas", type=float_list, default=None,
+                   help="explicit ladder s1,s2,... (each > 0; candidates at or above the certified top are "
+                        "dropped): no pilot, --ladder-ratio/--above/--below unused")
+    p.add_argument("--plan-only", action="store_true",
+                   help="print the plan (pilot included: the ladder), its samples and, from a short measured "
+                        "probe, the expected wall time here; with --out DIR also write it for shard jobs "
+                        "(`mcacct sample --plan DIR ...`, then `mcacct calibrate --from DIR`)")
+    p.add_argument("--out", default=None, help="with --plan-only: directory to write the plan to")
+    p.add_argument("--from", dest="from_dir", default=None,
+                   help="merge the shards of the plan in this directory and apply Alg. 5 (no sampling here)")
     p.add_argument("--no-baselines", action="store_true",
-                   help="skip the PLD sigmas of Poisson DP-SGD and cyclic-Poisson BandMF in the report")
-    _add_scheme_flags(p)
+                   help="skip the scheme's PLD baselines in the report (bminsep: the sigmas of Poisson DP-SGD "
+                        "and cyclic-Poisson BandMF at the same expected batch size)")
+    add_problem_flags(p)
     p.set_defaults(func=cmd_calibrate)
 
     for name, fn, what in (("delta", cmd_delta, "estimate delta(epsilon) for a noise multiplier"),
@@ -184,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
         q.add_argument("--samples", type=int, default=100_000, help="samples per direction (default 100000)")
         q.add_argument("--alpha", type=float, default=0.01, help="1 - confidence of the upper bound (default 0.01)")
-        _add_scheme_flags(q)
+        add_problem_flags(q)
         q.set_defaults(func=fn)
 
     from mcacct.compare import add_compare_parser

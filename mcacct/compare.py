@@ -25,6 +25,10 @@ expected API — ``pld_calibrate``, ``CyclicPoissonBandMFSpec``, ``PoissonGaussi
 ``GroupPoissonSpec`` — is missing). For cyclic Poisson the PLD analyses the public-partition worst case,
 which upper-bounds the random-phase mixture estimated by Monte Carlo. The multi-attribution row is
 user-level (a different adjacency) and its batch size is only matched per example.
+
+Rows, their parameters, their PLD specs and the optional-row flags (``--max-batch-size``,
+``--max-examples-per-user``, ``--inverse-bands``) all come from the schemes' entries in :mod:`mcacct.registry`
+(``compare_plan``, ``compare_default``, flags with ``compare=True``); this module lists no scheme itself.
 """
 
 from __future__ import annotations
@@ -33,13 +37,13 @@ import math
 import sys
 import time
 
+from mcacct import registry
 from mcacct._validate import check_int, check_real
 
 __all__ = ["compare_schemes", "SCHEMES", "add_compare_parser", "cmd_compare"]
 
-SCHEMES = ("b-min-sep", "cyclic-poisson", "balls-in-bins", "truncated-b-min-sep", "multi-attribution",
-           "banded-inverse")
-_DEFAULT_SCHEMES = ("b-min-sep", "cyclic-poisson", "balls-in-bins")
+#: Row names (each scheme's compare label in :mod:`mcacct.registry`; its command-line name is accepted too).
+SCHEMES = tuple(e.row_name for e in registry.SCHEMES)
 
 
 def _pld_module():
@@ -69,16 +73,17 @@ def _pld_sigma(build, epsilon, delta):
         return None, f"PLD calibration failed: {err}"
 
 
-def _parse_schemes(schemes) -> tuple[str, ...]:
+def _parse_schemes(schemes) -> tuple[registry.SchemeEntry, ...] | None:
     if schemes is None:
         return None
     if isinstance(schemes, str):
         schemes = [s.strip() for s in schemes.split(",") if s.strip()]
     out = tuple(schemes)
-    bad = [s for s in out if s not in SCHEMES]
+    known = {n for e in registry.SCHEMES for n in (e.name, e.row_name)}
+    bad = [s for s in out if s not in known]
     if bad or not out:
         raise ValueError(f"schemes must be a non-empty list drawn from {SCHEMES}; got {list(out)!r}")
-    return out
+    return tuple(registry.get(s) for s in out)
 
 
 def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int, expected_batch_size: float,
@@ -86,7 +91,7 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
                     max_examples_per_user: int | None = None, inverse_bands=None, schemes=None,
                     num_samples: int | None = None, seed: int = 0, ladder_ratio: float = 1.02,
                     above: int = 4, below: int = 8, chunk_size: int = 4096, pld: bool = True,
-                    progress: bool = False) -> dict:
+                    progress: bool = False, options: dict | None = None) -> dict:
     r"""Noise multiplier each scheme needs for :math:`(\varepsilon, \delta)` at equal expected batch size.
 
     Parameters
@@ -110,8 +115,9 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
     inverse_bands:
         Bands ``(h_0, ..., h_{k-1})`` of :math:`C^{-1}` for the banded-inverse row.
     schemes:
-        Names from :data:`SCHEMES` (list or comma-separated string). Default: b-min-sep, cyclic Poisson,
-        balls-in-bins, plus every optional row whose parameter is given.
+        Names from :data:`SCHEMES` or registry names (list or comma-separated string). Default: the
+        registry's default rows (b-min-sep, cyclic Poisson, balls-in-bins), plus every optional row whose
+        parameter is given.
     num_samples:
         Monte Carlo samples per direction and candidate (default: :func:`mcacct.calibrate.calibrate`'s).
     seed:
@@ -120,6 +126,9 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
         Passed to :func:`~mcacct.calibrate.calibrate` (a coarser ladder than its default keeps this quick).
     pld:
         Also compute the PLD baselines.
+    options:
+        Values of further compare flags of :func:`mcacct.registry.compare_flags` by ``dest`` name (the three
+        keyword arguments above are such options).
 
     Returns
     -------
@@ -135,14 +144,9 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
     """
     import jax
 
-    from mcacct.accountant import Problem
-    from mcacct.baselines import BallsInBins, CyclicPoisson
-    from mcacct.banded_inverse import BandedInverse, strategy_from_inverse
     from mcacct.calibrate import calibrate
-    from mcacct.multi_attribution import MultiAttribution
-    from mcacct.schemes import BMinSep, sampling_prob_from_batch_size
+    from mcacct.schemes import sampling_prob_from_batch_size
     from mcacct.strategy import BandedToeplitz
-    from mcacct.truncated import TruncatedBMinSep
 
     t0 = time.perf_counter()
     eps = check_real("epsilon", epsilon, low=0.0)
@@ -152,81 +156,47 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
     m = check_int("dataset_size", dataset_size, low=1)
     strategy = BandedToeplitz(c_col)
     strategy.check_min_sep(b)
-    p = sampling_prob_from_batch_size(expected_batch_size, m, b)  # checks expected_batch_size
+    sampling_prob_from_batch_size(expected_batch_size, m, b)  # checks expected_batch_size (B / M <= 1/b)
     bs = float(expected_batch_size)
     p0 = bs / m
     wanted = _parse_schemes(schemes)
-    if max_batch_size is not None:
-        max_batch_size = check_int("max_batch_size", max_batch_size, low=1)
-    if max_examples_per_user is not None:
-        max_examples_per_user = check_int("max_examples_per_user", max_examples_per_user, low=1)
+    given = dict(options or {})
+    for k, v in (("max_batch_size", max_batch_size), ("max_examples_per_user", max_examples_per_user),
+                 ("inverse_bands", inverse_bands)):
+        if v is not None:
+            given[k] = v
+    flags = registry.compare_flags()
+    unknown = sorted(set(given) - {f.dest for _, f in flags})
+    if unknown:
+        raise ValueError(f"options must be among {sorted(f.dest for _, f in flags)}; got {unknown}")
+    for _, f in flags:
+        if given.get(f.dest) is not None and f.check is not None:
+            given[f.dest] = f.check(f.dest, given[f.dest])
+    setting = registry.CompareSetting(n, b, bs, m, strategy, given)
     if wanted is None:
-        wanted = _DEFAULT_SCHEMES + tuple(
-            name for name, given in (("truncated-b-min-sep", max_batch_size), ("multi-attribution",
-                                     max_examples_per_user), ("banded-inverse", inverse_bands))
-            if given is not None)
+        optional = {e.name for e, f in flags if given.get(f.dest) is not None}
+        wanted = tuple(e for e in registry.SCHEMES if e.compare_default or e.name in optional)
     if num_samples is not None:
         num_samples = check_int("num_samples", num_samples, low=1)
     c_norm = math.sqrt(sum(v * v for v in strategy.c_col))
 
     rows, skipped = [], []
-    plans = []  # (name, problem or None, params, pld builder or None, skip reason)
-    for name in wanted:
-        if name == "b-min-sep":
-            pld_b = None
-            if b == 1:
-                def pld_b(mod, _q=p0, _s=strategy.c_col[0]):
-                    return mod.PoissonGaussianSpec(sampling_prob=_q, sigma=1.0, steps=n, sensitivity=_s), 1.0
-            plans.append((name, Problem(BMinSep(p, b, n, True), strategy),
-                          {"sampling_prob": p, "min_sep": b, "warm_start": True}, pld_b, None))
-        elif name == "cyclic-poisson":
-            q = min(b * p0, 1.0)
-
-            def pld_c(mod, _q=q):
-                return mod.CyclicPoissonBandMFSpec(iterations=n, min_sep=b, sampling_prob=_q,
-                                                   c_col=tuple(strategy.c_col), sigma=1.0), 1.0
-            plans.append((name, Problem(CyclicPoisson(q, b, n, random_phase=True), strategy),
-                          {"sampling_prob": q, "min_sep": b, "random_phase": True}, pld_c, None))
-        elif name == "balls-in-bins":
-            bins = m / bs
-            t = int(round(bins))
-            if abs(bins - t) > 1e-9 * bins:
-                plans.append((name, None, {}, None, f"dataset_size / expected_batch_size = {bins:g} is not an "
-                                                    "integer number of bins"))
-            else:  # more bands than bins is handled exactly (overlapping columns of a bin)
-                plans.append((name, Problem(BallsInBins(t, n), strategy), {"min_sep": t}, None, None))
-        elif name == "truncated-b-min-sep":
-            bmax = max_batch_size if max_batch_size is not None else int(math.ceil(1.25 * bs))
-            plans.append((name, Problem(TruncatedBMinSep(p, b, n, m, bmax, True), strategy),
-                          {"sampling_prob": p, "min_sep": b, "dataset_size": m, "max_batch_size": bmax,
-                           "warm_start": True}, None, None))
-        elif name == "multi-attribution":
-            k = max_examples_per_user if max_examples_per_user is not None else 2
-            pld_m = None
-            if b == 1:
-                def pld_m(mod, _k=k, _s=strategy.c_col[0]):
-                    return mod.GroupPoissonSpec(group_size=_k, sampling_prob=p, sigma=1.0, steps=n), _s
-            plans.append((name, Problem(MultiAttribution(p, b, n, k), strategy),
-                          {"sampling_prob": p, "min_sep": b, "max_examples_per_user": k, "level": "user"},
-                          pld_m, None))
-        elif name == "banded-inverse":
-            if inverse_bands is None:
-                plans.append((name, None, {}, None, "inverse_bands not given"))
-                continue
-            inv_strategy = strategy_from_inverse(inverse_bands, n)
-            plans.append((name, Problem(BandedInverse(p, b, n, True), inv_strategy),
-                          {"sampling_prob": p, "min_sep": b,
-                           "inverse_bands": [float(v) for v in inverse_bands],
-                           "c_col_length": len(inv_strategy.c_col)}, None, None))
+    plans = []  # (row name, registry.ComparePlan), from each scheme's registry entry
+    for entry in wanted:
+        plans.append((entry.row_name, entry.compare_plan(setting)))
 
     pld_mod_note = None
     if pld:
         _, pld_mod_note = _pld_module()
     root = jax.random.key(seed)
-    for j, (name, problem, params, pld_build, reason) in enumerate(plans):
+    for j, (name, plan) in enumerate(plans):
+        problem, pld_build = plan.problem, plan.pld
         if problem is None:
-            skipped.append({"scheme": name, "reason": reason})
+            skipped.append({"scheme": name, "reason": plan.skip})
             continue
+        params = {k: v for k, v in registry.scheme_to_dict(problem.scheme).items()
+                  if k not in ("type", "iterations")}
+        params.update(plan.params)
         t1 = time.perf_counter()
         if progress:
             print(f"[mcacct compare] {name}: calibrating ...", file=sys.stderr, flush=True)
@@ -262,10 +232,8 @@ def add_compare_parser(subparsers):
     p.add_argument("--dataset-size", type=int, default=1024, help="dataset size M (default 1024)")
     p.add_argument("--c-col", type=str, default="0.5,0.5,0.5,0.5",
                    help="comma-separated non-zeros of C's first column (length <= min-sep)")
-    p.add_argument("--max-batch-size", type=int, default=None, help="adds the truncated b-min-sep row")
-    p.add_argument("--max-examples-per-user", type=int, default=None, help="adds the multi-attribution row")
-    p.add_argument("--inverse-bands", type=str, default=None,
-                   help="comma-separated bands of C^-1; adds the banded-inverse row")
+    for _, flag in registry.compare_flags():  # each adds its scheme's row (mcacct.registry)
+        flag.add_to(p)
     p.add_argument("--schemes", type=str, default=None, help=f"comma-separated subset of {','.join(SCHEMES)}")
     p.add_argument("--samples", type=int, default=None, help="Monte Carlo samples per direction per candidate")
     p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
@@ -278,23 +246,13 @@ def add_compare_parser(subparsers):
     return p
 
 
-def _floats(text: str | None, name: str):
-    if text is None:
-        return None
-    try:
-        return tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError as err:
-        raise ValueError(f"{name} must be a comma-separated list of numbers; got {text!r}") from err
-
-
 def cmd_compare(args) -> dict:
     """Handler of ``mcacct compare``: returns the result dict (printed as JSON by the caller with ``--json``)."""
+    options = {f.dest: getattr(args, f.dest) for _, f in registry.compare_flags()}
     out = compare_schemes(args.epsilon, args.delta, args.iterations, args.min_sep, args.batch_size,
-                          args.dataset_size, args.c_col, max_batch_size=args.max_batch_size,
-                          max_examples_per_user=args.max_examples_per_user,
-                          inverse_bands=_floats(args.inverse_bands, "inverse_bands"), schemes=args.schemes,
-                          num_samples=args.samples, seed=args.seed, ladder_ratio=args.ladder_ratio,
-                          chunk_size=args.chunk_size, pld=not args.no_pld, progress=not args.quiet)
+                          args.dataset_size, args.c_col, schemes=args.schemes, num_samples=args.samples,
+                          seed=args.seed, ladder_ratio=args.ladder_ratio, chunk_size=args.chunk_size,
+                          pld=not args.no_pld, progress=not args.quiet, options=options)
     if not args.json:
         print(f"target (epsilon, delta) = ({out['epsilon']:g}, {out['delta']:g}); n = {out['iterations']}, "
               f"b = {out['min_sep']}, B = {out['expected_batch_size']:g}, M = {out['dataset_size']}")

@@ -2,8 +2,9 @@ r"""Independent shard jobs with exact merging, for clusters without a shared JAX
 
 A *plan* is a :class:`JobConfig`: scheme, strategy, sigma, epsilons, samples per direction, chunk size, seed,
 EVR candidate, directions, histogram binning and kernel dtype. Its chunks (``ceil(num_samples /
-chunk_size)`` per direction, chunk ``c`` drawn with ``fold_in(direction_key(root, direction), c)``, root the
-seed's key or :func:`mcacct.calibrate.candidate_key` of it) are split into ``num_shards`` contiguous ranges;
+chunk_size)``, chunk ``c`` drawn with ``fold_in(root, c)`` for both directions on shared draws by
+:func:`mcacct.runner.run_ladder`, exactly as :func:`mcacct.accountant.estimate`; root the seed's key or
+:func:`mcacct.calibrate.candidate_key` of it) are split into ``num_shards`` contiguous ranges;
 :func:`run_shard` computes one range and :func:`merge` adds shards exactly.
 
 Files (JSON; Python integers are arbitrary precision, so the fixed-point sums are stored exactly)::
@@ -21,7 +22,6 @@ and nothing is counted twice.
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import hashlib
 import json
@@ -35,10 +35,10 @@ import jax
 import numpy as np
 
 from mcacct._validate import check_int, check_real
-from mcacct.accountant import DEFAULT_CHUNK_SIZE, Estimate, Problem, direction_key
+from mcacct.accountant import DEFAULT_CHUNK_SIZE, Estimate, Problem
 from mcacct.calibrate import candidate_key
 from mcacct.estimate import DIRECTIONS, DirectionStats, HistogramSpec
-from mcacct.schemes import BMinSep
+from mcacct.registry import scheme_from_dict, scheme_to_dict
 from mcacct.strategy import BandedToeplitz
 
 __all__ = ["FORMAT", "JobConfig", "StatsFile", "MergeResult", "config_difference", "shard_chunk_range",
@@ -52,59 +52,12 @@ FORMAT = "mcacct-stats/1"
 #: chunk/block key layout and the statistics kept per chunk. It is part of every fingerprint: bump it whenever
 #: a change makes the same key and configuration give other samples, losses or sums, so that shards of the
 #: old kernel can no longer be resumed or merged with new ones.
-KERNEL_VERSION = "mcacct-kernel/1"
+KERNEL_VERSION = "mcacct-kernel/2"
 MERGED_NAME = "merged.json"
 _SHARD_GLOB = "shard-*-of-*.json"
 
 
-# -- configuration -----------------------------------------------------------------------------------------
-def _scheme_types() -> dict[str, type]:
-    """The schemes a job can run, by class name (imported lazily: they import this module's dependencies)."""
-    from mcacct.banded_inverse import BandedInverse
-    from mcacct.baselines import BallsInBins, CyclicPoisson
-    from mcacct.multi_attribution import MultiAttribution
-    from mcacct.truncated import TruncatedBMinSep
-    return {cls.__name__: cls for cls in (BMinSep, TruncatedBMinSep, BandedInverse, MultiAttribution,
-                                          CyclicPoisson, BallsInBins)}
-
-
-def scheme_to_dict(scheme) -> dict:
-    """``{"type": class name, field: value, ...}`` with every dataclass field of a supported scheme."""
-    types = _scheme_types()
-    name = type(scheme).__name__
-    if types.get(name) is not type(scheme) or not dataclasses.is_dataclass(scheme):
-        raise ValueError(f"problem.scheme must be one of {sorted(types)} for a sharded job; got {name}")
-    out: dict[str, Any] = {"type": name}
-    for f in dataclasses.fields(scheme):
-        v = getattr(scheme, f.name)
-        if isinstance(v, (bool, np.bool_)):
-            v = bool(v)
-        elif isinstance(v, (int, np.integer)):
-            v = int(v)
-        elif isinstance(v, (float, np.floating)):
-            v = float(v)
-        else:
-            raise ValueError(f"problem.scheme.{f.name} = {v!r} cannot be stored in a job file")
-        out[f.name] = v
-    return out
-
-
-def scheme_from_dict(d: dict):
-    """Inverse of :func:`scheme_to_dict` (the fields must be exactly those of the named class)."""
-    types = _scheme_types()
-    if not isinstance(d, dict) or "type" not in d:
-        raise ValueError("config.scheme has no 'type': the file was written by an older mcacct whose fingerprint "
-                         "did not identify the scheme and kernel; rerun the shards with this version")
-    cls = types.get(d["type"])
-    if cls is None:
-        raise ValueError(f"config.scheme.type must be one of {sorted(types)}; got {d['type']!r}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    given = set(d) - {"type"}
-    if given != names:
-        raise ValueError(f"config.scheme: {cls.__name__} has fields {sorted(names)}; got {sorted(given)}")
-    return cls(**{k: d[k] for k in names})
-
-
+# -- configuration (schemes are stored by mcacct.registry.scheme_to_dict) --------------------------------
 @dataclass(frozen=True)
 class JobConfig:
     """Everything that determines the statistics of a sharded run (and hence its fingerprint).
@@ -112,7 +65,7 @@ class JobConfig:
     Parameters
     ----------
     problem:
-        Scheme (any of :func:`scheme_to_dict`'s), strategy, kernel dtype, dot-product method and recursion.
+        Scheme (any registered in :mod:`mcacct.registry`), strategy, kernel dtype, dot-product method and recursion.
     sigma:
         Noise multiplier ``> 0``.
     epsilons:
@@ -476,8 +429,7 @@ def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, prog
                 "samples_resumed": resumed, "samples_computed": 0, "samples_total": resumed, "complete": True,
                 "seconds": 0.0, "samples_per_second": 0.0}
     root = config.root_key()
-    key_data = {d: np.asarray(jax.random.key_data(direction_key(root, d))).astype(np.uint32).tolist()
-                for d in config.directions}
+    key_data = {d: np.asarray(jax.random.key_data(root)).astype(np.uint32).tolist() for d in config.directions}
     t0 = time.perf_counter()
     last_write = [time.perf_counter()]
 
@@ -490,26 +442,29 @@ def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, prog
         last_write[0] = now
 
     write(force=True)  # the plan is on disk before any work (merge can report it as incomplete)
-    budget = [max_chunks]
-    for d in config.directions:
-        start = done[d][0][1]
-        stop = b if budget[0] is None else min(b, start + budget[0])
-        if stop <= start:
-            continue
+    # both directions advance together on shared draws (mcacct.runner): chunk c of the plan is keyed
+    # fold_in(root, c) for both, exactly as `mcacct delta` with the same seed
+    starts = {done[d][0][1] for d in config.directions}
+    if len(starts) != 1:
+        raise ValueError(f"out {path}: directions have done different chunk ranges {done}; rerun the shard")
+    start = starts.pop()
+    stop = b if max_chunks is None else min(b, start + max_chunks)
+    if stop > start:
+        from mcacct.runner import run_ladder
+        full = {d: stats[d] if d in stats else DirectionStats(config.epsilons, config.spec) for d in DIRECTIONS}
 
-        def on_group(ids: list[int], st: DirectionStats, d: str = d) -> None:
-            done[d] = [(a, ids[-1] + 1)]
+        def on_group(ids: list[int], run) -> None:
+            for d in config.directions:
+                done[d] = [(a, ids[-1] + 1)]
             write()
 
-        parallel.run_chunks(config.problem, config.sigma, root, d, config.num_samples, config.epsilons,
-                            range(start, stop), config.chunk_size, config.spec, stats=stats[d], mesh=mesh,
-                            on_group=on_group, progress=progress,
-                            label=f"shard {i}/{k} sigma={config.sigma:.6g} {d}")
+        run = run_ladder(config.problem, [config.sigma], root, config.num_samples, config.epsilons,
+                         config.chunk_size, config.spec, mesh=mesh, chunk_ids=range(start, stop),
+                         distributed=False, progress=progress, label=f"shard {i}/{k} sigma={config.sigma:.6g}",
+                         stats=[full], on_group=on_group)
+        if run.errors:
+            raise FloatingPointError(run.errors[0])
         write(force=True)
-        if budget[0] is not None:
-            budget[0] -= stop - start
-            if budget[0] <= 0:
-                break
     seconds = time.perf_counter() - t0
     now_samples = sum(s.count for s in stats.values()) - resumed
     return {**summary_base, "done": {d: [list(r) for r in done[d]] for d in config.directions},

@@ -2,46 +2,64 @@
 
 Registered by :func:`mcacct.cli.build_parser` through :func:`add_parsers`::
 
-    mcacct sample --shard 3 --num-shards 8 --out runs/a <scheme flags> --sigma 1.1 --epsilon 2 --samples 10000000
+    mcacct sample --shard 3 --num-shards 8 --out runs/a [--scheme NAME] <scheme flags> --sigma 1.1 \\
+        --epsilon 2 --samples 10000000
     mcacct merge runs/a [runs/b ...] [--out runs/merged] [--json]
     mcacct plot runs/merged --out delta.png
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
+
+from mcacct.cli_flags import add_problem_flags, device_info, float_list, problem_from_args
 
 __all__ = ["add_parsers", "cmd_sample", "cmd_merge", "cmd_plot"]
 
 
 def _config(args):
-    from mcacct.cli import _problem
     from mcacct.estimate import DIRECTIONS
     from mcacct.jobs import JobConfig
 
     directions = DIRECTIONS if args.direction == "both" else (args.direction,)
     epsilons = tuple(e for group in args.epsilon for e in group)
-    return JobConfig(_problem(args), args.sigma, epsilons, args.samples, args.chunk_size, args.seed,
+    return JobConfig(problem_from_args(args), args.sigma, epsilons, args.samples, args.chunk_size, args.seed,
                      args.candidate, directions)
 
 
 def cmd_sample(args) -> dict:
     """Run (or resume) one shard; returns its summary."""
-    from mcacct.cli import _device
     from mcacct.jobs import run_shard
 
+    if args.plan is not None:
+        return _sample_plan(args)
+    for flag, value in (("--out", args.out), ("--sigma", args.sigma), ("--epsilon", args.epsilon)):
+        if value is None:
+            raise ValueError(f"{flag} is required (or give --plan DIR of a calibration plan)")
     cfg = _config(args)
     out = run_shard(cfg, args.shard, args.num_shards, args.out, progress=not args.quiet,
                     checkpoint_seconds=args.checkpoint_seconds, max_chunks=args.max_chunks)
-    out["device"] = _device()
+    out.update(device_info())
     if not args.json:
         state = "complete" if out["complete"] else "incomplete (run again to resume)"
         print(f"shard {out['shard']}/{out['num_shards']} (chunks [{out['chunks'][0]}, {out['chunks'][1]}) of "
               f"{cfg.num_chunks} per direction): {state}; {out['samples_total']:,} samples "
               f"({out['samples_resumed']:,} resumed, {out['samples_computed']:,} new in {out['seconds']:.1f}s, "
               f"{out['samples_per_second']:,.0f} samples/s) -> {out['path']}")
+    return out
+
+
+def _sample_plan(args) -> dict:
+    """Shard ``--shard`` of a calibration plan (``mcacct calibrate --plan-only --out DIR``)."""
+    from mcacct.calibration_jobs import run_plan_shard
+
+    out = run_plan_shard(args.plan, args.shard, args.num_shards, progress=not args.quiet, max_chunks=args.max_chunks)
+    out.update(device_info())
+    if not args.json:
+        state = "complete" if out["complete"] else "incomplete (run again to resume)"
+        print(f"plan shard {out['shard']}/{out['num_shards']} (chunks [{out['chunks'][0]}, {out['chunks'][1]})): "
+              f"{state}; {out['seconds']:.1f}s -> {out['path']}")
     return out
 
 
@@ -73,12 +91,14 @@ def cmd_plot(args) -> dict:
     """Plot delta-hat(epsilon) with its confidence band from merged (or shard) statistics."""
     from mcacct.jobs import merge
     from mcacct.plot import plot_delta_curve
+    from mcacct.registry import entry_for
 
     res = merge(args.dirs, allow_partial=args.allow_partial)
     rep = res.report(args.alpha)
     marks = [(r["epsilon"], r["delta_estimate"], r["delta_upper"]) for r in rep["results"]]
-    title = (f"sigma={res.config.sigma:g}, n={res.config.problem.scheme.iterations}, "
-             f"b={res.config.problem.scheme.min_sep}, {rep['num_samples']:,} samples/direction")
+    scheme = res.config.problem.scheme
+    title = (f"{entry_for(scheme).name}: sigma={res.config.sigma:g}, n={scheme.iterations}, "
+             f"b={scheme.min_sep}, {rep['num_samples']:,} samples/direction")
     curve = plot_delta_curve(res.stats, args.out, alpha=args.alpha, epsilon_max=args.epsilon_max,
                              points=args.points, title=title, marks=marks)
     out = {"out": os.path.abspath(args.out), "num_samples": rep["num_samples"], "sigma": res.config.sigma,
@@ -89,26 +109,21 @@ def cmd_plot(args) -> dict:
     return out
 
 
-def _float_list(text: str) -> list[float]:
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas; got {text!r}") from err
-
-
 def add_parsers(sub) -> None:
     """Add ``sample``, ``merge`` and ``plot`` to the ``mcacct`` subcommand parsers ``sub``."""
-    from mcacct.cli import _add_scheme_flags
-
     p = sub.add_parser("sample", help="run one shard of a Monte Carlo plan and write its statistics",
                        description="Run (or resume) shard --shard of --num-shards of the plan given by the "
                                    "scheme and Monte Carlo flags; statistics go to OUT/shard-IIIII-of-KKKKK.json "
                                    "(atomic writes, checkpoint after every chunk). Merge with `mcacct merge`.")
     p.add_argument("--shard", type=int, default=0, help="shard index in [0, num-shards) (default 0)")
     p.add_argument("--num-shards", type=int, default=1, help="number of shards of the plan (default 1)")
-    p.add_argument("--out", required=True, help="output directory (shared by all shards, or one per shard)")
-    p.add_argument("--sigma", type=float, required=True, help="noise multiplier (> 0)")
-    p.add_argument("--epsilon", type=_float_list, nargs="+", required=True,
+    p.add_argument("--plan", default=None,
+                   help="directory of a calibration plan (`mcacct calibrate --plan-only --out DIR`): run shard "
+                        "--shard of --num-shards of its verification, every candidate and direction; the shard "
+                        "file goes to the plan directory, and the plan supplies every other flag")
+    p.add_argument("--out", default=None, help="output directory (shared by all shards, or one per shard)")
+    p.add_argument("--sigma", type=float, default=None, help="noise multiplier (> 0)")
+    p.add_argument("--epsilon", type=float_list, nargs="+", default=None,
                    help="epsilon(s) >= 0 (space- or comma-separated)")
     p.add_argument("--samples", type=int, default=100_000,
                    help="samples per direction of the whole plan, all shards together (default 100000)")
@@ -121,7 +136,7 @@ def add_parsers(sub) -> None:
                    help="minimum seconds between checkpoints (default 0: after every chunk)")
     p.add_argument("--max-chunks", type=int, default=None,
                    help="stop after this many new chunks (resumable), e.g. for time-limited jobs")
-    _add_scheme_flags(p)
+    add_problem_flags(p)
     p.set_defaults(func=cmd_sample)
 
     m = sub.add_parser("merge", help="combine shard statistics exactly and report delta",

@@ -33,7 +33,7 @@ import numpy as np
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz
 
-__all__ = ["privacy_loss", "sliding_dot", "sliding_dot_t", "participation_log_ratios", "recursion_log_ratio_t",
+__all__ = ["privacy_loss", "sliding_dot", "sliding_dot_t", "participation_log_ratios", "recursion_log_ratio_t", "ladder_losses_t",
            "participation_log_ratios_t", "log_ratio_from_terms", "log_ratio_from_terms_t"]
 
 _DOT_METHODS = ("auto", "direct", "fft", "prefix")
@@ -475,6 +475,40 @@ def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto
 def log_ratio_from_terms_t(ell_t: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
     """:func:`log_ratio_from_terms` for time-major terms ``ell_t`` of shape ``(n, ...)``."""
     return recursion_log_ratio_t(ell_t, scheme.min_sep, scheme.sampling_prob, scheme.warm_start, recursion)
+
+
+def ladder_losses_t(m_t: jax.Array, z_t: jax.Array, sigmas: jax.Array, min_sep: int, sampling_prob,
+                    warm_start: bool, c_col: tuple[float, ...], dot_method: str = "auto",
+                    recursion: str = "auto") -> jax.Array:
+    r"""Privacy losses of both directions for every noise multiplier of a ladder on one set of draws.
+
+    ``m_t`` (output mean ``C x``) and ``z_t`` (standard normal noise) are time-major ``(n, B)``. By linearity
+    the sliding sums are taken once, :math:`s^m = \langle c, m \rangle`, :math:`s^z = \langle c, z\rangle`,
+    and for each :math:`\sigma_j`
+
+    .. math::
+        \ell^{rem}_i = (s^m_i + \sigma_j s^z_i - \|c^{(i)}\|^2/2)/\sigma_j^2, \qquad
+        \ell^{add}_i = (\sigma_j s^z_i - \|c^{(i)}\|^2/2)/\sigma_j^2,
+
+    the terms of ``y = m + sigma_j z`` (``y ~ P``) and ``y = sigma_j z`` (``y ~ Q``); only the recursion runs
+    per candidate (``lax.map`` over the ladder, so each candidate keeps its exact fallback). Returns
+    ``(J, 2, B)``: ``[:, 0]`` is ``ln P/Q`` of the remove outputs, ``[:, 1]`` is ``ln Q/P`` of the add outputs.
+    """
+    n = m_t.shape[0]
+    dtype = z_t.dtype
+    s_m = sliding_dot_t(m_t, c_col, dot_method)
+    s_z = sliding_dot_t(z_t, c_col, dot_method)
+    half_sq = jnp.asarray(0.5 * BandedToeplitz(c_col).column_sq_norms(n), dtype).reshape((n,) + (1,) * (z_t.ndim - 1))
+
+    def one(sig):
+        sig = sig.astype(dtype)
+        inv_var = 1.0 / sig**2
+        base = sig * s_z - half_sq
+        rem = recursion_log_ratio_t((s_m + base) * inv_var, min_sep, sampling_prob, warm_start, recursion)
+        add = recursion_log_ratio_t(base * inv_var, min_sep, sampling_prob, warm_start, recursion)
+        return jnp.stack([rem, -add])
+
+    return jax.lax.map(one, jnp.asarray(sigmas))
 
 
 @partial(jax.jit, static_argnames=("scheme", "c_col", "dot_method", "recursion"))

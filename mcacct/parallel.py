@@ -247,7 +247,8 @@ def estimate_sharded(problem: Problem, sigma: float, key: jax.Array, num_samples
                      chunk_size: int = DEFAULT_CHUNK_SIZE, spec: HistogramSpec = HistogramSpec(),
                      mesh: Mesh | None = None, progress: bool = False,
                      distributed: bool | None = None) -> Estimate:
-    """Sharded counterpart of :func:`mcacct.accountant.estimate` (identical results, any device count).
+    """:func:`mcacct.accountant.estimate` on a given mesh and under ``jax.distributed`` (identical results, any
+    device or process count: both run :func:`mcacct.runner.run_ladder`).
 
     Parameters
     ----------
@@ -271,11 +272,14 @@ def estimate_sharded(problem: Problem, sigma: float, key: jax.Array, num_samples
     for d in directions:
         if d not in DIRECTIONS:
             raise ValueError(f"directions must be a subset of {DIRECTIONS}; got {d!r}")
+    from mcacct.runner import run_ladder  # the one runner (it builds on this module's collectives)
     est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta,
                    certified=problem.dtype == "float64")
-    for d in directions:
-        est.stats[d] = run_direction_sharded(problem, sigma, key, d, num_samples, epsilons, chunk_size, spec,
-                                             mesh=mesh, progress=progress, distributed=distributed)
+    run = run_ladder(problem, [sigma], key, num_samples, epsilons, chunk_size, spec, mesh=mesh,
+                     distributed=distributed, progress=progress, label=f"sigma={sigma:.6g}")
+    if run.errors:
+        raise FloatingPointError(run.errors[0])
+    est.stats = {d: run.stats[0][d] for d in directions}
     return est
 
 

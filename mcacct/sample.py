@@ -24,7 +24,7 @@ from mcacct.normal import standard_normal
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz
 
-__all__ = ["sample_participation", "sample_y", "sample_y_t", "mean_shift", "gaussian_output"]
+__all__ = ["sample_participation", "sample_y", "sample_y_t", "mean_shift", "gaussian_output", "standardised_draws_t"]
 
 
 def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positive: bool, mean_of_key) -> jax.Array:
@@ -34,6 +34,18 @@ def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positi
     kx, kz = jax.random.split(key)
     z = standard_normal(kz, shape, dtype) * jnp.asarray(sigma, dtype)
     return z + mean_of_key(kx) if positive else z
+
+
+def standardised_draws_t(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, num_samples: int,
+                         dtype=jnp.float64) -> tuple[jax.Array, jax.Array]:
+    """The common random numbers of one block, time-major ``(n, num_samples)``: the output mean
+    ``m = C x`` and the standard normal noise ``z``, from the same key split as :func:`gaussian_output`, so
+    ``m + sigma z`` (remove) and ``sigma z`` (add) are exactly the outputs :func:`sample_y_t` draws for any
+    ``sigma``: one set of draws serves both directions and every noise multiplier of a ladder."""
+    kx, kz = jax.random.split(key)
+    z = standard_normal(kz, (scheme.iterations, num_samples), dtype)
+    m = _mean_shift_t(sample_participation_t(kx, scheme, num_samples), strategy.c_col, dtype)
+    return m, z
 
 
 def _geometric(key: jax.Array, p: float, shape: tuple[int, ...]) -> jax.Array:

@@ -16,6 +16,7 @@ participation is at iteration ``A + G`` (``A = 0`` when available). ``b = 1`` is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 from mcacct._validate import (check_bool, check_call, check_count, check_fields, check_int, check_prob, check_real,
                               check_strategy_type)
@@ -23,19 +24,34 @@ from mcacct._validate import (check_bool, check_call, check_count, check_fields,
 __all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "AccountedScheme"]
 
 
-class AccountedScheme:
-    """What the Monte Carlo engine needs from a sampling scheme (duck-typed; frozen dataclasses).
+@runtime_checkable
+class AccountedScheme(Protocol):
+    """What the Monte Carlo engine needs from a sampling scheme (implemented by frozen dataclasses).
 
-    * ``iterations`` — the horizon ``n``;
-    * ``check_strategy(strategy)`` — raise ``ValueError`` if ``C`` is not admissible for the scheme;
-    * ``loss_kernel(key, sigma, strategy, num_samples, positive, dtype, dot_method, recursion)`` — a pure,
-      jit-traceable function returning ``num_samples`` privacy losses: ``ln P/Q`` of ``y ~ P`` when
-      ``positive`` and ``ln Q/P`` of ``y ~ Q`` otherwise (randomness drawn in float64);
-    * ``sensitivity_bound(strategy)`` — an upper bound on ``||C x||`` over every participation pattern the
-      scheme can produce (it certifies the Monte-Carlo-free top of the EVR ladder).
-
-    :class:`BMinSep` is the reference implementation.
+    ``isinstance(scheme, AccountedScheme)`` checks that the four members exist (it is runtime-checkable);
+    the meaning below is the contract. :class:`BMinSep` is the reference implementation; the registry of
+    every scheme the command line, the job files and ``mcacct compare`` know is :mod:`mcacct.registry`.
     """
+
+    @property
+    def iterations(self) -> int:
+        """The horizon ``n`` (``>= 1``)."""
+        ...
+
+    def check_strategy(self, strategy: Any) -> None:
+        """Raise ``ValueError`` (naming the parameter) if ``strategy`` (``C``) is not admissible for the scheme."""
+        ...
+
+    def loss_kernel(self, key: Any, sigma: Any, strategy: Any, num_samples: int, positive: bool, dtype: Any,
+                    dot_method: str = "auto", recursion: str = "auto") -> Any:
+        """A pure, jit-traceable function returning ``num_samples`` privacy losses: ``ln P/Q`` of ``y ~ P``
+        when ``positive`` and ``ln Q/P`` of ``y ~ Q`` otherwise (randomness drawn in float64)."""
+        ...
+
+    def sensitivity_bound(self, strategy: Any) -> float:
+        """An upper bound on ``||C x||`` over every participation pattern the scheme can produce (it certifies
+        the Monte-Carlo-free top of the EVR ladder)."""
+        ...
 
 
 class MinSepAccounting:
@@ -101,6 +117,20 @@ class BMinSep(MinSepAccounting):
         ell_t = participation_log_ratios_t(y_t, jnp.asarray(sigma, dtype), strategy, dot_method)
         loss = log_ratio_from_terms_t(ell_t, self, recursion)
         return loss if positive else -loss
+
+    def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
+                      recursion: str = "auto"):
+        """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on one
+        set of draws (the draws of :meth:`loss_kernel` for the same key): draws, participation and sliding
+        sums once, the recursion per candidate (:func:`mcacct.loss.ladder_losses_t`)."""
+        import jax.numpy as jnp
+        from mcacct.loss import ladder_losses_t
+        from mcacct.sample import standardised_draws_t
+        check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
+                   recursion=recursion)
+        m_t, z_t = standardised_draws_t(key, self, strategy, num_samples, jnp.float64)
+        return ladder_losses_t(m_t.astype(dtype), z_t.astype(dtype), sigmas, self.min_sep, self.sampling_prob,
+                               self.warm_start, strategy.c_col, dot_method, recursion)
 
 
 def expected_participation_rate(sampling_prob: float, min_sep: int) -> float:

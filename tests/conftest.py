@@ -3,3 +3,20 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 import mcacct  # noqa: E402,F401  (enables float64 before any test builds arrays)
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module.
+
+    The suite compiles thousands of XLA programs in one process; each keeps memory mappings, and with the
+    kernel's default ``vm.max_map_count`` (65530) a long run can make LLVM abort inside a compile. Clearing the
+    caches per module keeps the process's mappings bounded; the cost is a few recompilations."""
+    yield
+    jax.clear_caches()
+    if os.environ.get("MCACCT_TEST_MAPS"):
+        with open(f"/proc/{os.getpid()}/maps") as f:
+            print(f"\n[maps] {sum(1 for _ in f)}", file=sys.stderr)

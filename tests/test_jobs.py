@@ -16,7 +16,7 @@ import pytest
 
 import mcacct
 from mcacct import jobs
-from mcacct.accountant import Problem, run_direction
+from mcacct.accountant import Problem
 from mcacct.calibrate import candidate_key
 from mcacct.cli import main
 from mcacct.estimate import DIRECTIONS
@@ -44,9 +44,8 @@ def _assert_same(a, b):
 
 
 def _reference(cfg):
-    key = cfg.root_key()
-    return {d: run_direction(PB, cfg.sigma, key, d, cfg.num_samples, cfg.epsilons, chunk_size=CHUNK)
-            for d in DIRECTIONS}
+    """The single-run statistics: both directions on shared draws, as `mcacct delta` (mcacct.estimate)."""
+    return mcacct.estimate(PB, cfg.sigma, cfg.root_key(), cfg.num_samples, cfg.epsilons, chunk_size=CHUNK).stats
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +152,7 @@ def test_resume_refuses_other_config_and_candidates_are_independent(small, tmp_p
     _shards(c1, _cfg(candidate=1), 2)
     m0, m1 = jobs.merge([str(c0)]), jobs.merge([str(c1)])
     key0 = candidate_key(jax.random.key(0), 0)
-    _assert_same(m0.stats["add"], run_direction(PB, SIGMA, key0, "add", N_SMALL, (0.5, 1.0), chunk_size=CHUNK))
+    _assert_same(m0.stats["add"], mcacct.estimate(PB, SIGMA, key0, N_SMALL, (0.5, 1.0), chunk_size=CHUNK).stats["add"])
     assert m0.stats["add"].sums != m1.stats["add"].sums
     with pytest.raises(ValueError, match="candidate differs"):
         jobs.merge([str(c0), str(c1)])
@@ -162,7 +161,7 @@ def test_resume_refuses_other_config_and_candidates_are_independent(small, tmp_p
 def test_max_chunks_then_resume(tmp_path, small, capsys):
     _, cfg, ref = small
     s = jobs.run_shard(cfg, 0, 1, str(tmp_path), max_chunks=4)
-    assert not s["complete"] and s["samples_total"] == 4 * CHUNK
+    assert not s["complete"] and s["samples_total"] == 2 * 4 * CHUNK  # a chunk covers both directions
     with pytest.raises(ValueError, match="unfinished shards 0/1"):
         jobs.merge([str(tmp_path)])
     argv = ["sample", "--out", str(tmp_path), "--sigma", str(SIGMA), "--epsilon", "0.5,1", "--samples",
@@ -337,10 +336,9 @@ def test_multi_attribution_shards_merge_to_the_single_run(tmp_path):
         jobs.run_shard(cfg, i, 2, str(tmp_path))
     res = jobs.merge([str(tmp_path)])
     assert res.complete and res.config == cfg
-    key = cfg.root_key()
+    ref = mcacct.estimate(problem, cfg.sigma, cfg.root_key(), cfg.num_samples, cfg.epsilons, chunk_size=64)
     for d in DIRECTIONS:
-        ref = run_direction(problem, cfg.sigma, key, d, cfg.num_samples, cfg.epsilons, chunk_size=64)
-        _assert_same(res.stats[d], ref)
+        _assert_same(res.stats[d], ref.stats[d])
     assert res.report()["config"]["scheme"] == {"type": "MultiAttribution", "sampling_prob": 0.3, "min_sep": 2,
                                                 "iterations": 8, "max_examples_per_user": 2}
 

@@ -1,0 +1,111 @@
+"""The one runner: shared draws across a ladder and both directions, early dropping, device counts."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+import mcacct
+from mcacct.accountant import Problem, chunk_losses
+from mcacct.calibrate import verification_key
+from mcacct.estimate import DIRECTIONS, HistogramSpec
+from mcacct.runner import run_ladder
+
+PB = Problem(mcacct.BMinSep(0.3, 4, 40), mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5)))
+SIGMAS = (0.7, 0.9, 1.2)
+N, CHUNK, EPS = 256 * 5 + 3, 256, (0.5, 1.0)
+
+
+def _same(a, b):
+    assert a.count == b.count and a.sums == b.sums
+    np.testing.assert_array_equal(a.hist, b.hist)
+
+
+def test_each_candidate_equals_an_independent_run_on_the_same_draws():
+    key = jax.random.key(4)
+    ladder = run_ladder(PB, SIGMAS, key, N, EPS, CHUNK)
+    for j, s in enumerate(SIGMAS):
+        alone = run_ladder(PB, [s], key, N, EPS, CHUNK)
+        for d in DIRECTIONS:
+            _same(ladder.stats[j][d], alone.stats[0][d])
+
+
+def test_shared_draws_are_the_per_sigma_kernels_draws():
+    """Candidate j's losses are those of the scheme's own per-sigma kernel on the same chunk key (remove: y ~ P,
+    add: y ~ Q from the same z), up to the rounding of taking the sliding sums by linearity."""
+    from mcacct.accountant import block_keys, block_size
+    from mcacct.runner import _block_ladder_losses
+    key = jax.random.key(9)
+    bs = block_size(PB, CHUNK)
+    got = np.concatenate([np.asarray(_block_ladder_losses(k, np.asarray(SIGMAS), PB, bs))
+                          for k in block_keys(key, PB, CHUNK)], axis=-1)
+    for j, s in enumerate(SIGMAS):
+        for i, positive in enumerate((True, False)):
+            want = np.asarray(chunk_losses(key, s, PB, CHUNK, positive))
+            np.testing.assert_allclose(got[j, i], want, rtol=1e-12, atol=1e-12)
+
+
+def test_generic_schemes_share_draws_through_their_key():
+    """A scheme without a shared-draw kernel runs its loss_kernel per candidate on the same key."""
+    from mcacct.baselines import CyclicPoisson
+    pb = Problem(CyclicPoisson(0.5, 4, 24), mcacct.BandedToeplitz((0.5, 0.5)))
+    key = jax.random.key(2)
+    run = run_ladder(pb, SIGMAS, key, 300, (1.0,), 128)
+    for j, s in enumerate(SIGMAS):
+        _same(run.stats[j]["remove"], run_ladder(pb, [s], key, 300, (1.0,), 128).stats[0]["remove"])
+
+
+def test_dropping_changes_no_verdict_and_calibration_records_a_sorted_ladder():
+    problem = Problem(mcacct.BMinSep(0.2, 2, 16), mcacct.BandedToeplitz((0.6, 0.4)))
+    res = mcacct.calibrate(problem, 1.0, 1e-2, jax.random.key(5), pilot_samples=3000)
+    assert res.ladder == sorted(res.ladder) and len(res.ladder) >= 2
+    base, s = res.base_delta, res.num_samples
+    full = run_ladder(problem, res.ladder, verification_key(jax.random.key(5)), s, (1.0,), 4096,
+                      HistogramSpec(width=64.0, bins=1))
+    passed = [all(st.mean_at(0) <= base for st in full.stats[j].values()) for j in range(len(res.ladder))]
+    i_star = len(passed)
+    while i_star > 0 and passed[i_star - 1]:
+        i_star -= 1
+    want = res.ladder[i_star] if i_star < len(passed) else res.top_sigma
+    assert res.sigma == want
+    for c in res.candidates:  # completed candidates have the full run's statistics
+        if c["samples_remove"] == s:
+            assert c["delta_estimate_remove"] == full.stats[c["index"]]["remove"].mean_at(0)
+
+
+def test_calibrate_is_identical_on_1_and_4_devices():
+    code = textwrap.dedent("""
+        import json, jax, mcacct
+        from mcacct.accountant import Problem
+        assert jax.local_device_count() == 4
+        pb = Problem(mcacct.BMinSep(0.2, 2, 16), mcacct.BandedToeplitz((0.6, 0.4)))
+        r = mcacct.calibrate(pb, 1.0, 1e-2, jax.random.key(5), pilot_samples=3000, chunk_size=1024)
+        print(json.dumps({"sigma": r.sigma, "candidates": r.candidates, "ladder": r.ladder}))
+    """)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    pb = Problem(mcacct.BMinSep(0.2, 2, 16), mcacct.BandedToeplitz((0.6, 0.4)))
+    ref = mcacct.calibrate(pb, 1.0, 1e-2, jax.random.key(5), pilot_samples=3000, chunk_size=1024)
+    assert got["sigma"] == ref.sigma and got["ladder"] == ref.ladder
+    full = [c for c in ref.candidates if c["samples_remove"] == ref.num_samples]
+    got_full = {c["index"]: c for c in got["candidates"] if c["samples_remove"] == ref.num_samples}
+    for c in full:  # every candidate that ran to completion: bit-identical statistics
+        assert got_full[c["index"]]["delta_estimate_remove"] == c["delta_estimate_remove"]
+        assert got_full[c["index"]]["delta_estimate_add"] == c["delta_estimate_add"]
+    assert [c["passed"] for c in got["candidates"]] == [c["passed"] for c in ref.candidates]
+
+
+def test_run_ladder_validates():
+    with pytest.raises(ValueError, match="sigmas"):
+        run_ladder(PB, [], jax.random.key(0), N, EPS, CHUNK)
+    with pytest.raises(ValueError, match="sigmas"):
+        run_ladder(PB, [1.0, -1.0], jax.random.key(0), N, EPS, CHUNK)
+    with pytest.raises(ValueError, match="chunk_ids"):
+        run_ladder(PB, [1.0], jax.random.key(0), N, EPS, CHUNK, chunk_ids=[99])
