@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_int, check_real
+from mcacct.validate import check_int, check_real
 from mcacct.estimate import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics, delta_bounds,
                              epsilon_from_delta_curve)
 from mcacct.schemes import BMinSep

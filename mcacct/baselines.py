@@ -64,7 +64,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from mcacct._validate import (check_bool, check_call, check_count, check_fields, check_int, check_prob,
+from mcacct.validate import (check_bool, check_call, check_count, check_fields, check_int, check_prob,
                               check_strategy_type)
 from mcacct.sample import gaussian_output
 from mcacct.schemes import MinSepAccounting

@@ -53,7 +53,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_bool as _check_bool, check_int, check_real
+from mcacct.validate import check_bool as _check_bool, check_int, check_real
 
 __all__ = [
     "SamplerState",

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 
 import jax
 
-from mcacct._validate import check_int, check_real
+from mcacct.validate import check_int, check_real
 import numpy as np
 
 from mcacct.accountant import DEFAULT_CHUNK_SIZE, Problem

@@ -26,7 +26,7 @@ import time
 import jax
 import numpy as np
 
-from mcacct._validate import check_int
+from mcacct.validate import check_int
 from mcacct.accountant import Problem
 from mcacct.calibrate import (CalibrationPlan, CalibrationResult, apply_verdicts, verdict_drop, verification_key,
                               verification_spec)

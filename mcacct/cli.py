@@ -131,7 +131,7 @@ def cmd_delta(args) -> dict:
 
 
 def cmd_epsilon(args) -> dict:
-    from mcacct._validate import check_real
+    from mcacct.validate import check_real
     t0 = time.perf_counter()
     check_real("delta", args.delta, low=0.0, high=1.0, low_open=True, high_open=True)
     problem, est = _estimate(args, (0.0,))

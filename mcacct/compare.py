@@ -38,7 +38,7 @@ import sys
 import time
 
 from mcacct import registry
-from mcacct._validate import check_int, check_real
+from mcacct.validate import check_int, check_real
 
 __all__ = ["compare_schemes", "SCHEMES", "add_compare_parser", "cmd_compare"]
 

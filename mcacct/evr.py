@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from mcacct._validate import check_int, check_real
+from mcacct.validate import check_int, check_real
 
 __all__ = ["kl_bernoulli", "tail_bound", "overall_delta", "base_delta_for_target", "min_samples",
            "kl_upper_confidence", "kl_lower_confidence", "gaussian_delta", "gaussian_sigma"]

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
-from mcacct._validate import check_int, check_real
+from mcacct.validate import check_int, check_real
 from mcacct.accountant import DEFAULT_CHUNK_SIZE, Estimate, Problem
 from mcacct.calibrate import candidate_key
 from mcacct.estimate import DIRECTIONS, DirectionStats, HistogramSpec

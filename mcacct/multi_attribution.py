@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_call, check_count, check_fields, check_prob, check_strategy_type
+from mcacct.validate import check_call, check_count, check_fields, check_prob, check_strategy_type
 from mcacct.sample import gaussian_output
 from mcacct.baselines import _jit_method, mean_shift_amplitudes
 

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from mcacct._validate import check_int, check_real
+from mcacct.validate import check_int, check_real
 from mcacct.accountant import DEFAULT_CHUNK_SIZE, Estimate, Problem, Progress, chunk_losses, direction_key
 from mcacct.estimate import DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics
 from mcacct.systematic import applied_loss_shift, systematic_bound

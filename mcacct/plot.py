@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mcacct._validate import check_int, check_real
+from mcacct.validate import check_int, check_real
 from mcacct.estimate import DirectionStats, delta_bounds
 
 __all__ = ["delta_band", "plot_delta_curve"]

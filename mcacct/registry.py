@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from mcacct._validate import check_count, check_real
+from mcacct.validate import check_count, check_real
 from mcacct.accountant import Problem
 from mcacct.banded_inverse import BandedInverse, strategy_from_inverse
 from mcacct.baselines import BallsInBins, CyclicPoisson

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from mcacct._validate import check_int, check_real
+from mcacct.validate import check_int, check_real
 from mcacct.accountant import DEFAULT_CHUNK_SIZE, Problem, Progress, block_keys, block_size
 from mcacct.estimate import DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics
 from mcacct.systematic import applied_loss_shift

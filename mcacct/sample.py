@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct._validate import check_int, check_sigma
+from mcacct.validate import check_int, check_sigma
 from mcacct.normal import standard_normal
 from mcacct.schemes import BMinSep
 from mcacct.strategy import BandedToeplitz

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from mcacct._validate import (check_bool, check_call, check_count, check_fields, check_int, check_prob, check_real,
+from mcacct.validate import (check_bool, check_call, check_count, check_fields, check_int, check_prob, check_real,
                               check_strategy_type)
 
 __all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "AccountedScheme"]

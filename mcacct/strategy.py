@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mcacct._validate import check_int
+from mcacct.validate import check_int
 
 __all__ = ["BandedToeplitz", "parse_c_col"]
 
