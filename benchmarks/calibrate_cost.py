@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="only the first configuration")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "calibrate_cost.json"))
     args = ap.parse_args()
-    exe = [sys.executable, "-m", "mcacct.cli"]
+    exe = [sys.executable, "-m", "mcacct.cli.commands"]
     rows = []
     for cfg in CONFIGS[:1] if args.quick else CONFIGS:
         cal_cmd = exe + ["calibrate", "--no-baselines", "--json", "--quiet", "--delta", cfg["delta"]] + cfg["flags"]

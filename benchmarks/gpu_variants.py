@@ -2,7 +2,9 @@
 import json, os, sys, time
 import jax, jax.numpy as jnp, numpy as np
 import mcacct
-from mcacct.loss import log_ratio_from_terms, participation_log_ratios, _blocked_first_values
+from mcacct.schemes.bminsep import log_ratio_from_terms
+from mcacct.kernels.sliding import participation_log_ratios
+from mcacct.kernels.recursion import blocked_first_values
 
 def T(fn, *a, reps=5):
     jax.block_until_ready(fn(*a)); t0 = time.perf_counter()
@@ -39,7 +41,7 @@ for n, b in ((7200, 256), (1024, 8)):
     sch = mcacct.BMinSep(p, b, n)
     ell_t = jax.random.normal(k, (n, S), jnp.float32) * 0.1 - 1.0
     lp, lq = jnp.float32(np.log(p)), jnp.float32(np.log1p(-p))
-    r["recursion_blocked_timemajor"] = T(jax.jit(lambda e: _blocked_first_values(e, b, lp, lq, False)), ell_t)
+    r["recursion_blocked_timemajor"] = T(jax.jit(lambda e: blocked_first_values(e, b, lp, lq, False)), ell_t)
     r["recursion_blocked_batchmajor(with moveaxis)"] = T(jax.jit(lambda e: log_ratio_from_terms(e, sch, "blocked")), ell_t.T)
     res[f"n{n}_b{b}"] = {k2: (v if "maxabs" in k2 else {"s_per_chunk": v, "samples_per_s": S / v}) for k2, v in r.items()}
     print(n, b, {k2: (f"{S / v:.3g}/s" if "maxabs" not in k2 else v) for k2, v in r.items()}, flush=True)

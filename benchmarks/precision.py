@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 import mcacct
-from mcacct.accountant import Problem, chunk_losses
+from mcacct.engine.problem import Problem, chunk_losses
 
 CONFIGS = {
     "n1024_b8": (1024, 8, mcacct.sampling_prob_from_batch_size(1, 256, 8), (0.7, 1.0)),

@@ -1,6 +1,6 @@
 """Where the time goes: stage-by-stage timing of one chunk (RNG, participation, dot products, recursion).
 
-``normal_*`` is ``jax.random.normal``, ``normal_mcacct_*`` the engine's sampler (:mod:`mcacct.normal`).
+``normal_*`` is ``jax.random.normal``, ``normal_mcacct_*`` the engine's sampler (:mod:`mcacct.kernels.normal`).
 
     python benchmarks/profile_stages.py [--chunk-size 65536]   -> benchmarks/results/profile_<device>.json
 """
@@ -17,9 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import mcacct
-from mcacct.loss import log_ratio_from_terms, participation_log_ratios
-from mcacct.normal import standard_normal
-from mcacct.sample import sample_participation
+from mcacct.schemes.bminsep import log_ratio_from_terms
+from mcacct.kernels.sliding import participation_log_ratios
+from mcacct.kernels.normal import standard_normal
+from mcacct.schemes.bminsep import sample_participation
 
 CONFIGS = {"n1024_b8": (1024, 8, mcacct.sampling_prob_from_batch_size(1, 256, 8)),
            "n7200_b256": (7200, 256, mcacct.sampling_prob_from_batch_size(1793, 14_745_600, 256))}
@@ -51,9 +52,9 @@ def main():
             r[f"normal_{tag}"] = _time(jax.jit(lambda k, dt=dt: jax.random.normal(k, (S, n), dt)), key)
             r[f"normal_mcacct_{tag}"] = _time(jax.jit(lambda k, dt=dt: standard_normal(k, (S, n), dt)), key)
             y = jax.random.normal(key, (S, n), dt)
-            r[f"dot_prefix_{tag}"] = _time(jax.jit(lambda y: participation_log_ratios(y, 1.0, st, "prefix")), y)
-            r[f"dot_fft_{tag}"] = _time(jax.jit(lambda y: participation_log_ratios(y, 1.0, st, "fft")), y)
-            ell = participation_log_ratios(y, 1.0, st, "prefix")
+            r[f"dot_prefix_{tag}"] = _time(jax.jit(lambda y: participation_log_ratios(y, 1.0, st.c_col, "prefix")), y)
+            r[f"dot_fft_{tag}"] = _time(jax.jit(lambda y: participation_log_ratios(y, 1.0, st.c_col, "fft")), y)
+            ell = participation_log_ratios(y, 1.0, st.c_col, "prefix")
             for rec in ("scan", "blocked", "linear"):
                 r[f"recursion_{rec}_{tag}"] = _time(jax.jit(lambda e, rec=rec: log_ratio_from_terms(e, sch, rec)), ell)
         r["participation"] = _time(jax.jit(lambda k: sample_participation(k, sch, S)), key)

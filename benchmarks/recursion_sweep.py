@@ -4,7 +4,7 @@ For every recursion (linear, scan, blocked, assoc), b in {1, 2, 33, 40, 64, 256}
 sigma / ||c|| down to 0.05, cold and warm start (float64), draws ``--samples`` outputs under P and under Q,
 computes the per-iteration terms once in NumPy and compares each recursion's ln P/Q with the oracle's.
 Reports the worst relative error (absolute where ``|L| < 1``) per recursion and regime, and writes
-``benchmarks/results/recursion_sweep[_LABEL].json``. Uses only ``mcacct.loss.log_ratio_from_terms_t`` (an
+``benchmarks/results/recursion_sweep[_LABEL].json``. Uses only ``mcacct.schemes.bminsep.log_ratio_from_terms_t`` (an
 API older versions have too), so the same script measures a checkout before and after a fix:
 
     python benchmarks/recursion_sweep.py --label after
@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import mcacct
-from mcacct.loss import log_ratio_from_terms_t
+from mcacct.schemes.bminsep import log_ratio_from_terms_t
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from test_recursion_regimes import C_FOR_B, _draws, oracle_log_ratio, oracle_terms  # noqa: E402

@@ -3,7 +3,7 @@
 Every sample of y needs n fresh N(0, sigma^2) coordinates (the covariance of y has full rank n), so the time to
 draw n float64 normals bounds samples/s from above whatever the loss computation costs. This script times, in
 one run: the raw random bits (threefry, rbg/Philox, unsafe_rbg), jax.random.normal in float64, mcacct's
-sampler (`mcacct.normal.standard_normal`), NumPy's fastest ziggurat generators (single thread, the reference's
+sampler (`mcacct.kernels.normal.standard_normal`), NumPy's fastest ziggurat generators (single thread, the reference's
 own RNG), and the NumPy reference's samples/s; it reports the ceiling each floor puts on samples/s next to 10x
 the reference.
 
@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import mcacct
-from mcacct.normal import standard_normal
+from mcacct.kernels.normal import standard_normal
 
 CONFIGS = {"n1024_b8": (1024, 8, mcacct.sampling_prob_from_batch_size(1, 256, 8)),
            "n7200_b256": (7200, 256, mcacct.sampling_prob_from_batch_size(1793, 14_745_600, 256))}

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 import mcacct
-from mcacct.accountant import Problem, chunk_losses
+from mcacct.engine.problem import Problem, chunk_losses
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 

@@ -42,7 +42,7 @@ def define_mc_flags() -> None:
 
 
 def problem_from_flags():
-    """The :class:`mcacct.accountant.Problem` the same ``mcacct`` flags would give
+    """The :class:`mcacct.engine.problem.Problem` the same ``mcacct`` flags would give
     (:func:`mcacct.registry.problem_from_args`)."""
     from mcacct import registry
 

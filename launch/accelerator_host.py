@@ -1,6 +1,6 @@
 """Full Monte Carlo verification on every local device of one host (one process of a multi-host run).
 
-The sample dimension is sharded over all local devices (``mcacct.parallel``); with
+The sample dimension is sharded over all local devices (:func:`mcacct.engine.runner.run_ladder`); with
 ``--coordinator_address`` (or ``MCACCT_COORDINATOR_ADDRESS``) the process joins a multi-process JAX runtime,
 takes the chunks ``c % num_processes == process_id`` and the statistics are reduced exactly across
 processes. Results are identical, key for key, to ``mcacct delta`` with the same flags on one device.
@@ -50,15 +50,18 @@ def run() -> dict | None:
     if FLAGS.cpu_devices is not None:
         jax.config.update("jax_num_cpu_devices", FLAGS.cpu_devices)
     import mcacct  # noqa: F401  (float64)
-    from mcacct import evr, parallel
-    from mcacct.calibrate import candidate_key
-    from mcacct.estimate import DIRECTIONS
-    from mcacct.jobs import stats_to_json
+    from mcacct import evr
+    from mcacct.engine import distributed as dist
+    from mcacct.engine.estimate import estimate
+    from mcacct.engine.runner import local_mesh
+    from mcacct.evr.calibrate import candidate_key, candidate_passes
+    from mcacct.engine.statistics import DIRECTIONS
+    from mcacct.jobs.shards import stats_to_json
 
-    distributed = bool(FLAGS.coordinator_address or os.environ.get(parallel.ENV_COORDINATOR)
+    distributed = bool(FLAGS.coordinator_address or os.environ.get(dist.ENV_COORDINATOR)
                        or FLAGS.auto_distributed)
     if distributed:
-        parallel.initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
+        dist.initialize_distributed(FLAGS.coordinator_address, FLAGS.num_processes, FLAGS.process_id,
                                         auto=FLAGS.auto_distributed)
     problem = _flags.problem_from_flags()
     epsilons = tuple(float(e) for e in FLAGS.epsilon)
@@ -66,10 +69,10 @@ def run() -> dict | None:
     if FLAGS.candidate is not None:
         key = candidate_key(key, FLAGS.candidate)
     directions = DIRECTIONS if FLAGS.direction == "both" else (FLAGS.direction,)
-    mesh = parallel.local_mesh()
+    mesh = local_mesh()
     t0 = time.perf_counter()
-    est = parallel.estimate_sharded(problem, FLAGS.sigma, key, FLAGS.samples, epsilons, FLAGS.alpha, directions,
-                                    FLAGS.chunk_size, mesh=mesh, progress=not FLAGS.quiet)
+    est = estimate(problem, FLAGS.sigma, key, FLAGS.samples, epsilons, FLAGS.alpha, directions, FLAGS.chunk_size,
+                   mesh=mesh, progress=not FLAGS.quiet, distributed=distributed)
     seconds = time.perf_counter() - t0
     results = []
     for j, e in enumerate(epsilons):
@@ -85,7 +88,7 @@ def run() -> dict | None:
     if FLAGS.base_delta is not None:
         base = FLAGS.base_delta
         out["base_delta"] = base
-        out["verified"] = all(s.mean_at(0) <= base for s in est.stats.values())
+        out["verified"] = candidate_passes(est.stats, FLAGS.samples, base)
         out["overall_delta"] = evr.overall_delta(FLAGS.samples, base)
     if FLAGS.include_stats:
         out["stats"] = {d: stats_to_json(s) for d, s in est.stats.items()}
@@ -106,7 +109,7 @@ def main(argv: list[str]) -> int:
         return 2
     if out is not None:
         if FLAGS.out:
-            from mcacct.jobs import atomic_write_json
+            from mcacct.jobs.shards import atomic_write_json
             atomic_write_json(FLAGS.out, out)
         print(json.dumps(out), flush=True)
     return 0

@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print("mcacct " + " ".join(cmd), file=sys.stderr, flush=True)
-    from mcacct.cli import main as mcacct_main
+    from mcacct.cli.commands import main as mcacct_main
     return mcacct_main(cmd)
 
 

@@ -1,4 +1,5 @@
-"""Start P local processes of ``launch/accelerator_host.py`` joined by ``jax.distributed`` on 127.0.0.1.
+"""Start P local processes of ``launch/accelerator_host.py`` (or, with ``--mcacct``, of the ``mcacct`` command)
+joined by ``jax.distributed`` on 127.0.0.1.
 
 A single-machine rehearsal of a multi-host run (CPU collectives through gloo): every process gets
 ``--devices_per_process`` virtual CPU devices (or, on a GPU host, use ``--gpus_per_process`` to give each
@@ -10,7 +11,13 @@ Example::
     python launch/local_multiprocess.py --num_processes 2 --devices_per_process 2 -- \
         --sigma 0.9 --epsilon 1 --samples 100000 --iterations 32 --min_sep 4 --sampling_prob 0.2
 
-Process 0's JSON result is printed on stdout (and written to ``--out``); the exit status is non-zero if any
+With ``--mcacct`` the flags after ``--`` are an ``mcacct`` command line (``calibrate``, ``delta`` or
+``epsilon``), run by every process with ``--coordinator-address --num-processes --process-id`` added::
+
+    python launch/local_multiprocess.py --num_processes 2 --devices_per_process 2 --mcacct -- \
+        calibrate --epsilon 2 --delta 1e-4 --iterations 128 --min-sep 4 --json
+
+Process 0's output is printed on stdout (and written to ``--out``); the exit status is non-zero if any
 process fails.
 """
 
@@ -32,6 +39,7 @@ flags.DEFINE_integer("gpus_per_process", None, "on a GPU host: give process i th
                      "[i*g, (i+1)*g) through CUDA_VISIBLE_DEVICES instead of virtual CPU devices")
 flags.DEFINE_string("out", None, "write process 0's JSON result to this file")
 flags.DEFINE_integer("timeout", 3600, "seconds before all processes are killed")
+flags.DEFINE_bool("mcacct", False, "the flags after -- are an mcacct command line (calibrate, delta, epsilon)")
 
 HOST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "accelerator_host.py")
 
@@ -53,20 +61,33 @@ def main(argv: list[str]) -> int:
         return 2
     port = FLAGS.port or free_port()
     procs = []
+    if FLAGS.mcacct and not forwarded:
+        print("error: --mcacct needs an mcacct command line after --", file=sys.stderr)
+        return 2
     for i in range(FLAGS.num_processes):
-        cmd = [sys.executable, HOST, f"--coordinator_address=127.0.0.1:{port}",
-               f"--num_processes={FLAGS.num_processes}", f"--process_id={i}"]
         env = dict(os.environ)
+        if FLAGS.mcacct:
+            cmd = [sys.executable, "-m", "mcacct.cli.commands", *forwarded,
+                   f"--coordinator-address=127.0.0.1:{port}", f"--num-processes={FLAGS.num_processes}",
+                   f"--process-id={i}"]
+        else:
+            cmd = [sys.executable, HOST, f"--coordinator_address=127.0.0.1:{port}",
+                   f"--num_processes={FLAGS.num_processes}", f"--process_id={i}", *forwarded]
         if FLAGS.gpus_per_process:
             g = FLAGS.gpus_per_process
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i * g + k) for k in range(g))
         else:
             env["JAX_PLATFORMS"] = "cpu"
-            cmd.append(f"--cpu_devices={FLAGS.devices_per_process}")
-        if i == 0 and FLAGS.out:
+            if FLAGS.mcacct:
+                env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                                    f" --xla_force_host_platform_device_count={FLAGS.devices_per_process}").strip()
+            else:
+                cmd.append(f"--cpu_devices={FLAGS.devices_per_process}")
+        if i == 0 and FLAGS.out and not FLAGS.mcacct:
             cmd.append(f"--out={FLAGS.out}")
-        procs.append(subprocess.Popen(cmd + forwarded, env=env,
-                                      stdout=None if i == 0 else subprocess.DEVNULL))
+        out0 = subprocess.PIPE if (i == 0 and FLAGS.mcacct and FLAGS.out) else None
+        procs.append(subprocess.Popen(cmd, env=env, stdout=out0 if i == 0 else subprocess.DEVNULL,
+                                      text=True))
     deadline = time.monotonic() + FLAGS.timeout
     status = 0
     try:
@@ -85,6 +106,11 @@ def main(argv: list[str]) -> int:
                 p.wait()
     if status:
         print(f"error: a process failed (exit status {status})", file=sys.stderr)
+    elif procs[0].stdout is not None:  # --mcacct with --out: process 0's output to the file and stdout
+        text = procs[0].stdout.read()
+        with open(FLAGS.out, "w") as f:
+            f.write(text)
+        sys.stdout.write(text)
     return status
 
 

@@ -30,7 +30,7 @@ flags.DEFINE_float("checkpoint_seconds", 10.0, "seconds between checkpoints")
 
 CHILD = """
 import json, resource, sys, time
-from mcacct.cli import main
+from mcacct.cli.commands import main
 t0 = time.perf_counter()
 rc = main(sys.argv[1:])
 print(json.dumps({"rc": rc, "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,

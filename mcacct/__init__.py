@@ -8,19 +8,20 @@ import jax as _jax
 
 _jax.config.update("jax_enable_x64", True)
 
-from mcacct.schemes import BMinSep, expected_participation_rate, sampling_prob_from_batch_size  # noqa: E402
-from mcacct.strategy import BandedToeplitz  # noqa: E402
-from mcacct.sample import sample_participation, sample_y  # noqa: E402
-from mcacct.loss import privacy_loss, sliding_dot  # noqa: E402
-from mcacct.accountant import Problem, Estimate, estimate  # noqa: E402
-from mcacct.calibrate import CalibrationResult, calibrate  # noqa: E402
+from mcacct.schemes.bminsep import (BMinSep, expected_participation_rate, privacy_loss,  # noqa: E402
+                                    sample_participation, sample_y, sampling_prob_from_batch_size)
+from mcacct.schemes.strategy import BandedToeplitz  # noqa: E402
+from mcacct.kernels.sliding import sliding_dot  # noqa: E402
+from mcacct.engine.problem import Problem  # noqa: E402
+from mcacct.engine.estimate import Estimate, estimate  # noqa: E402
+from mcacct.evr.calibrate import CalibrationResult, calibrate  # noqa: E402
 from mcacct import evr  # noqa: E402
 from mcacct import pld  # noqa: E402
 from mcacct.composition import certified_composition, compose_mc_with_pld  # noqa: E402
-from mcacct.multi_attribution import MultiAttribution  # noqa: E402
-from mcacct.truncated import TruncatedBMinSep  # noqa: E402
-from mcacct.baselines import CyclicPoisson, BallsInBins  # noqa: E402
-from mcacct.banded_inverse import BandedInverse, strategy_from_inverse  # noqa: E402
+from mcacct.schemes.multi_attribution import MultiAttribution  # noqa: E402
+from mcacct.schemes.truncated import TruncatedBMinSep  # noqa: E402
+from mcacct.schemes.baselines import CyclicPoisson, BallsInBins  # noqa: E402
+from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -92,8 +92,8 @@ import numpy as np
 import scipy.fft
 
 from mcacct import pld as _pld
-from mcacct.estimate import DIRECTIONS, DirectionStats, epsilon_from_delta_curve
-from mcacct.evr import kl_lower_confidence, kl_upper_confidence
+from mcacct.engine.statistics import DIRECTIONS, DirectionStats, epsilon_from_delta_curve
+from mcacct.evr.bounds import kl_lower_confidence, kl_upper_confidence
 
 __all__ = [
     "DirectionPLD",
@@ -412,7 +412,7 @@ def empirical_pld_from_stats(stats: DirectionStats, value_discretization_interva
 
 def _stats_of(estimate_or_stats: Any, direction: str) -> tuple[dict[str, DirectionStats], float | None]:
     """(stats by direction, the estimate's alpha or None)."""
-    from mcacct.accountant import Estimate
+    from mcacct.engine.estimate import Estimate
 
     if isinstance(estimate_or_stats, Estimate):
         stats, alpha = dict(estimate_or_stats.stats), float(estimate_or_stats.alpha)

@@ -1,14 +1,14 @@
 r"""The one list of accounted sampling schemes, read by every consumer.
 
 Each :class:`SchemeEntry` of :data:`SCHEMES` gives a scheme's command-line name, its class (a frozen dataclass
-implementing :class:`mcacct.schemes.AccountedScheme`), its own command-line flags, the builder that turns parsed
-flags into a :class:`~mcacct.accountant.Problem`, its row of ``mcacct compare`` and, optionally, the PLD
+implementing :class:`mcacct.schemes.base.AccountedScheme`), its own command-line flags, the builder that turns parsed
+flags into a :class:`~mcacct.engine.problem.Problem`, its row of ``mcacct compare`` and, optionally, the PLD
 baselines that ``mcacct calibrate`` reports next to it. Job files store a scheme as ``{"type": class name,
 field: value, ...}`` (:func:`scheme_to_dict` / :func:`scheme_from_dict`; the fingerprint hashes exactly that).
 
 Consumers: ``mcacct calibrate|delta|epsilon|sample --scheme NAME`` (:func:`add_scheme_flags`,
-:func:`problem_from_args`), :mod:`mcacct.jobs` (files and fingerprints), :mod:`mcacct.compare` (plans and
-its optional-row flags), :func:`mcacct.calibrate.baseline_sigmas` (:func:`baseline_sigmas`) and the absl
+:func:`problem_from_args`), :mod:`mcacct.jobs.shards` (files and fingerprints), :mod:`mcacct.report.compare` (plans and
+its optional-row flags), :func:`mcacct.evr.calibrate.baseline_sigmas` (:func:`baseline_sigmas`) and the absl
 launchers (``launch/_flags.py``).
 
 **Adding a scheme** touches the scheme's own module (the dataclass) and one :class:`SchemeEntry` appended to
@@ -42,13 +42,14 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from mcacct.validate import check_count, check_real
-from mcacct.accountant import Problem
-from mcacct.banded_inverse import BandedInverse, strategy_from_inverse
-from mcacct.baselines import BallsInBins, CyclicPoisson
-from mcacct.multi_attribution import MultiAttribution
-from mcacct.schemes import AccountedScheme, BMinSep, expected_participation_rate, sampling_prob_from_batch_size
-from mcacct.strategy import BandedToeplitz
-from mcacct.truncated import TruncatedBMinSep
+from mcacct.engine.problem import Problem
+from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse
+from mcacct.schemes.baselines import BallsInBins, CyclicPoisson
+from mcacct.schemes.multi_attribution import MultiAttribution
+from mcacct.schemes.base import AccountedScheme
+from mcacct.schemes.bminsep import BMinSep, expected_participation_rate, sampling_prob_from_batch_size
+from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.schemes.truncated import TruncatedBMinSep
 
 __all__ = ["Flag", "SchemeEntry", "SchemeArgs", "CompareSetting", "ComparePlan", "SCHEMES", "COMMON_FLAGS",
            "DEFAULTS", "DEFAULT_SCHEME", "names", "get", "entry_for", "all_flags", "compare_flags",
@@ -222,7 +223,7 @@ class SchemeEntry:
     name:
         Command-line name (``--scheme NAME``).
     cls:
-        The frozen dataclass (an :class:`~mcacct.schemes.AccountedScheme`); job files name it by class name.
+        The frozen dataclass (an :class:`~mcacct.schemes.base.AccountedScheme`); job files name it by class name.
     summary:
         One line for ``--help``.
     build:
@@ -544,7 +545,7 @@ def scheme_from_args(args: Any):
 
 
 def problem_from_args(args: Any) -> Problem:
-    """The :class:`~mcacct.accountant.Problem` given by parsed scheme flags (an ``argparse.Namespace`` or any
+    """The :class:`~mcacct.engine.problem.Problem` given by parsed scheme flags (an ``argparse.Namespace`` or any
     object with the flags' ``dest`` attributes; missing ones count as not given) and ``args.dtype``.
 
     Raises

@@ -7,6 +7,11 @@ from typing import Any
 
 import numpy as np
 
+#: How the sliding sums ``<c^{(i)}, y>`` may be computed (:mod:`mcacct.kernels.sliding`).
+DOT_METHODS = ("auto", "direct", "fft", "prefix")
+#: The privacy-loss recursions (:mod:`mcacct.kernels.recursion`).
+RECURSIONS = ("auto", "scan", "blocked", "assoc", "linear")
+
 
 def _is_real(x: Any) -> bool:
     try:
@@ -135,14 +140,6 @@ def check_kernel_dtype(name: str, dtype: Any):
     return dt
 
 
-def check_strategy_type(name: str, strategy: Any):
-    """A :class:`~mcacct.strategy.BandedToeplitz` (anything else has no validated ``c_col``)."""
-    from mcacct.strategy import BandedToeplitz
-    if not isinstance(strategy, BandedToeplitz):
-        raise ValueError(f"{name} must be a mcacct.BandedToeplitz; got {type(strategy).__name__}")
-    return strategy
-
-
 _UNSET = object()
 
 
@@ -154,8 +151,7 @@ def check_call(scheme: Any, *, strategy: Any = _UNSET, sigma: Any = _UNSET, y: A
     ``num_samples >= 1``, ``positive`` a bool, ``dtype`` float64/float32, ``dot_method`` and ``recursion``
     among the known methods. Returns ``y`` as a floating array (``None`` when not given)."""
     if strategy is not _UNSET:
-        check_strategy_type("strategy", strategy)
-        scheme.check_strategy(strategy)
+        scheme.check_strategy(strategy)  # every scheme checks the strategy's type first
     if sigma is not _UNSET:
         check_sigma("sigma", sigma)
     if num_samples is not _UNSET:
@@ -165,11 +161,10 @@ def check_call(scheme: Any, *, strategy: Any = _UNSET, sigma: Any = _UNSET, y: A
     if dtype is not _UNSET:
         check_kernel_dtype("dtype", dtype)
     if dot_method is not _UNSET or recursion is not _UNSET:
-        from mcacct.loss import _DOT_METHODS, _RECURSIONS  # the kernel's own lists (imported late: no cycle)
         if dot_method is not _UNSET:
-            check_choice("dot_method", dot_method, _DOT_METHODS)
+            check_choice("dot_method", dot_method, DOT_METHODS)
         if recursion is not _UNSET:
-            check_choice("recursion", recursion, _RECURSIONS)
+            check_choice("recursion", recursion, RECURSIONS)
     if y is not _UNSET:
         return check_outputs("y", y, scheme.iterations)
     return None

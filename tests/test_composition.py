@@ -19,8 +19,9 @@ import pytest
 import mcacct
 from mcacct import composition as C
 from mcacct import pld
-from mcacct.accountant import Problem, estimate
-from mcacct.estimate import DIRECTIONS, DirectionStats, HistogramSpec
+from mcacct.engine.problem import Problem
+from mcacct.engine.estimate import estimate
+from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec
 
 Q, SIGMA, T1, T2 = 0.2, 1.0, 30, 10
 EPS = 1.0

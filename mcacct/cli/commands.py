@@ -1,0 +1,260 @@
+"""The ``mcacct`` console command.
+
+Subcommands print a human summary, or one JSON object on stdout with ``--json``; progress goes to stderr.
+Invalid input prints ``error: ...`` naming the parameter and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+from mcacct.cli.flags import (add_distributed_flags, add_problem_flags, device_info, float_list, join_distributed,
+                              problem_from_args, scheme_json)
+from mcacct.registry import DEFAULTS as SCHEME_DEFAULTS
+
+DEFAULTS = dict(SCHEME_DEFAULTS, epsilon=2.0, delta=1e-3)
+
+
+def _plan_only(args, problem) -> dict:
+    """``--plan-only``: the plan (pilot included), its sample count and, from a short measured probe of the
+    verification kernel on this machine, the expected wall time; ``--out DIR`` also writes it for shard jobs."""
+    import jax
+    from mcacct.evr.calibrate import plan_calibration, verification_spec
+    from mcacct.engine.runner import run_ladder
+    plan = plan_calibration(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
+                            ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
+                            chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas)
+    out = {"plan": {k: getattr(plan, k) for k in ("epsilon", "target_delta", "base_delta", "num_samples",
+                                                  "top_sigma", "top_certifier", "pilot_sigma", "chunk_size")},
+           "ladder": list(plan.ladder), "overall_delta": plan.overall_delta,
+           "pilot_samples_drawn": plan.pilot_samples_drawn, "pilot_seconds": plan.pilot_seconds}
+    devices = jax.local_device_count()
+    chunks = -(-plan.num_samples // plan.chunk_size)
+    out["verification"] = {"chunks": chunks, "samples_drawn": chunks * plan.chunk_size,
+                           "evaluations_at_most": 2 * plan.num_samples * len(plan.ladder)}
+    if plan.ladder:
+        probe = dict(problem=problem, sigmas=plan.ladder, key=jax.random.key(args.seed + 1),
+                     num_samples=plan.chunk_size * devices, epsilons=(plan.epsilon,), chunk_size=plan.chunk_size,
+                     spec=verification_spec())
+        run_ladder(**probe)  # compile
+        t0 = time.perf_counter()
+        run_ladder(**probe)
+        rate = plan.chunk_size * devices / (time.perf_counter() - t0)
+        out["probe"] = {"draws_per_second": rate, "draws_per_second_per_device": rate / devices,
+                        "devices": devices, "candidates": len(plan.ladder)}
+        out["expected_seconds_at_most"] = {"verification": chunks * plan.chunk_size / rate,
+                                           "note": "every candidate to the end; candidates that fail leave early"}
+    if args.out:
+        from mcacct.jobs.calibration import write_plan
+        out["plan_path"] = write_plan(args.out, plan, problem)
+    out.update(device_info())
+    if not args.json:
+        print(f"plan: {plan.num_samples:,} samples per direction, {len(plan.ladder)} candidates "
+              f"[{plan.ladder[0] if plan.ladder else float('nan'):.6g} .. "
+              f"{plan.ladder[-1] if plan.ladder else float('nan'):.6g}], {chunks:,} chunks of {plan.chunk_size}")
+        if "probe" in out:
+            print(f"probe: {out['probe']['draws_per_second']:,.0f} draws/s on {devices} device(s); verification "
+                  f"at most {out['expected_seconds_at_most']['verification']:,.0f}s here")
+        if args.out:
+            print(f"wrote {out['plan_path']}; run `mcacct sample --plan {args.out} --shard i --num-shards k`, then "
+                  f"`mcacct calibrate --from {args.out}`")
+    return out
+
+
+def cmd_calibrate(args) -> dict | int:
+    import jax
+    from mcacct.evr.calibrate import calibrate
+    multi = join_distributed(args)
+    if multi and (args.from_dir is not None or args.plan_only):
+        raise ValueError("--coordinator-address runs the calibration itself; --plan-only and --from are "
+                         "single-process steps (shard jobs need no jax.distributed)")
+    if args.from_dir is not None:
+        from mcacct.jobs.calibration import calibrate_from, load_plan
+        res = calibrate_from(args.from_dir)
+        problem = load_plan(args.from_dir)[1]
+    else:
+        problem = problem_from_args(args)
+        if args.plan_only:
+            return _plan_only(args, problem)
+        if args.out:
+            raise ValueError("--out goes with --plan-only (write a plan for shard jobs)")
+        res = calibrate(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
+                        ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
+                        chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas)
+    out = res.to_dict()
+    out["delta"] = res.target_delta
+    if not args.no_baselines:
+        from mcacct.evr.calibrate import baseline_sigmas
+        out["baselines"] = baseline_sigmas(problem, res.epsilon, res.target_delta)
+    out["scheme"] = scheme_json(problem)
+    out["seed"] = args.seed
+    out.update(device_info())
+    out["samples_per_second"] = res.samples_used / max(res.seconds, 1e-9)
+    if multi:
+        out["process_index"] = jax.process_index()
+        if jax.process_index() != 0:  # every process holds the same result; process 0 reports it
+            return 0
+    if not args.json:
+        print(f"sigma = {res.sigma:.6g}  ({'verified by Monte Carlo' if res.verified else 'Gaussian top candidate'})")
+        print(f"certifies (epsilon, delta) = ({res.epsilon:g}, {res.overall_delta:.4g})  "
+              f"[target delta {res.target_delta:g}, base delta {res.base_delta:.4g}]")
+        print(f"samples: {res.num_samples:,} per direction per candidate, {res.samples_used:,} in all; "
+              f"{len(res.candidates)} candidates verified; time {res.seconds:.1f}s "
+              f"({out['samples_per_second']:,.0f} samples/s) on {out['device']}")
+        if res.note:
+            print(f"note: {res.note}")
+        for k, v in out.get("baselines", {}).items():
+            if k.endswith("_sigma"):
+                print(f"baseline {k[:-6].replace('_', ' ')}: sigma = {v:.6g} (PLD accountant)")
+    return out
+
+
+def _estimate(args, epsilons):
+    import jax
+    from mcacct.engine.estimate import estimate
+    args.multi = join_distributed(args)
+    problem = problem_from_args(args)
+    n = args.samples
+    return problem, estimate(problem, args.sigma, jax.random.key(args.seed), n, epsilons, alpha=args.alpha,
+                             chunk_size=args.chunk_size, progress=not args.quiet)
+
+
+def cmd_delta(args) -> dict:
+    t0 = time.perf_counter()
+    problem, est = _estimate(args, (args.epsilon,))
+    d = est.delta(0)
+    out = {"sigma": args.sigma, "epsilon": args.epsilon, "delta_estimate": d["delta_estimate"],
+           "delta_upper": d["delta_upper"], "confidence": 1 - args.alpha, "num_samples": est.num_samples,
+           "directions": {k: d[k] for k in ("remove", "add")}, "scheme": scheme_json(problem),
+           "systematic_delta": est.systematic, "certified": est.certified,
+           "seed": args.seed, "seconds": time.perf_counter() - t0, **device_info()}
+    out["samples_per_second"] = 2 * est.num_samples / max(out["seconds"], 1e-9)
+    if not args.json:
+        print(f"delta({args.epsilon:g}) ~ {out['delta_estimate']:.4g}, upper {out['delta_upper']:.4g} "
+              f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")
+        _print_uncertified(est)
+    return out
+
+
+def cmd_epsilon(args) -> dict:
+    from mcacct.validate import check_real
+    t0 = time.perf_counter()
+    check_real("delta", args.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+    problem, est = _estimate(args, (0.0,))
+    e = est.epsilon(args.delta)
+    out = {"sigma": args.sigma, "delta": args.delta, **e, "confidence": 1 - args.alpha,
+           "num_samples": est.num_samples, "scheme": scheme_json(problem), "systematic_delta": est.systematic,
+           "certified": est.certified, "seed": args.seed,
+           "seconds": time.perf_counter() - t0, **device_info()}
+    out["samples_per_second"] = 2 * est.num_samples / max(out["seconds"], 1e-9)
+    if not args.json:
+        print(f"epsilon({args.delta:g}) ~ {e['epsilon_estimate']:.4g}, upper {e['epsilon_upper']:.4g} "
+              f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")
+        _print_uncertified(est)
+    return out
+
+
+def _print_uncertified(est) -> None:
+    if not est.certified:
+        print("note: float32 kernel: its round-off is not bounded, so the upper bound holds for the float32 "
+              "computation, not as a privacy certificate (use --dtype float64)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcacct", description="Monte Carlo privacy accounting for DP-BandMF with b-min-sep subsampling.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("calibrate", help="smallest verified noise multiplier for a target (epsilon, delta)",
+                       description="Estimate-Verify-Release over a ladder of noise multipliers (Alg. 5).")
+    p.add_argument("--epsilon", type=float, default=DEFAULTS["epsilon"], help="target epsilon (>= 0)")
+    p.add_argument("--delta", type=float, default=DEFAULTS["delta"], help="target overall delta in (0, 1)")
+    p.add_argument("--samples", type=int, default=None,
+                   help="samples per direction per candidate (default: the minimum for base delta = delta/2)")
+    p.add_argument("--ladder-ratio", type=float, default=1.01, help="ratio between candidates (> 1)")
+    p.add_argument("--above", type=int, default=6, help="ladder steps above the pilot estimate")
+    p.add_argument("--below", type=int, default=12, help="ladder steps below the pilot estimate")
+    p.add_argument("--sigmas", type=float_list, default=None,
+                   help="explicit ladder s1,s2,... (each > 0; candidates at or above the certified top are "
+                        "dropped): no pilot, --ladder-ratio/--above/--below unused")
+    p.add_argument("--plan-only", action="store_true",
+                   help="print the plan (pilot included: the ladder), its samples and, from a short measured "
+                        "probe, the expected wall time here; with --out DIR also write it for shard jobs "
+                        "(`mcacct sample --plan DIR ...`, then `mcacct calibrate --from DIR`)")
+    p.add_argument("--out", default=None, help="with --plan-only: directory to write the plan to")
+    p.add_argument("--from", dest="from_dir", default=None,
+                   help="merge the shards of the plan in this directory and apply Alg. 5 (no sampling here)")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="skip the scheme's PLD baselines in the report (bminsep: the sigmas of Poisson DP-SGD "
+                        "and cyclic-Poisson BandMF at the same expected batch size)")
+    add_problem_flags(p)
+    add_distributed_flags(p)
+    p.set_defaults(func=cmd_calibrate)
+
+    for name, fn, what in (("delta", cmd_delta, "estimate delta(epsilon) for a noise multiplier"),
+                           ("epsilon", cmd_epsilon, "estimate epsilon(delta) for a noise multiplier")):
+        q = sub.add_parser(name, help=what, description=what + " (both directions, one-sided upper bound)")
+        q.add_argument("--sigma", type=float, required=True, help="noise multiplier (> 0)")
+        if name == "delta":
+            q.add_argument("--epsilon", type=float, required=True, help="epsilon (>= 0)")
+        else:
+            q.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+        q.add_argument("--samples", type=int, default=100_000, help="samples per direction (default 100000)")
+        q.add_argument("--alpha", type=float, default=0.01, help="1 - confidence of the upper bound (default 0.01)")
+        add_problem_flags(q)
+        add_distributed_flags(q)
+        q.set_defaults(func=fn)
+
+    from mcacct.cli.compare import add_compare_parser
+    from mcacct.cli.jobs import add_parsers as add_job_parsers
+    from mcacct.cli.pld import add_pld_parser
+
+    add_pld_parser(sub)
+    add_compare_parser(sub)
+    add_job_parsers(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        import mcacct  # noqa: F401  (float64 on)
+        out = args.func(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    if isinstance(out, int):
+        return out
+    if getattr(args, "multi", False):
+        import jax
+        if jax.process_index() != 0:  # every process holds the same result; process 0 reports it
+            return 0
+    if getattr(args, "json", False):
+        print(json.dumps(out, default=_json_default))
+    return 0
+
+
+def _json_default(o):
+    if isinstance(o, float) and not math.isfinite(o):
+        return str(o)
+    try:
+        import numpy as np
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:
+        pass
+    raise TypeError(f"not JSON serialisable: {type(o)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

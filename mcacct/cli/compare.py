@@ -1,0 +1,61 @@
+"""``mcacct compare``: the command line of :func:`mcacct.report.compare.compare_schemes`."""
+
+from __future__ import annotations
+
+from mcacct import registry
+from mcacct.report.compare import SCHEMES, compare_schemes
+
+__all__ = ["add_compare_parser", "cmd_compare"]
+
+
+def add_compare_parser(subparsers):
+    """Add ``compare`` to an ``argparse`` sub-parser set (``mcacct compare ... [--json]``)."""
+    p = subparsers.add_parser(
+        "compare", help="noise multipliers of several sampling schemes at equal expected batch size",
+        description="Calibrate b-min-sep, cyclic Poisson, balls-in-bins (and optionally truncated b-min-sep, "
+                    "multi-attribution, banded-inverse) for one (epsilon, delta) at equal expected batch "
+                    "size, with PLD baselines where they exist.")
+    p.add_argument("--epsilon", type=float, default=2.0, help="target epsilon (>= 0; default 2)")
+    p.add_argument("--delta", type=float, default=1e-3, help="target delta in (0, 1) (default 1e-3)")
+    p.add_argument("--iterations", type=int, default=64, help="training iterations n (default 64)")
+    p.add_argument("--min-sep", type=int, default=4, help="min separation / cycle length b (default 4)")
+    p.add_argument("--batch-size", type=float, default=32.0, help="expected batch size B (default 32)")
+    p.add_argument("--dataset-size", type=int, default=1024, help="dataset size M (default 1024)")
+    p.add_argument("--c-col", type=str, default="0.5,0.5,0.5,0.5",
+                   help="comma-separated non-zeros of C's first column (length <= min-sep)")
+    for _, flag in registry.compare_flags():  # each adds its scheme's row (mcacct.registry)
+        flag.add_to(p)
+    p.add_argument("--schemes", type=str, default=None, help=f"comma-separated subset of {','.join(SCHEMES)}")
+    p.add_argument("--samples", type=int, default=None, help="Monte Carlo samples per direction per candidate")
+    p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    p.add_argument("--ladder-ratio", type=float, default=1.02, help="ratio between candidates (default 1.02)")
+    p.add_argument("--chunk-size", type=int, default=4096, help="samples per chunk")
+    p.add_argument("--no-pld", action="store_true", help="skip the PLD baselines")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_compare)
+    return p
+
+
+def cmd_compare(args) -> dict:
+    """Handler of ``mcacct compare``: returns the result dict (printed as JSON by the caller with ``--json``)."""
+    options = {f.dest: getattr(args, f.dest) for _, f in registry.compare_flags()}
+    out = compare_schemes(args.epsilon, args.delta, args.iterations, args.min_sep, args.batch_size,
+                          args.dataset_size, args.c_col, schemes=args.schemes, num_samples=args.samples,
+                          seed=args.seed, ladder_ratio=args.ladder_ratio, chunk_size=args.chunk_size,
+                          pld=not args.no_pld, progress=not args.quiet, options=options)
+    if not args.json:
+        print(f"target (epsilon, delta) = ({out['epsilon']:g}, {out['delta']:g}); n = {out['iterations']}, "
+              f"b = {out['min_sep']}, B = {out['expected_batch_size']:g}, M = {out['dataset_size']}")
+        print(f"{'scheme':<22}{'sigma (MC, EVR)':>16}{'sigma (PLD)':>14}  note")
+        for r in out["rows"]:
+            pld_txt = f"{r['sigma_pld']:.4f}" if r["sigma_pld"] is not None else "-"
+            note = r["pld_note"] or ""
+            if not r["verified"]:
+                note = "unverified (Gaussian top); " + note
+            print(f"{r['scheme']:<22}{r['sigma']:>16.4f}{pld_txt:>14}  {note}")
+        for s in out["skipped"]:
+            print(f"{s['scheme']:<22}{'skipped':>16}{'':>14}  {s['reason']}")
+        if out["pld_module_note"]:
+            print(f"note: {out['pld_module_note']}")
+    return out

@@ -1,0 +1,135 @@
+r"""Processes: chunk plans per process, joining a ``jax.distributed`` runtime, and the exact all-reduce.
+
+Process ``p`` of ``P`` takes the chunks ``c`` with ``c % P == p`` (:func:`process_chunk_ids`) on its local
+devices (:func:`mcacct.engine.runner.run_ladder`); :func:`allreduce_stats` then gathers every process's
+integer statistics with :func:`jax.experimental.multihost_utils.process_allgather` and adds them exactly
+(arbitrary-precision fixed-point sums travel as 32-bit limbs), so a run's statistics do not depend on the
+process count. :func:`initialize_distributed` calls :func:`jax.distributed.initialize` (CPU collectives through
+gloo) from arguments or the ``MCACCT_*`` environment variables the launchers set.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import jax
+import numpy as np
+
+from mcacct.engine.statistics import DirectionStats, HistogramSpec
+from mcacct.validate import check_int
+
+__all__ = ["num_chunks", "process_chunk_ids", "initialize_distributed", "allreduce_stats", "stats_to_array",
+           "stats_from_array", "ENV_COORDINATOR", "ENV_NUM_PROCESSES", "ENV_PROCESS_ID"]
+
+ENV_COORDINATOR = "MCACCT_COORDINATOR_ADDRESS"
+ENV_NUM_PROCESSES = "MCACCT_NUM_PROCESSES"
+ENV_PROCESS_ID = "MCACCT_PROCESS_ID"
+_LIMB_BITS = 32
+_LIMBS = 8  # fixed-point sums < count * 2**80 < 2**143 fit easily into 256 bits
+
+
+# -- chunk plans ----------------------------------------------------------------------------------------
+def num_chunks(num_samples: int, chunk_size: int) -> int:
+    """Number of chunks of the plan: ``ceil(num_samples / chunk_size)``."""
+    n = check_int("num_samples", num_samples, low=1)
+    c = check_int("chunk_size", chunk_size, low=1)
+    return -(-n // c)
+
+
+def process_chunk_ids(n_chunks: int, process_id: int | None = None, num_processes: int | None = None) -> range:
+    """Chunk ids of one process in a multi-process run: ``c`` with ``c % num_processes == process_id``.
+
+    Defaults to :func:`jax.process_index` and :func:`jax.process_count`.
+    """
+    n_chunks = check_int("n_chunks", n_chunks, low=0)
+    num_processes = check_int("num_processes", jax.process_count() if num_processes is None else num_processes,
+                              low=1)
+    process_id = check_int("process_id", jax.process_index() if process_id is None else process_id,
+                           low=0, high=num_processes - 1)
+    return range(process_id, n_chunks, num_processes)
+
+
+# -- multi-process ---------------------------------------------------------------------------------------
+def initialize_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
+                           process_id: int | None = None, local_device_ids: Sequence[int] | None = None,
+                           auto: bool = False) -> tuple[int, int]:
+    """Join a multi-process JAX runtime (:func:`jax.distributed.initialize`); CPU collectives use gloo.
+
+    Parameters
+    ----------
+    coordinator_address:
+        ``host:port`` of process 0 (default: environment ``MCACCT_COORDINATOR_ADDRESS``).
+    num_processes:
+        Number of processes (default: ``MCACCT_NUM_PROCESSES``).
+    process_id:
+        This process's id in ``[0, num_processes)`` (default: ``MCACCT_PROCESS_ID``).
+    local_device_ids:
+        Restrict this process to these local devices (e.g. one GPU per process).
+    auto:
+        With no address anywhere, let JAX detect the cluster (SLURM, Open MPI, TPU pods, ...).
+
+    Returns
+    -------
+    tuple of int
+        ``(process_index, process_count)``.
+
+    Must be called before any other JAX computation in the process.
+    """
+    addr = coordinator_address or os.environ.get(ENV_COORDINATOR)
+    if num_processes is None and os.environ.get(ENV_NUM_PROCESSES):
+        num_processes = int(os.environ[ENV_NUM_PROCESSES])
+    if process_id is None and os.environ.get(ENV_PROCESS_ID):
+        process_id = int(os.environ[ENV_PROCESS_ID])
+    try:  # gloo is the default CPU collectives in recent jax; older versions need it set explicitly
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    except Exception:  # pragma: no cover - option absent
+        pass
+    if addr is None:
+        if not auto:
+            raise ValueError("coordinator_address must be given (or set "
+                             f"{ENV_COORDINATOR}; or pass auto=True for cluster auto-detection)")
+        jax.distributed.initialize(local_device_ids=local_device_ids)
+    else:
+        if ":" not in addr:
+            raise ValueError(f"coordinator_address must be host:port; got {addr!r}")
+        num_processes = check_int("num_processes", num_processes, low=1)
+        process_id = check_int("process_id", process_id, low=0, high=num_processes - 1)
+        jax.distributed.initialize(addr, num_processes, process_id, local_device_ids=local_device_ids)
+    return jax.process_index(), jax.process_count()
+
+
+def stats_to_array(stats: DirectionStats) -> np.ndarray:
+    """Flat int64 encoding ``[count, sums as 32-bit limbs (little end first), hist]`` for collectives."""
+    limbs = []
+    for v in stats.sums:
+        if v < 0 or v.bit_length() > _LIMB_BITS * _LIMBS:
+            raise ValueError(f"fixed-point sum out of range for the exchange format: {v}")
+        limbs.extend((v >> (_LIMB_BITS * i)) & ((1 << _LIMB_BITS) - 1) for i in range(_LIMBS))
+    head = np.asarray([stats.count] + limbs, np.int64)
+    return np.concatenate([head, np.asarray(stats.hist, np.int64)])
+
+
+def stats_from_array(arr: np.ndarray, epsilons, spec: HistogramSpec) -> DirectionStats:
+    """Inverse of :func:`stats_to_array`."""
+    eps = tuple(float(e) for e in epsilons)
+    a = np.asarray(arr, np.int64)
+    k = len(eps) * _LIMBS
+    sums = []
+    for j in range(len(eps)):
+        limbs = a[1 + j * _LIMBS: 1 + (j + 1) * _LIMBS]
+        sums.append(sum(int(x) << (_LIMB_BITS * i) for i, x in enumerate(limbs)))
+    return DirectionStats(eps, spec, int(a[0]), sums, a[1 + k:].copy())
+
+
+def allreduce_stats(stats: DirectionStats) -> DirectionStats:
+    """Exact sum of every process's statistics (identity with one process); all processes get the total."""
+    if jax.process_count() == 1:
+        return DirectionStats(stats.epsilons, stats.spec, stats.count, list(stats.sums), stats.hist.copy())
+    from jax.experimental import multihost_utils
+
+    gathered = np.asarray(multihost_utils.process_allgather(stats_to_array(stats)))
+    total = DirectionStats(stats.epsilons, stats.spec)
+    for row in gathered.reshape(jax.process_count(), -1):
+        total = total.merge(stats_from_array(row, stats.epsilons, stats.spec))
+    return total

@@ -1,0 +1,81 @@
+r"""The problem and the chunk plan: what every run of the engine is defined by.
+
+A :class:`Problem` fixes the pair ``(P, Q)`` up to ``sigma``: a scheme (any
+:class:`mcacct.schemes.base.AccountedScheme`), the strategy ``C`` and the kernel (precision, sliding-sum
+method, recursion). A run of ``num_samples`` samples is cut into chunks of ``chunk_size`` samples; chunk ``c``
+uses ``fold_in(key, c)``, and a chunk is cut into cache-sized blocks keyed :func:`block_keys`. Results
+therefore depend on ``(key, chunk_size)`` only, never on how chunks are spread over devices, processes or jobs,
+and peak memory depends on ``chunk_size``, not on ``num_samples``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from mcacct.schemes.base import AccountedScheme
+from mcacct.schemes.strategy import BandedToeplitz
+
+__all__ = ["Problem", "DEFAULT_CHUNK_SIZE", "block_size", "block_keys", "chunk_losses"]
+
+DEFAULT_CHUNK_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Everything that defines the pair (P, Q) except ``sigma``: scheme, strategy and kernel precision.
+
+    ``scheme`` is any :class:`mcacct.schemes.base.AccountedScheme` (e.g. :class:`BMinSep`).
+    """
+
+    scheme: AccountedScheme
+    strategy: BandedToeplitz = BandedToeplitz()
+    dtype: str = "float64"
+    dot_method: str = "auto"
+    recursion: str = "auto"
+
+    def __post_init__(self) -> None:
+        self.scheme.check_strategy(self.strategy)
+        if self.dtype not in ("float64", "float32"):
+            raise ValueError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}")
+
+
+def block_size(problem: Problem, chunk_size: int) -> int:
+    """Samples per block: the power of two nearest below ``2**18 / n``, within ``[16, 4096]`` and at most
+    ``chunk_size``. Depends only on the problem and the chunk size, never on the backend."""
+    target = max(16, min(4096, (1 << 18) // problem.scheme.iterations))
+    return min(1 << (target.bit_length() - 1), chunk_size)
+
+
+def block_keys(key: jax.Array, problem: Problem, chunk_size: int) -> jax.Array:
+    """Keys of the blocks of one chunk: block ``j`` uses ``fold_in(chunk_key, j)``."""
+    n_blocks = -(-chunk_size // block_size(problem, chunk_size))
+    return jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(n_blocks, dtype=jnp.uint32))
+
+
+@partial(jax.jit, static_argnames=("problem", "chunk_size", "positive"))
+def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, positive: bool) -> jax.Array:
+    """Privacy losses of one chunk: ``ln P/Q`` for y ~ P (``positive``), ``ln Q/P`` for y ~ Q.
+
+    A chunk is made of blocks of :func:`block_size` samples with keys :func:`block_keys`, so the numbers
+    depend only on ``(key, chunk_size)``. On CPU the blocks run one after another (``lax.map``: a block's
+    ``(n, block)`` arrays stay in cache, about 2x faster than one big batch); on accelerators they are
+    batched with ``vmap``.
+    """
+    bsize = block_size(problem, chunk_size)
+
+    def one_block(k):
+        # randomness is always drawn in float64 (float32 normals have truncated tails, which matter at small
+        # delta); a float32 kernel rounds the float64 draws, so both kernels see the same y on the same key
+        return problem.scheme.loss_kernel(k, sigma, problem.strategy, bsize, positive,
+                                          jnp.dtype(problem.dtype), problem.dot_method, problem.recursion)
+
+    keys = block_keys(key, problem, chunk_size)
+    if jax.default_backend() == "cpu":
+        out = jax.lax.map(one_block, keys)
+    else:
+        out = jax.vmap(one_block)(keys)
+    return out.reshape(-1)[:chunk_size]

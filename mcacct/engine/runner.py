@@ -1,0 +1,257 @@
+r"""The one Monte Carlo runner: a ladder of noise multipliers, both directions, on shared draws, over a mesh.
+
+A *run* is a plan of ``ceil(num_samples / chunk_size)`` chunks. Chunk ``c`` draws its outputs from
+``fold_in(key, c)`` (cut into cache-sized blocks, :func:`mcacct.engine.problem.block_keys`), and **one set of
+draws serves every candidate and both directions** (common random numbers): the output mean ``m = C x`` and
+the standard noise ``z`` give ``y = m + sigma_j z`` (remove, ``y ~ P``) and ``y = sigma_j z`` (add, ``y ~ Q``)
+for every ``sigma_j`` of the ladder. Schemes that implement ``ladder_losses`` share the expensive parts (draws,
+participation, sliding sums) and run only the recursion per candidate; other schemes run their
+``loss_kernel`` per candidate and direction on the same key, which draws the same ``x`` and ``z``.
+
+Why sharing draws is sound for Alg. 5 is written out in ``docs/soundness.md`` ("Shared draws").
+
+Chunks are spread over a :class:`jax.sharding.Mesh` of devices (``shard_map``, one chunk per device per
+step; one device is a mesh of one), and under ``jax.distributed`` over processes (chunk ``c`` on process
+``c mod P``, exact integer all-reduce). Every chunk's statistics are computed by the same program whatever
+the device, process or shard count, and integer statistics merge exactly, so results are bit-identical for a
+given backend and kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache, partial
+from typing import Callable, Iterable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from mcacct.validate import check_int, check_real
+from mcacct.engine.distributed import allreduce_stats
+from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, block_keys, block_size
+from mcacct.engine.progress import Progress
+from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics
+from mcacct.engine.systematic import applied_loss_shift
+
+__all__ = ["LadderStats", "ladder_chunk_statistics", "run_ladder", "local_mesh", "AXIS"]
+
+AXIS = "chunks"
+
+
+def local_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A one-axis mesh (``'chunks'``) over the given devices (default: all local devices)."""
+    devs = list(jax.local_devices() if devices is None else devices)
+    if not devs:
+        raise ValueError("devices must contain at least one device")
+    return Mesh(np.array(devs), (AXIS,))
+
+
+def _block_ladder_losses(key, sigmas, problem: Problem, num_samples: int) -> jax.Array:
+    """``(J, 2, num_samples)`` losses of one block: the scheme's shared-draw kernel when it has one, else its
+    ``loss_kernel`` per candidate and direction on the same key (same draws, computed per call)."""
+    scheme, strategy = problem.scheme, problem.strategy
+    dtype = jnp.dtype(problem.dtype)
+    fast = getattr(scheme, "ladder_losses", None)
+    if fast is not None:
+        return fast(key, sigmas, strategy, num_samples, dtype, problem.dot_method, problem.recursion)
+
+    def one(sig):
+        return jnp.stack([scheme.loss_kernel(key, sig, strategy, num_samples, positive, dtype,
+                                             problem.dot_method, problem.recursion) for positive in (True, False)])
+
+    return jax.lax.map(one, sigmas)
+
+
+@partial(jax.jit, static_argnames=("problem", "chunk_size", "spec"))
+def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Problem, chunk_size: int,
+                            spec: HistogramSpec):
+    """Statistics of one chunk for every candidate and direction: ``sums`` ``(J, 2, E)`` (float64) and
+    ``hist`` ``(J, 2, bins + 2)`` (int32), over the first ``valid`` samples; candidate ``j``'s losses are
+    raised by ``shifts[j]`` (:func:`mcacct.engine.systematic.applied_loss_shift`). On CPU the blocks run one after
+    another (``lax.map``: a block's arrays stay in cache); on accelerators they are batched."""
+    bsize = block_size(problem, chunk_size)
+    keys = block_keys(key, problem, chunk_size)
+    per_block = partial(_block_ladder_losses, sigmas=sigmas, problem=problem, num_samples=bsize)
+    if jax.default_backend() == "cpu":
+        out = jax.lax.map(lambda k: per_block(k), keys)
+    else:
+        out = jax.vmap(lambda k: per_block(k))(keys)
+    losses = jnp.moveaxis(out, 0, 2).reshape(out.shape[1], 2, -1)[:, :, :chunk_size]  # (J, 2, chunk)
+
+    # candidate by candidate (lax.map, not vmap): each candidate's reductions then run the same program
+    # whatever the ladder's length, so its statistics equal those of a run of that candidate alone
+    j = losses.shape[0]
+    flat = losses.reshape(j * 2, -1)
+    sh = jnp.repeat(shifts, 2)
+    sums, hist = jax.lax.map(lambda a: chunk_statistics(a[0], valid, epsilons, spec, a[1]), (flat, sh))
+    return sums.reshape(j, 2, -1), hist.reshape(j, 2, -1)
+
+
+@lru_cache(maxsize=64)
+def _group_fn(mesh: Mesh, problem: Problem, chunk_size: int, spec: HistogramSpec):
+    """Jitted ``(key, chunk_ids[D], valid[D], sigmas, shifts, eps) -> (sums[D, J, 2, E], hist[D, J, 2, H])``."""
+
+    def per_device(key, cids, valid, sigmas, shifts, eps):
+        # exactly the single-chunk program: same key, same shapes, same ops on every device count
+        sums, hist = ladder_chunk_statistics(jax.random.fold_in(key, cids[0]), sigmas, shifts, valid[0], eps,
+                                             problem, chunk_size, spec)
+        return sums[None], hist[None]
+
+    rep, shd = PartitionSpec(), PartitionSpec(AXIS)
+    fn = jax.shard_map(per_device, mesh=mesh, in_specs=(rep, shd, shd, rep, rep, rep), out_specs=(shd, shd),
+                       check_vma=False)
+    return jax.jit(fn)
+
+
+@dataclass
+class LadderStats:
+    """Statistics of a run: ``stats[j][direction]`` for candidate ``j`` (``sigmas[j]``), and ``active``, the
+    candidates still running (a candidate leaves when a ``drop`` rule removes it, or with an entry in
+    ``errors`` when its kernel refused a chunk; its statistics then stop)."""
+
+    sigmas: tuple[float, ...]
+    stats: list[dict[str, DirectionStats]] = field(default_factory=list)
+    active: list[int] = field(default_factory=list)
+    chunks_done: int = 0
+    errors: dict[int, str] = field(default_factory=dict)
+
+
+def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_samples: int, epsilons,
+               chunk_size: int = DEFAULT_CHUNK_SIZE, spec: HistogramSpec = HistogramSpec(),
+               mesh: Mesh | None = None, drop: Callable[[LadderStats], Iterable[int]] | None = None,
+               chunk_ids: Iterable[int] | None = None, distributed: bool | None = None,
+               progress: bool = False, label: str = "ladder",
+               stats: list[dict[str, DirectionStats]] | None = None,
+               on_group: Callable[[list[int], LadderStats], None] | None = None,
+               active: Sequence[int] | None = None) -> LadderStats:
+    """Accumulate statistics of ``num_samples`` samples per direction for every ``sigma`` on shared draws.
+
+    Parameters
+    ----------
+    problem:
+        Scheme, strategy and kernel.
+    sigmas:
+        The ladder (any order; each candidate keeps its index).
+    key:
+        Key of the run: chunk ``c`` uses ``fold_in(key, c)`` for every candidate and direction.
+    num_samples, epsilons, chunk_size, spec:
+        The plan (``ceil(num_samples / chunk_size)`` chunks, the last one masked to ``num_samples``), the
+        epsilons whose deltas are summed exactly (fixed point) and the histogram of the losses.
+    mesh:
+        Devices (default: every local device).
+    drop:
+        Called after each group of chunks with the statistics so far; returns candidate indices that leave
+        the run (e.g. candidates whose verification already failed). Not used in distributed runs, where
+        every candidate runs to the end (dropping is only a saving: the verdicts are the same).
+    chunk_ids:
+        Restrict the run to these chunks of the plan (shard jobs); default all.
+    distributed:
+        Split the chunks over every JAX process and sum exactly (default: when ``jax.process_count() > 1``).
+    progress:
+        Samples, rate and ETA on stderr.
+    label:
+        Prefix of the progress lines.
+    stats:
+        Statistics to continue, one dict per candidate (resumed shard jobs); fresh ones when ``None``.
+    on_group:
+        Called as ``on_group(chunk_ids, run)`` after each group of chunks has been folded in (checkpoints).
+    active:
+        Candidates to run (default all); the others keep ``stats`` as given (resumed runs).
+    """
+    sig = tuple(check_real("sigmas", s, low=0.0, low_open=True) for s in sigmas)
+    if not sig:
+        raise ValueError("sigmas must contain at least one noise multiplier")
+    n_total = check_int("num_samples", num_samples, low=1)
+    chunk_size = check_int("chunk_size", chunk_size, low=1)
+    n_chunks = -(-n_total // chunk_size)
+    if n_chunks >= 2**31:
+        raise ValueError(f"num_samples / chunk_size must be < 2**31 chunks; got {n_chunks} chunks")
+    eps = tuple(float(e) for e in np.atleast_1d(epsilons))
+    distributed = jax.process_count() > 1 if distributed is None else bool(distributed)
+    ids = list(range(n_chunks) if chunk_ids is None else chunk_ids)
+    for c in ids:
+        if not 0 <= c < n_chunks:
+            raise ValueError(f"chunk_ids must lie in [0, {n_chunks}); got {c}")
+    if distributed:
+        ids = [c for c in ids if c % jax.process_count() == jax.process_index()]
+        drop = None
+    mesh = local_mesh() if mesh is None else mesh
+    if tuple(mesh.axis_names) != (AXIS,):
+        raise ValueError(f"mesh must have the single axis {AXIS!r}; got {mesh.axis_names}")
+    width = mesh.size
+    shd = NamedSharding(mesh, PartitionSpec(AXIS))
+    fn = _group_fn(mesh, problem, chunk_size, spec)
+    eps_arr = jnp.asarray(eps, jnp.float64)
+    shifts_all = np.asarray([applied_loss_shift(problem, s) for s in sig], np.float64)
+    if stats is None:
+        stats = [{d: DirectionStats(eps, spec) for d in DIRECTIONS} for _ in sig]
+    elif len(stats) != len(sig) or any(set(st) != set(DIRECTIONS) or st[d].epsilons != eps or st[d].spec != spec
+                                       for st in stats for d in st):
+        raise ValueError("stats must hold, for every sigma, both directions with the run's epsilons and spec")
+    out = LadderStats(sig, stats, list(range(len(sig))) if active is None else sorted(int(j) for j in active))
+    if any(not 0 <= j < len(sig) for j in out.active):
+        raise ValueError(f"active must list candidate indices in [0, {len(sig)}); got {out.active}")
+
+    def valid_of(c: int) -> int:
+        return min(chunk_size, n_total - c * chunk_size)
+
+    todo = sum(valid_of(c) for c in ids)
+    prog = Progress(f"{label}: {len(sig)} candidate(s) x 2 directions", todo, progress)
+    done = 0
+
+    def dispatch(group: list[int], active: list[int]):
+        pad = width - len(group)
+        cids = np.asarray(group + [group[-1]] * pad, np.int32)
+        vals = np.asarray([valid_of(c) for c in group] + [0] * pad, np.int32)
+        # the candidate axis is padded to a power of two, at least 2 (repeating the last candidate, whose extra
+        # results are ignored): a shrinking ladder compiles at most log2(J) + 1 programs, and no program has a
+        # one-trip candidate loop, which XLA would unroll and fuse differently (a last-ulp difference), so a
+        # candidate's statistics do not depend on how many others run beside it
+        padded = list(active) + [active[-1]] * (max(2, 1 << (len(active) - 1).bit_length()) - len(active))
+        res = fn(key, jax.device_put(cids, shd), jax.device_put(vals, shd),
+                 jnp.asarray([sig[j] for j in padded], jnp.float64), jnp.asarray(shifts_all[padded]), eps_arr)
+        return group, list(active), res
+
+    def fold(item) -> None:
+        """Fold a group in for the candidates it ran that are still active (a candidate dropped while the
+        group was in flight keeps its statistics as they were)."""
+        nonlocal done
+        group, active, (sums, hist) = item
+        sums, hist = np.asarray(sums), np.asarray(hist)
+        live = set(out.active)
+        for g, c in enumerate(group):
+            v = valid_of(c)
+            for a, j in enumerate(active):
+                if j in live:
+                    try:
+                        for d_i, d in enumerate(DIRECTIONS):
+                            out.stats[j][d].add_chunk(v, sums[g, a, d_i], hist[g, a, d_i])
+                    except FloatingPointError as err:  # this candidate's kernel left its range: it leaves
+                        out.errors[j] = str(err)
+                        live.discard(j)
+            done += v
+        out.chunks_done += len(group)
+        prog.update(done)
+        out.active = [j for j in out.active if j in live]
+        if on_group is not None:
+            on_group(list(group), out)
+        if drop is not None:
+            gone = {int(j) for j in drop(out)}
+            out.active = [j for j in out.active if j not in gone]
+
+    pending = None
+    for i in range(0, len(ids), width):
+        if not out.active:
+            break
+        item = dispatch(ids[i:i + width], out.active)  # asynchronous: devices work while the host folds
+        if pending is not None:
+            fold(pending)
+        pending = item
+    if pending is not None and out.active:
+        fold(pending)
+    prog.update(done, force=progress and done > 0)
+    if distributed:
+        out.stats = [{d: allreduce_stats(st[d]) for d in DIRECTIONS} for st in out.stats]
+    return out

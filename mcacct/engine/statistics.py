@@ -1,0 +1,159 @@
+r"""Hockey-stick estimators and mergeable sufficient statistics.
+
+For a privacy-loss sample ``L`` the hockey-stick divergence at ``epsilon`` is
+
+.. math::  \delta(\varepsilon) = \mathbb{E}\left[\max\left(0,\, 1 - e^{\varepsilon - L}\right)\right],
+
+with ``L = ln P/Q`` under ``y ~ P`` (remove direction) and ``L = ln Q/P = -ln P/Q`` under ``y ~ Q`` (add
+direction). Every sample contributes a value in ``[0, 1]``, so Chernoff/KL confidence bounds hold without
+distributional assumptions.
+
+Statistics kept per direction (all merge exactly, in any order):
+
+* ``count`` — number of samples (integer);
+* ``sums`` — for each requested epsilon, the sum of contributions as a fixed-point integer in units of
+  ``2**-FIXED_BITS`` (each chunk's float64 sum is rounded *up*, so the total never underestimates);
+* ``hist`` — integer counts of ``L`` in bins of width ``h`` on ``[0, L_max]``, each sample placed at the
+  upper edge of its bin (a sample ``L <= 0`` contributes 0 at any ``epsilon >= 0``; one above ``L_max``
+  is counted as contributing 1). Any ``delta(epsilon)`` read from it is an upper bound on the exact
+  empirical value, off by at most a factor ``e^h`` in each contribution.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcacct.evr.bounds import kl_lower_confidence, kl_upper_confidence
+from mcacct.engine.systematic import chunk_sum_slack
+
+__all__ = ["HistogramSpec", "DirectionStats", "chunk_statistics", "FIXED_BITS", "DIRECTIONS"]
+
+FIXED_BITS = 80
+DIRECTIONS = ("remove", "add")  # remove: y ~ P, loss L; add: y ~ Q, loss -L
+
+
+@dataclass(frozen=True)
+class HistogramSpec:
+    """Binning of the privacy loss: ``bins`` bins of width ``width`` on ``[0, bins * width]``."""
+
+    width: float = 2.0**-10
+    bins: int = 2**16
+
+    @property
+    def max_loss(self) -> float:
+        return self.width * self.bins
+
+
+@partial(jax.jit, static_argnames=("spec",))
+def chunk_statistics(losses: jax.Array, valid: jax.Array, epsilons: jax.Array, spec: HistogramSpec,
+                     loss_shift=0.0):
+    """Per-chunk sums of ``max(0, 1 - e^{eps - L})`` (float64, shape ``(E,)``) and the loss histogram
+    (int32, shape ``(bins + 2,)``: index 0 for ``L <= 0``, ``bins + 1`` for overflow) over the first
+    ``valid`` entries of ``losses``, each loss first raised by ``loss_shift`` (a bound on its floating-point
+    error, :func:`mcacct.engine.systematic.loss_error_bound`, so every contribution bounds the exact one)."""
+    loss = losses.astype(jnp.float64) + jnp.asarray(loss_shift, jnp.float64)
+    mask = jnp.arange(loss.shape[0]) < valid
+    terms = jnp.maximum(0.0, -jnp.expm1(epsilons[None, :] - loss[:, None]))
+    sums = jnp.sum(jnp.where(mask[:, None], terms, 0.0), axis=0)
+    idx = jnp.clip(jnp.ceil(loss / spec.width), 0, spec.bins + 1).astype(jnp.int32)
+    # bin 0 (L <= 0) holds a large share of the samples: count it with a reduction instead of a scatter,
+    # whose atomic adds would all contend for one address on an accelerator; masked and bin-0 entries get
+    # an out-of-range index and are dropped by the scatter
+    zero = jnp.sum(mask & (idx == 0)).astype(jnp.int32)
+    idx = jnp.where(mask & (idx > 0), idx, spec.bins + 2)
+    hist = jnp.zeros(spec.bins + 2, jnp.int32).at[idx].add(1, mode="drop")
+    return sums, hist.at[0].add(zero)
+
+
+def _to_fixed_up(x: float) -> int:
+    """``ceil(x * 2**FIXED_BITS)`` computed exactly from the float64 value."""
+    num, den = float(x).as_integer_ratio()
+    return -((-num << FIXED_BITS) // den)
+
+
+@dataclass
+class DirectionStats:
+    """Mergeable statistics of one direction of the divergence."""
+
+    epsilons: tuple[float, ...]
+    spec: HistogramSpec = field(default_factory=HistogramSpec)
+    count: int = 0
+    sums: list[int] = field(default_factory=list)
+    hist: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if not self.sums:
+            self.sums = [0] * len(self.epsilons)
+        if self.hist is None:
+            self.hist = np.zeros(self.spec.bins + 2, np.int64)
+
+    def add_chunk(self, count: int, sums, hist) -> None:
+        """Fold one chunk's output of :func:`chunk_statistics` in (refusing non-finite sums).
+
+        Each float64 chunk sum is first raised by its worst-case summation error
+        (:func:`mcacct.engine.systematic.chunk_sum_slack`), then rounded up to fixed point, so the integer total
+        never falls below the exact sum of the contributions."""
+        sums = np.asarray(sums, np.float64)
+        if not np.all(np.isfinite(sums)):
+            raise FloatingPointError(
+                "non-finite privacy loss in a chunk: the kernel's numeric range was exceeded; "
+                "use dtype='float64' or recursion='scan'")
+        self.count += int(count)
+        slack = chunk_sum_slack(count)
+        for j, v in enumerate(np.asarray(sums, np.float64)):
+            v = float(v)
+            self.sums[j] += _to_fixed_up(v) + _to_fixed_up(v * slack) + 1  # + 1 for the product's rounding
+        self.hist += np.asarray(hist, np.int64)
+
+    def merge(self, other: "DirectionStats") -> "DirectionStats":
+        """Exact sum of two sets of statistics (same epsilons and binning)."""
+        if tuple(other.epsilons) != tuple(self.epsilons) or other.spec != self.spec:
+            raise ValueError("cannot merge statistics with different epsilons or histogram binning")
+        return DirectionStats(self.epsilons, self.spec, self.count + other.count,
+                              [a + b for a, b in zip(self.sums, other.sums)], self.hist + other.hist)
+
+    # -- estimates ---------------------------------------------------------------------------------------
+    def mean_at(self, j: int) -> float:
+        """Empirical mean of the contributions at ``epsilons[j]`` (rounded up)."""
+        if self.count == 0:
+            return 1.0
+        return (self.sums[j] / self.count) / 2.0**FIXED_BITS
+
+    def histogram_delta(self, epsilon: float | np.ndarray) -> np.ndarray:
+        """Empirical ``delta(epsilon)`` from the histogram (an upper bound on the exact empirical mean)."""
+        eps = np.atleast_1d(np.asarray(epsilon, np.float64))
+        if self.count == 0:
+            return np.ones_like(eps)
+        edges = np.arange(self.spec.bins + 1) * self.spec.width  # upper edges of bins 0..bins
+        counts = self.hist[: self.spec.bins + 1].astype(np.float64)
+        contrib = np.maximum(0.0, -np.expm1(eps[:, None] - edges[None, :]))
+        total = contrib @ counts + float(self.hist[self.spec.bins + 1])
+        return total / self.count
+
+
+def delta_bounds(mean: float, count: int, alpha: float) -> tuple[float, float]:
+    """(lower, upper) one-sided (1 - alpha) Chernoff-KL confidence bounds on a [0,1]-valued mean."""
+    return kl_lower_confidence(mean, count, alpha), kl_upper_confidence(mean, count, alpha)
+
+
+def epsilon_from_delta_curve(delta_of_eps, delta: float, eps_hi: float) -> float:
+    """Smallest epsilon (to 1e-6, rounded up) with ``delta_of_eps(epsilon) <= delta``; ``inf`` if none
+    below ``eps_hi``. ``delta_of_eps`` must be non-increasing."""
+    if delta_of_eps(0.0) <= delta:
+        return 0.0
+    if delta_of_eps(eps_hi) > delta:
+        return math.inf
+    lo, hi = 0.0, eps_hi
+    while hi - lo > 1e-6:
+        mid = (lo + hi) / 2
+        if delta_of_eps(mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi

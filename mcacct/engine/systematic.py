@@ -1,0 +1,205 @@
+r"""Bounds on the systematic (non-statistical) errors between the mathematics and the computed statistics.
+
+The Monte Carlo bounds of :mod:`mcacct.engine.statistics` and :mod:`mcacct.evr.bounds` are about the mean of the
+*computed* contributions :math:`g(\hat L) = \max(0, 1 - e^{\varepsilon - \hat L})` of the *simulated*
+outputs. Three things separate that mean from the hockey-stick divergence of the mechanism itself; each is
+bounded here, and the bounds enter every reported number (``docs/soundness.md`` has the arguments):
+
+1. **Floating-point error of the loss** (sliding sums, recursion, logs): :math:`|\hat L - L| \le \eta`
+   for every sample, with ``eta`` from :func:`loss_error_bound`. Every loss is shifted up by ``eta`` before
+   its contribution is taken (``g`` increases with ``L``), so each contribution is an upper bound of the
+   exact one, sample by sample.
+2. **The law of the normal draws** (:mod:`mcacct.kernels.normal`) is not exactly Gaussian: uniforms are quantised to
+   cells of width ``2^-53`` and ``Phi^{-1}`` is a rational approximation. Couple each draw with an exact
+   ``Z = \pm\Phi^{-1}(U)``, ``U`` uniform on the cell: :math:`E|z - Z| \le \tau` per coordinate
+   (:data:`NORMAL_COUPLING_L1`). :math:`g \circ L` is Lipschitz in the standardised noise, with
+   :math:`|\partial (g\circ L)/\partial z_j| \le M_\infty / \sigma` (:math:`\partial L/\partial y_j` is a
+   posterior mean of :math:`(Cx)_j / \sigma^2 \in [0, M_\infty/\sigma^2]`, :math:`M_\infty` a bound on the
+   output mean's coordinates; ``g`` is 1-Lipschitz), so the expectations differ by at most
+   :math:`n \tau M_\infty / \sigma` (:func:`normal_coupling_delta`), added to every reported delta.
+3. **Discrete participation draws** from 52-bit float64 uniforms (geometric gaps by inversion, the warm
+   start's coin and offset): couple each with an exact uniform; a draw can differ only when the exact
+   uniform falls within ``2^-51`` of one of the outcome boundaries that matter (those inside the horizon),
+   so the pattern differs with probability at most :func:`participation_mismatch_bound`, added to every
+   reported delta (contributions lie in ``[0, 1]``).
+
+The float64 sums of a chunk's contributions carry a relative error of at most ``(count + 8) 2^-53`` (sums
+of non-negative terms in any order, plus the ``expm1``): :func:`chunk_sum_slack` inflates each chunk sum by
+that before its fixed-point round-up (:meth:`mcacct.engine.statistics.DirectionStats.add_chunk`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SystematicBound", "systematic_bound", "loss_error_bound", "normal_coupling_delta",
+           "participation_mismatch_bound", "chunk_sum_slack", "applied_loss_shift", "NORMAL_COUPLING_L1", "NORMAL_MAX_ABS",
+           "NDTRI_REL_ERROR", "UNIFORM_BOUNDARY_MASS"]
+
+#: largest |z| the sampler can return: -Phi^{-1}(2^-54) (mpmath: 8.29236107581359...), rounded up
+NORMAL_MAX_ABS = 8.2924
+#: bound on the relative error of the float64 AS 241 inversion over (0, 1/2); measured maximum 6.7e-16
+#: (6 ulps) against mpmath on ~40k points spanning every branch and both ends (tests/engine/test_systematic.py)
+NDTRI_REL_ERROR = 1.5e-15
+#: E|Phi^{-1}(U) - Phi^{-1}(cell midpoint)| for U uniform on (0, 1/2), cells of width w = 2^-53:
+#: 2 (w/4)(|z_1| + w/phi(z_1)) over cells k >= 1 (Phi^{-1} is concave there, so its slope on a cell is at
+#: most the slope at the cell's left end, and the slopes sum to at most an integral) plus
+#: 2 (2 phi(z_0) - phi(z_1)) for the first cell (closed form), z_0 = Phi^{-1}(2^-54), z_1 = Phi^{-1}(2^-53):
+#: 4.8053e-16 (mpmath), rounded up
+_NORMAL_QUANT_L1 = 4.81e-16
+#: per-coordinate E|z - Z| of the coupling: quantisation + approximation (E|z| <= 0.8)
+NORMAL_COUPLING_L1 = _NORMAL_QUANT_L1 + 0.8 * NDTRI_REL_ERROR
+#: probability that a 52-bit float64 uniform and the exact uniform it quantises fall on different sides of
+#: one outcome boundary of a discrete draw, computed-boundary rounding included: 2^-52 + 2^-52
+UNIFORM_BOUNDARY_MASS = 2.0**-51
+
+
+def chunk_sum_slack(count: int) -> float:
+    """Relative error bound of the float64 sum of ``count`` contributions in ``[0, 1]`` (each from one
+    ``expm1``, relative error below 4 units of ``2^-53``), whatever order the backend sums in."""
+    return (int(count) + 8) * 2.0**-53
+
+
+def _c_stats(strategy) -> tuple[int, float, float, float]:
+    c = np.asarray(strategy.c_col, np.float64)
+    return len(c), float(np.sum(np.abs(c))), float(np.sum(c * c)), float(np.max(np.abs(c)))
+
+
+def output_coordinate_bound(scheme, strategy) -> float:
+    r""":math:`M_\infty \ge \max_x \|C x\|_\infty` over the scheme's patterns: ``max(c)`` when an example
+    participates at most once in any ``min_sep >= len(c_col)`` consecutive iterations (then each output
+    coordinate receives at most one entry of ``c``); otherwise the scheme's ``sensitivity_bound`` (an
+    :math:`\ell_2` bound, hence also an :math:`\ell_\infty` one)."""
+    from mcacct.schemes.base import MinSepAccounting
+    if isinstance(scheme, MinSepAccounting) and len(strategy.c_col) <= scheme.min_sep:
+        return _c_stats(strategy)[3]
+    return float(scheme.sensitivity_bound(strategy))
+
+
+def _mixture_factor(scheme) -> float:
+    """1 when ``Q`` is the plain Gaussian ``N(0, sigma^2 I)`` (b-min-sep family), else 2 (the loss may be a
+    ratio of two mixtures, each side contributing a posterior mean to the gradient)."""
+    from mcacct.schemes.base import MinSepAccounting
+    return 1.0 if isinstance(scheme, MinSepAccounting) else 2.0
+
+
+def normal_coupling_delta(scheme, strategy, sigma: float) -> float:
+    r"""Additive bound :math:`n\,\tau\,M_\infty / \sigma` (times 2 for mixture-vs-mixture losses) on how much
+    the sampler's normal law can move the mean of any contribution (module docstring, item 2)."""
+    m_inf = output_coordinate_bound(scheme, strategy)
+    return scheme.iterations * NORMAL_COUPLING_L1 * _mixture_factor(scheme) * m_inf / float(sigma)
+
+
+def participation_mismatch_bound(scheme) -> float:
+    r"""Probability bound that the discrete participation draws of one sample differ from an exact coupling.
+
+    * b-min-sep (renewal sampler of :mod:`mcacct.kernels.participation`): draw ``k`` (``k = 1, 2, ...``) matters only if
+      ``k - 1`` participations happened, hence only for gaps up to the remaining horizon ``n - (k - 1) b``;
+      each such boundary costs :data:`UNIFORM_BOUNDARY_MASS`; the warm start adds its coin (1 boundary) and
+      its offset (``b - 2`` boundaries). ``p = 1`` (no gap draw) is exact.
+    * schemes built on a b-min-sep ``base`` (truncated, banded inverse): the base's bound plus ``n``
+      per-iteration coins; multi-attribution: the user scheme's bound plus ``n`` categorical draws of at
+      most ``n`` outcomes each; other min-sep schemes (cyclic Poisson): an offset of ``b`` outcomes and
+      ``n`` coins; anything else: ``2 n^2`` boundaries (coarse).
+
+    The binomial counts of other examples drawn by the truncated scheme come from ``jax.random.binomial``,
+    whose law is taken as exact (``docs/soundness.md`` states this assumption).
+    """
+    from mcacct.schemes.bminsep import BMinSep
+    from mcacct.schemes.base import MinSepAccounting
+    n = scheme.iterations
+    if isinstance(scheme, BMinSep):
+        b, p = scheme.min_sep, scheme.sampling_prob
+        boundaries = 0
+        if p < 1.0:
+            k_max = -(-n // b) + 1
+            boundaries = sum(max(0, n - (k - 1) * b) for k in range(1, k_max + 1))
+        if scheme.warm_start and b > 1:
+            boundaries += 1 + max(0, b - 2)
+        return boundaries * UNIFORM_BOUNDARY_MASS
+    if isinstance(getattr(scheme, "base", None), BMinSep):
+        return participation_mismatch_bound(scheme.base) + n * UNIFORM_BOUNDARY_MASS
+    if isinstance(getattr(scheme, "user_scheme", None), BMinSep):
+        return participation_mismatch_bound(scheme.user_scheme) + n * n * UNIFORM_BOUNDARY_MASS
+    if isinstance(scheme, MinSepAccounting):
+        return (scheme.min_sep + n) * UNIFORM_BOUNDARY_MASS
+    return 2 * n * n * UNIFORM_BOUNDARY_MASS
+
+
+def loss_error_bound(problem, sigma: float) -> float:
+    r"""A bound ``eta`` on :math:`|\hat L - L|` for every sample the engine can draw (nats).
+
+    With :math:`u` the unit round-off of the kernel dtype, :math:`Y = 8.2924\sigma + M_\infty` a bound on
+    every :math:`|y_j|` (the draws are bounded by construction), :math:`\Lambda = (\|c\|_1 Y + \|c\|^2/2)/\sigma^2`
+    a bound on every :math:`|\ell_i|`, ``J`` the most participations:
+
+    * sliding sums (absolute, before the division by :math:`\sigma^2`): ``direct`` ``(k + 3) u ||c||_1 Y``,
+      ``prefix`` ``(3k + 4) u ||c||_1 Y``, ``fft`` ``10 log2(N) u ||c||_2 sqrt(n) Y`` (standard FFT bounds);
+      the rounding of ``y`` itself adds ``2 u ||c||_1 Y``; so :math:`e_\ell \le e_{dot}/\sigma^2 + 4u\Lambda`;
+    * :math:`|\partial L/\partial \ell_i|` are posterior participation probabilities summing to at most
+      ``J``: the terms contribute ``J e_ell``;
+    * recursion: every one of at most ``n`` steps (or ``n/b`` blocks of ``b``) multiplies the relative error
+      by at most :math:`1 + u (8 + 4\Xi)` with :math:`\Xi = \Lambda + |\ln p| + b|\ln(1-p)| + 1` bounding the
+      exponents' magnitude, and the log-scale / log-space additions add :math:`4 n u L_{max}` with
+      :math:`L_{max} = J \Lambda + n |\ln(1-p)| + b |\ln p| + 1`.
+
+    Deliberately generous (1e-8 nats at production sizes in float64, where it moves delta by a relative
+    ~1e-8); in float32 it is too large to be useful, which is why certificates need float64.
+    """
+    scheme, strategy = problem.scheme, problem.strategy
+    dtype = np.dtype(problem.dtype)
+    u = float(np.finfo(dtype).eps) / 2.0
+    sigma = float(sigma)
+    n = scheme.iterations
+    k, c1, c2sq, _ = _c_stats(strategy)
+    m_inf = output_coordinate_bound(scheme, strategy)
+    y_max = NORMAL_MAX_ABS * sigma + m_inf
+    lam = (c1 * y_max + 0.5 * c2sq) / sigma**2
+    size = 1 << int(math.ceil(math.log2(n + k)))
+    e_dot = max((3 * k + 4) * c1 * y_max, 10.0 * math.log2(size) * math.sqrt(c2sq * n) * y_max) * u
+    e_dot += 2.0 * u * c1 * y_max
+    e_ell = e_dot / sigma**2 + 4.0 * u * lam
+    b = int(getattr(scheme, "min_sep", 1))
+    p = float(getattr(scheme, "sampling_prob", 0.5))
+    j = int(getattr(scheme, "max_participations", n))
+    log_p = abs(math.log(p)) if p > 0 else 0.0
+    log_q = abs(math.log1p(-p)) if p < 1.0 else 0.0
+    xi = lam + log_p + b * log_q + 1.0
+    l_max = j * lam + n * log_q + b * log_p + 1.0
+    eta = j * e_ell + u * (n * (8.0 + 4.0 * xi) + 4.0 * n * l_max)
+    return _mixture_factor(scheme) * eta
+
+
+def applied_loss_shift(problem, sigma: float) -> float:
+    """The shift the engine adds to every loss: :func:`loss_error_bound` for float64 kernels; 0 for float32,
+    whose bound (several nats) would swamp the estimate. float32 results are therefore not certified:
+    :func:`mcacct.evr.calibrate.calibrate` refuses float32 and estimates say ``certified: false``."""
+    return loss_error_bound(problem, sigma) if np.dtype(problem.dtype) == np.float64 else 0.0
+
+
+@dataclass(frozen=True)
+class SystematicBound:
+    """The systematic terms of one ``(problem, sigma)``: ``loss_shift`` (nats, added to every loss) and the
+    additive delta terms; ``delta`` is their sum, added to every reported delta."""
+
+    loss_shift: float
+    normal_coupling: float
+    participation: float
+
+    @property
+    def delta(self) -> float:
+        return self.normal_coupling + self.participation
+
+    def to_dict(self) -> dict:
+        return {"loss_shift": self.loss_shift, "normal_coupling": self.normal_coupling,
+                "participation": self.participation, "delta": self.delta}
+
+
+def systematic_bound(problem, sigma: float) -> SystematicBound:
+    """All systematic terms for ``problem`` at noise multiplier ``sigma`` (module docstring)."""
+    return SystematicBound(applied_loss_shift(problem, sigma),
+                           normal_coupling_delta(problem.scheme, problem.strategy, sigma),
+                           participation_mismatch_bound(problem.scheme))

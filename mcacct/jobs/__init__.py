@@ -1,0 +1,2 @@
+"""Runs as resumable shard jobs: :mod:`~mcacct.jobs.shards` (one sigma: shard files, fingerprints, merge) and
+:mod:`~mcacct.jobs.calibration` (a calibration plan: every candidate and direction per shard, then Alg. 5)."""

@@ -1,0 +1,213 @@
+r"""Calibration as shard jobs: a fixed plan, resumable shards of every candidate and direction, Alg. 5 on merge.
+
+``mcacct calibrate ... --plan-only --out DIR`` runs the pilot (or takes ``--sigmas``) and writes ``DIR/plan.json``:
+scheme, strategy, kernel, target, base delta, sample budget, the sorted ladder with its systematic terms, the
+seed's key and the chunking — everything fixed before any verification draw. ``mcacct sample --plan DIR --shard i
+--num-shards k`` runs the contiguous chunk range ``i`` of the verification plan for every candidate and both
+directions on shared draws (:func:`mcacct.engine.runner.run_ladder`, key ``verification_key(root)``, exactly the draws of
+the in-process run), checkpointing atomically after every group of chunks, so a killed shard resumes without
+losing or double-counting a chunk. ``mcacct calibrate --from DIR`` merges the shards exactly and applies Alg. 5
+(:func:`mcacct.evr.calibrate.apply_verdicts`): the same verdicts and sigma as :func:`mcacct.evr.calibrate.calibrate`
+with the same flags and seed, and bit-identical statistics for every candidate that ran to completion.
+
+Within a shard a candidate leaves once its shard-local sum already exceeds ``base * s`` (sums only grow, so it
+fails globally too), together with every candidate below it; its statistics are then incomplete, and Alg. 5
+treats it as failed, as it would anyway.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+
+import jax
+import numpy as np
+
+from mcacct.validate import check_int
+from mcacct.engine.problem import Problem
+from mcacct.evr.calibrate import (CalibrationPlan, CalibrationResult, apply_verdicts, verdict_drop, verification_key,
+                              verification_spec)
+from mcacct.engine.statistics import DIRECTIONS, DirectionStats
+from mcacct.jobs.shards import (KERNEL_VERSION, atomic_write_json, shard_chunk_range, shard_filename, stats_from_json,
+                         stats_to_json)
+from mcacct.registry import scheme_from_dict, scheme_to_dict
+from mcacct.engine.runner import LadderStats, run_ladder
+from mcacct.schemes.strategy import BandedToeplitz
+
+__all__ = ["PLAN_NAME", "write_plan", "load_plan", "run_plan_shard", "calibrate_from"]
+
+PLAN_NAME = "plan.json"
+FORMAT = "mcacct-calibration-plan/1"
+SHARD_FORMAT = "mcacct-calibration-shard/1"
+
+
+def _fingerprint(d: dict) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
+    body = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(plan).items()
+            if k not in ("pilot_seconds", "pilot_samples_drawn")}
+    return {"format": FORMAT, "kernel": KERNEL_VERSION, "scheme": scheme_to_dict(problem.scheme),
+            "strategy": {"c_col": list(problem.strategy.c_col)}, "dtype": problem.dtype,
+            "dot_method": problem.dot_method, "recursion": problem.recursion, "plan": body}
+
+
+def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
+    """Write ``out_dir/plan.json`` (atomically); refuse to overwrite a different plan."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, PLAN_NAME)
+    d = _plan_dict(plan, problem)
+    d["fingerprint"] = _fingerprint(d)
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+        if old.get("fingerprint") != d["fingerprint"]:
+            raise ValueError(f"out {path} already holds another calibration plan; use another --out")
+    atomic_write_json(path, d)
+    return path
+
+
+def load_plan(plan_dir: str) -> tuple[CalibrationPlan, Problem, str]:
+    """``(plan, problem, fingerprint)`` from ``plan_dir/plan.json``, refusing files of another kernel."""
+    path = os.path.join(plan_dir, PLAN_NAME)
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"plan {path} cannot be read ({err}); write it with `mcacct calibrate --plan-only "
+                         "--out DIR`") from err
+    if d.get("format") != FORMAT:
+        raise ValueError(f"plan {path} is not a calibration plan (format {d.get('format')!r})")
+    if d.get("kernel") != KERNEL_VERSION:
+        raise ValueError(f"plan {path} was written for kernel {d.get('kernel')!r}, this mcacct runs "
+                         f"{KERNEL_VERSION!r}; write the plan again")
+    fp = d.pop("fingerprint", None)
+    if fp != _fingerprint(d):
+        raise ValueError(f"plan {path}: fingerprint does not match its content (file edited or corrupt)")
+    body = dict(d["plan"])
+    for k in ("ladder", "systematic", "seed_key_data"):
+        body[k] = tuple(body[k])
+    plan = CalibrationPlan(**body)
+    problem = Problem(scheme_from_dict(d["scheme"]), BandedToeplitz(tuple(d["strategy"]["c_col"])), d["dtype"],
+                      d["dot_method"], d["recursion"])
+    return plan, problem, fp
+
+
+def _root_key(plan: CalibrationPlan) -> jax.Array:
+    return jax.random.wrap_key_data(np.asarray(plan.seed_key_data, np.uint32))
+
+
+def _num_chunks(plan: CalibrationPlan) -> int:
+    return -(-plan.num_samples // plan.chunk_size)
+
+
+def _shard_json(fp: str, plan: CalibrationPlan, i: int, k: int, a: int, b: int, done: int, run: LadderStats,
+                seconds: float) -> dict:
+    return {"format": SHARD_FORMAT, "plan_fingerprint": fp, "shard": {"index": i, "num_shards": k},
+            "planned": [a, b], "done": [a, done], "seconds": seconds,
+            "errors": {str(j): e for j, e in run.errors.items()},
+            "candidates": [{d: stats_to_json(st[d]) for d in DIRECTIONS} for st in run.stats]}
+
+
+def _load_shard(path: str, fp: str, plan: CalibrationPlan) -> dict:
+    with open(path) as f:
+        d = json.load(f)
+    if d.get("format") != SHARD_FORMAT or d.get("plan_fingerprint") != fp:
+        raise ValueError(f"{path} is not a shard of this plan (plan fingerprint {d.get('plan_fingerprint')!r}, "
+                         f"expected {fp!r})")
+    spec = verification_spec()
+    d["stats"] = [{dd: stats_from_json(c[dd], (plan.epsilon,), spec) for dd in DIRECTIONS} for c in d["candidates"]]
+    if len(d["stats"]) != len(plan.ladder):
+        raise ValueError(f"{path} holds {len(d['stats'])} candidates, the plan {len(plan.ladder)}")
+    return d
+
+
+def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = False, mesh=None,
+                   max_chunks: int | None = None) -> dict:
+    """Run (or resume) shard ``shard`` of ``num_shards`` of the verification plan in ``plan_dir``.
+
+    Writes ``plan_dir/shard-IIIII-of-KKKKK.json`` after every group of chunks (atomic); a file of this shard
+    is resumed after its last recorded chunk. ``max_chunks`` stops after that many new chunks (still
+    resumable). Returns a summary (chunks, samples, seconds, complete)."""
+    plan, problem, fp = load_plan(plan_dir)
+    k = check_int("num_shards", num_shards, low=1)
+    i = check_int("shard", shard, low=0, high=k - 1)
+    if max_chunks is not None:
+        max_chunks = check_int("max_chunks", max_chunks, low=1)
+    a, b = shard_chunk_range(_num_chunks(plan), i, k)
+    path = os.path.join(plan_dir, shard_filename(i, k))
+    done, seconds_before = a, 0.0
+    run = LadderStats(plan.ladder, [{d: DirectionStats((plan.epsilon,), verification_spec()) for d in DIRECTIONS}
+                                    for _ in plan.ladder], list(range(len(plan.ladder))))
+    if os.path.exists(path):
+        old = _load_shard(path, fp, plan)
+        if old["planned"] != [a, b] or old["done"][0] != a or not a <= old["done"][1] <= b:
+            raise ValueError(f"{path} plans chunks {old['planned']} (done {old['done']}), this shard [{a}, {b})")
+        done, seconds_before = old["done"][1], old["seconds"]
+        run.stats = old["stats"]
+        run.errors = {int(j): e for j, e in old["errors"].items()}
+    drop = verdict_drop(plan)
+    gone = set(drop(run)) if done > a else set()
+    t0 = time.perf_counter()
+    state = {"done": done}
+
+    def write(r: LadderStats) -> None:
+        atomic_write_json(path, _shard_json(fp, plan, i, k, a, b, state["done"], r,
+                                            seconds_before + time.perf_counter() - t0))
+
+    def on_group(ids: list[int], r: LadderStats) -> None:
+        state["done"] = ids[-1] + 1
+        write(r)
+
+    write(run)
+    stop = b if max_chunks is None else min(b, done + max_chunks)
+    active = [j for j in range(len(plan.ladder)) if j not in gone and j not in run.errors]
+    if stop > done and active:
+        res = run_ladder(problem, plan.ladder, verification_key(_root_key(plan)), plan.num_samples,
+                         (plan.epsilon,), plan.chunk_size, verification_spec(), mesh=mesh, drop=drop,
+                         chunk_ids=range(done, stop), distributed=False, progress=progress,
+                         label=f"plan shard {i}/{k}", stats=run.stats, on_group=on_group,
+                         active=active)
+        run.errors.update(res.errors)
+        state["done"] = stop
+        write(run)
+    elif stop > done:  # every candidate has left: the remaining chunks cannot change a verdict
+        state["done"] = stop
+        write(run)
+    return {"path": path, "shard": i, "num_shards": k, "chunks": [a, b], "done": [a, state["done"]],
+            "complete": state["done"] == b, "seconds": time.perf_counter() - t0}
+
+
+def calibrate_from(plan_dir: str) -> CalibrationResult:
+    """Merge every shard of the plan in ``plan_dir`` exactly and apply Alg. 5 (the in-process verdicts)."""
+    plan, _, fp = load_plan(plan_dir)
+    names = sorted(f for f in os.listdir(plan_dir) if f.startswith("shard-") and f.endswith(".json"))
+    if not names:
+        raise ValueError(f"{plan_dir} holds no shard files; run `mcacct sample --plan {plan_dir} --shard i "
+                         "--num-shards k` first")
+    shards = [_load_shard(os.path.join(plan_dir, n), fp, plan) for n in names]
+    counts = {s["shard"]["num_shards"] for s in shards}
+    if len(counts) != 1:
+        raise ValueError(f"{plan_dir} mixes shards of different splits: num_shards {sorted(counts)}")
+    k = counts.pop()
+    have = {s["shard"]["index"]: s for s in shards}
+    missing = [f"{i}/{k}" for i in range(k) if i not in have]
+    unfinished = [f"{i}/{k}" for i, s in sorted(have.items()) if s["done"] != s["planned"]]
+    if missing or unfinished:
+        raise ValueError(f"{plan_dir}: missing shards {missing} and unfinished shards {unfinished}; run them "
+                         "(a killed shard resumes where it stopped)")
+    total = [{d: DirectionStats((plan.epsilon,), verification_spec()) for d in DIRECTIONS} for _ in plan.ladder]
+    errors: dict[int, str] = {}
+    for s in shards:
+        total = [{d: t[d].merge(st[d]) for d in DIRECTIONS} for t, st in zip(total, s["stats"])]
+        errors.update({int(j): e for j, e in s["errors"].items()})
+    run = LadderStats(plan.ladder, total, [], _num_chunks(plan), errors)
+    result = apply_verdicts(plan, run)
+    result.seconds = sum(s["seconds"] for s in shards)
+    result.samples_used = 2 * sum(min(s["done"][1] * plan.chunk_size, plan.num_samples)
+                                  - s["done"][0] * plan.chunk_size for s in shards)
+    return result

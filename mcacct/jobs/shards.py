@@ -1,0 +1,652 @@
+r"""Independent shard jobs with exact merging, for clusters without a shared JAX runtime.
+
+A *plan* is a :class:`JobConfig`: scheme, strategy, sigma, epsilons, samples per direction, chunk size, seed,
+EVR candidate, directions, histogram binning and kernel dtype. Its chunks (``ceil(num_samples /
+chunk_size)``, chunk ``c`` drawn with ``fold_in(root, c)`` for both directions on shared draws by
+:func:`mcacct.engine.runner.run_ladder`, exactly as :func:`mcacct.engine.estimate.estimate`; root the seed's key or
+:func:`mcacct.evr.calibrate.candidate_key` of it) are split into ``num_shards`` contiguous ranges;
+:func:`run_shard` computes one range and :func:`merge` adds shards exactly.
+
+Files (JSON; Python integers are arbitrary precision, so the fixed-point sums are stored exactly)::
+
+    DIR/shard-00002-of-00008.json   one shard: config, fingerprint, per direction its planned chunk range,
+                                    the chunks done so far, count, fixed-point sums and the sparse histogram
+    DIR/merged.json                 written by ``mcacct merge --out DIR``: same layout, ``kind = "merged"``
+
+Every write goes to a temporary file in the same directory, is flushed to disk and renamed over the target
+(:func:`os.replace`), so a file is always either the previous or the next complete state. A shard writes
+its file after every group of chunks (one chunk per device); a killed shard restarted with the same
+arguments resumes after its last recorded chunk: chunks are deterministic in their key, so nothing is lost
+and nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+
+from mcacct.validate import check_int, check_real
+from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
+from mcacct.engine.estimate import Estimate
+from mcacct.evr.calibrate import candidate_key
+from mcacct.engine.runner import run_ladder
+from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec
+from mcacct.registry import scheme_from_dict, scheme_to_dict
+from mcacct.schemes.strategy import BandedToeplitz
+
+__all__ = ["FORMAT", "JobConfig", "StatsFile", "MergeResult", "config_difference", "shard_chunk_range",
+           "shard_filename", "run_shard", "load_stats_file", "find_stats_files", "merge", "write_merged",
+           "atomic_write_json", "stats_to_json", "stats_from_json", "KERNEL_VERSION", "scheme_to_dict",
+           "scheme_from_dict"]
+
+FORMAT = "mcacct-stats/1"
+#: Identity of the Monte Carlo kernel whose draws a shard holds: the normal sampler
+#: (:func:`mcacct.kernels.normal.standard_normal`), every scheme's participation sampler and loss evaluation, the
+#: chunk/block key layout and the statistics kept per chunk. It is part of every fingerprint: bump it whenever
+#: a change makes the same key and configuration give other samples, losses or sums, so that shards of the
+#: old kernel can no longer be resumed or merged with new ones.
+KERNEL_VERSION = "mcacct-kernel/2"
+MERGED_NAME = "merged.json"
+_SHARD_GLOB = "shard-*-of-*.json"
+
+
+# -- configuration (schemes are stored by mcacct.registry.scheme_to_dict) --------------------------------
+@dataclass(frozen=True)
+class JobConfig:
+    """Everything that determines the statistics of a sharded run (and hence its fingerprint).
+
+    Parameters
+    ----------
+    problem:
+        Scheme (any registered in :mod:`mcacct.registry`), strategy, kernel dtype, dot-product method and recursion.
+    sigma:
+        Noise multiplier ``> 0``.
+    epsilons:
+        Epsilons ``>= 0`` at which the fixed-point sums are kept.
+    num_samples:
+        Samples per direction of the whole plan (all shards together), ``>= 1``.
+    chunk_size:
+        Samples per chunk, ``>= 1``.
+    seed:
+        Root seed (``jax.random.key(seed)``), ``>= 0``.
+    candidate:
+        EVR ladder candidate: keys from :func:`mcacct.evr.calibrate.candidate_key` (``None``: the root key, as in
+        ``mcacct delta``).
+    directions:
+        ``('remove', 'add')`` by default.
+    spec:
+        Histogram binning.
+    """
+
+    problem: Problem
+    sigma: float
+    epsilons: tuple[float, ...]
+    num_samples: int
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    seed: int = 0
+    candidate: int | None = None
+    directions: tuple[str, ...] = DIRECTIONS
+    spec: HistogramSpec = HistogramSpec()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", check_real("sigma", self.sigma, low=0.0, low_open=True))
+        eps = tuple(check_real("epsilon", e, low=0.0) for e in np.atleast_1d(self.epsilons))
+        if not eps:
+            raise ValueError("epsilon must be given at least once")
+        object.__setattr__(self, "epsilons", eps)
+        object.__setattr__(self, "num_samples", check_int("num_samples", self.num_samples, low=1))
+        object.__setattr__(self, "chunk_size", check_int("chunk_size", self.chunk_size, low=1))
+        object.__setattr__(self, "seed", check_int("seed", self.seed, low=0))
+        if self.candidate is not None:
+            object.__setattr__(self, "candidate", check_int("candidate", self.candidate, low=0))
+        dirs = tuple(self.directions)
+        if not dirs or any(d not in DIRECTIONS for d in dirs) or len(set(dirs)) != len(dirs):
+            raise ValueError(f"directions must be distinct entries of {DIRECTIONS}; got {dirs}")
+        object.__setattr__(self, "directions", dirs)
+        if self.num_chunks >= 2**31:
+            raise ValueError(f"num_samples / chunk_size must be < 2**31 chunks; got {self.num_chunks}")
+        scheme_to_dict(self.problem.scheme)  # refuse a scheme that a job file cannot describe, now
+
+    @property
+    def num_chunks(self) -> int:
+        """Chunks per direction of the whole plan."""
+        return -(-self.num_samples // self.chunk_size)
+
+    def root_key(self) -> jax.Array:
+        """``jax.random.key(seed)``, or the key of EVR candidate ``candidate``."""
+        root = jax.random.key(self.seed)
+        return root if self.candidate is None else candidate_key(root, self.candidate)
+
+    def to_dict(self) -> dict:
+        """Canonical JSON-able description (the fingerprint hashes exactly this): the scheme's class name and
+        every dataclass field, the strategy, kernel dtype, dot method, recursion, the kernel identity
+        :data:`KERNEL_VERSION`, and the run parameters."""
+        p = self.problem
+        return {"scheme": scheme_to_dict(p.scheme),
+                "strategy": {"c_col": list(p.strategy.c_col)},
+                "dtype": p.dtype, "dot_method": p.dot_method, "recursion": p.recursion, "kernel": KERNEL_VERSION,
+                "sigma": self.sigma, "epsilons": list(self.epsilons), "num_samples": self.num_samples,
+                "chunk_size": self.chunk_size, "seed": self.seed, "candidate": self.candidate,
+                "directions": list(self.directions),
+                "histogram": {"width": self.spec.width, "bins": self.spec.bins}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "JobConfig":
+        """Inverse of :meth:`to_dict`. Refuses a config of another kernel (:data:`KERNEL_VERSION`)."""
+        try:
+            if d.get("kernel") != KERNEL_VERSION:
+                raise ValueError(f"config.kernel is {d.get('kernel')!r} but this mcacct runs {KERNEL_VERSION!r}: "
+                                 "its samples were drawn by another kernel; rerun the shards with this version")
+            problem = Problem(scheme_from_dict(d["scheme"]), BandedToeplitz(tuple(d["strategy"]["c_col"])),
+                              d["dtype"], d["dot_method"], d["recursion"])
+            spec = HistogramSpec(float(d["histogram"]["width"]), int(d["histogram"]["bins"]))
+            return cls(problem, d["sigma"], tuple(d["epsilons"]), d["num_samples"], d["chunk_size"], d["seed"],
+                       d["candidate"], tuple(d["directions"]), spec)
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"config is missing or has a malformed field: {err!r}") from err
+
+    def fingerprint(self) -> str:
+        """SHA-256 (hex, 32 characters) of the canonical JSON of :meth:`to_dict`."""
+        return _fingerprint(self.to_dict())
+
+
+def _fingerprint(cfg: dict) -> str:
+    text = json.dumps({"format": FORMAT, "config": cfg}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out: dict[str, Any] = {}
+        for k in sorted(d):
+            out.update(_flatten(d[k], f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: d}
+
+
+def config_difference(a: dict, b: dict) -> list[tuple[str, Any, Any]]:
+    """Fields (dotted names, e.g. ``sigma`` or ``scheme.min_sep``) where two config dicts differ."""
+    fa, fb = _flatten(a), _flatten(b)
+    return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+
+
+def _describe_difference(diff: list[tuple[str, Any, Any]], where_a: str, where_b: str) -> str:
+    parts = [f"{k} differs ({va!r} in {where_a}, {vb!r} in {where_b})" for k, va, vb in diff[:4]]
+    more = f" and {len(diff) - 4} more field(s)" if len(diff) > 4 else ""
+    return "; ".join(parts) + more
+
+
+# -- plans -------------------------------------------------------------------------------------------------
+def shard_chunk_range(num_chunks: int, shard: int, num_shards: int) -> tuple[int, int]:
+    """Contiguous chunk range ``[start, stop)`` of shard ``shard`` of ``num_shards`` (sizes differ by <= 1)."""
+    n = check_int("num_chunks", num_chunks, low=0)
+    k = check_int("num_shards", num_shards, low=1)
+    i = check_int("shard", shard, low=0, high=k - 1)
+    return i * n // k, (i + 1) * n // k
+
+
+def shard_filename(shard: int, num_shards: int) -> str:
+    """``shard-{shard:05d}-of-{num_shards:05d}.json``."""
+    return f"shard-{shard:05d}-of-{num_shards:05d}.json"
+
+
+# -- (de)serialisation -------------------------------------------------------------------------------------
+def stats_to_json(stats: DirectionStats) -> dict:
+    """Exact JSON form: integer count and sums, histogram as sparse (index, count) lists."""
+    nz = np.flatnonzero(stats.hist)
+    return {"count": int(stats.count), "sums": [int(v) for v in stats.sums],
+            "hist": {"size": int(stats.hist.shape[0]), "index": nz.tolist(),
+                     "count": stats.hist[nz].astype(np.int64).tolist()}}
+
+
+def stats_from_json(d: dict, epsilons: Sequence[float], spec: HistogramSpec) -> DirectionStats:
+    """Inverse of :func:`stats_to_json`."""
+    size = spec.bins + 2
+    h = d["hist"]
+    if int(h["size"]) != size or len(d["sums"]) != len(epsilons):
+        raise ValueError("statistics do not match the configured histogram or epsilons")
+    hist = np.zeros(size, np.int64)
+    idx = np.asarray(h["index"], np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        raise ValueError("histogram index out of range")
+    hist[idx] = np.asarray(h["count"], np.int64)
+    if any(not isinstance(v, int) or v < 0 for v in d["sums"]) or int(d["count"]) < 0:
+        raise ValueError("sums and count must be non-negative integers")
+    return DirectionStats(tuple(epsilons), spec, int(d["count"]), [int(v) for v in d["sums"]], hist)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_json(path: str, obj: dict) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically: temporary file, flush + fsync, :func:`os.replace`."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    text = json.dumps(obj, separators=(",", ":"))  # the C encoder; json.dump would use the slow one
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:  # make the rename itself durable
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:  # pragma: no cover - platforms without directory fsync
+        pass
+
+
+@dataclass
+class StatsFile:
+    """A shard or merged statistics file, loaded and validated.
+
+    ``done[d]`` lists the chunk ranges ``[a, b)`` of direction ``d`` whose samples are in ``stats[d]``;
+    ``planned[d]`` the ranges the file is responsible for (equal to ``done`` once complete).
+    """
+
+    path: str
+    kind: str
+    config: dict
+    fingerprint: str
+    shard: int | None
+    num_shards: int | None
+    planned: dict[str, list[tuple[int, int]]]
+    done: dict[str, list[tuple[int, int]]]
+    stats: dict[str, DirectionStats]
+    seconds: float = 0.0
+    sources: list = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return all(_normalise(self.done[d]) == _normalise(self.planned[d]) for d in self.planned)
+
+
+def _normalise(ranges) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted((int(a), int(b)) for a, b in ranges if int(b) > int(a)):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _file_json(kind: str, cfg: JobConfig | dict, planned, done, stats, shard=None, num_shards=None,
+               seconds: float = 0.0, sources=None, key_data=None) -> dict:
+    cfg_d = cfg.to_dict() if isinstance(cfg, JobConfig) else cfg
+    dirs = {}
+    for d in cfg_d["directions"]:
+        entry = {"planned": [list(r) for r in planned[d]], "done": [list(r) for r in done[d]],
+                 **stats_to_json(stats[d])}
+        if key_data is not None:
+            entry["direction_key"] = key_data[d]
+        dirs[d] = entry
+    complete = all(_normalise(done[d]) == _normalise(planned[d]) for d in cfg_d["directions"])
+    out = {"format": FORMAT, "kind": kind, "fingerprint": _fingerprint(cfg_d), "config": cfg_d,
+           "complete": complete, "directions": dirs, "seconds": seconds}
+    if kind == "shard":
+        out["shard"] = {"index": shard, "num_shards": num_shards}
+    if sources is not None:
+        out["sources"] = sources
+    out["written"] = time.time()
+    return out
+
+
+def load_stats_file(path: str) -> StatsFile:
+    """Read and validate one statistics file (shard or merged).
+
+    Raises
+    ------
+    ValueError
+        If the file is unreadable, of another format, or its fingerprint does not match its config.
+    """
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"cannot read statistics file {path}: {err}") from err
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise ValueError(f"{path} is not an mcacct statistics file (format {FORMAT!r})")
+    try:
+        cfg_d = d["config"]
+        try:
+            cfg = JobConfig.from_dict(cfg_d)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from err
+        if _fingerprint(cfg_d) != d["fingerprint"] or cfg.to_dict() != cfg_d:
+            raise ValueError(f"{path}: fingerprint does not match its config (file edited or corrupt)")
+        planned, done, stats = {}, {}, {}
+        for dname in cfg.directions:
+            e = d["directions"][dname]
+            planned[dname] = [(int(a), int(b)) for a, b in e["planned"]]
+            done[dname] = [(int(a), int(b)) for a, b in e["done"]]
+            for a, b in planned[dname] + done[dname]:
+                if not 0 <= a <= b <= cfg.num_chunks:
+                    raise ValueError(f"{path}: chunk range [{a}, {b}) outside the plan [0, {cfg.num_chunks})")
+            stats[dname] = stats_from_json(e, cfg.epsilons, cfg.spec)
+            expect = sum(_range_samples(cfg, a, b) for a, b in _normalise(done[dname]))
+            if stats[dname].count != expect:
+                raise ValueError(f"{path}: direction {dname} counts {stats[dname].count} samples but its "
+                                 f"done chunks hold {expect}")
+        sh = d.get("shard") or {}
+        return StatsFile(path, d["kind"], cfg_d, d["fingerprint"], sh.get("index"), sh.get("num_shards"),
+                         planned, done, stats, float(d.get("seconds", 0.0)), d.get("sources", []))
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"{path}: malformed statistics file ({err!r})") from err
+
+
+def _range_samples(cfg: JobConfig, a: int, b: int) -> int:
+    if b <= a:
+        return 0
+    return min(b * cfg.chunk_size, cfg.num_samples) - a * cfg.chunk_size
+
+
+# -- running a shard ---------------------------------------------------------------------------------------
+def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, progress: bool = False,
+              checkpoint_seconds: float = 0.0, mesh=None, max_chunks: int | None = None) -> dict:
+    """Run (or resume) shard ``shard`` of ``num_shards`` of ``config`` and write ``out_dir/shard-...json``.
+
+    Parameters
+    ----------
+    config:
+        The plan.
+    shard, num_shards:
+        This shard takes the contiguous chunk range :func:`shard_chunk_range` of every direction.
+    out_dir:
+        Directory of the shard file (created if needed). An existing file for the same shard is resumed
+        when its fingerprint matches, and refused otherwise.
+    progress:
+        Samples, rate and ETA on stderr.
+    checkpoint_seconds:
+        Minimum seconds between checkpoints (``0``: after every group of chunks, i.e. every chunk on one
+        device). The file is always written when a direction finishes.
+    mesh:
+        Device mesh for :func:`mcacct.engine.runner.run_ladder` (default all local devices).
+    max_chunks:
+        Stop after this many new chunks (the shard stays resumable), e.g. to split a long shard over
+        time-limited jobs.
+
+    Returns
+    -------
+    dict
+        Summary: path, shard, ranges, samples computed now and in all, seconds, samples per second, complete.
+    """
+    k = check_int("num_shards", num_shards, low=1)
+    i = check_int("shard", shard, low=0, high=k - 1)
+    checkpoint_seconds = check_real("checkpoint_seconds", checkpoint_seconds, low=0.0)
+    if max_chunks is not None:
+        max_chunks = check_int("max_chunks", max_chunks, low=1)
+    path = os.path.join(out_dir, shard_filename(i, k))
+    a, b = shard_chunk_range(config.num_chunks, i, k)
+    planned = {d: [(a, b)] for d in config.directions}
+    done = {d: [(a, a)] for d in config.directions}
+    stats = {d: DirectionStats(config.epsilons, config.spec) for d in config.directions}
+    seconds_before = 0.0
+    resumed = 0
+    if os.path.exists(path):
+        old = load_stats_file(path)
+        if old.fingerprint != config.fingerprint():
+            diff = config_difference(old.config, config.to_dict())
+            raise ValueError(f"out {path} already holds this shard for another configuration: "
+                             + _describe_difference(diff, "the file", "this run") + "; use another --out")
+        if old.planned != planned:
+            raise ValueError(f"out {path} plans chunks {old.planned} but this shard plans {planned}")
+        done = {d: [tuple(r) for r in old.done[d]] for d in config.directions}
+        for d in config.directions:
+            if len(done[d]) != 1 or done[d][0][0] != a or not a <= done[d][0][1] <= b:
+                raise ValueError(f"out {path}: done chunks {done[d]} of direction {d} are not a prefix of "
+                                 f"the shard's range [{a}, {b})")
+        stats = old.stats
+        seconds_before = old.seconds
+        resumed = sum(s.count for s in stats.values())
+    summary_base = {"path": path, "shard": i, "num_shards": k, "fingerprint": config.fingerprint(),
+                    "chunks": [a, b]}
+    if resumed and all(done[d] == planned[d] for d in config.directions):
+        return {**summary_base, "done": {d: [list(r) for r in done[d]] for d in config.directions},
+                "samples_resumed": resumed, "samples_computed": 0, "samples_total": resumed, "complete": True,
+                "seconds": 0.0, "samples_per_second": 0.0}
+    root = config.root_key()
+    key_data = {d: np.asarray(jax.random.key_data(root)).astype(np.uint32).tolist() for d in config.directions}
+    t0 = time.perf_counter()
+    last_write = [time.perf_counter()]
+
+    def write(force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - last_write[0] < checkpoint_seconds:
+            return
+        atomic_write_json(path, _file_json("shard", config, planned, done, stats, i, k,
+                                           seconds_before + (now - t0), key_data=key_data))
+        last_write[0] = now
+
+    write(force=True)  # the plan is on disk before any work (merge can report it as incomplete)
+    # both directions advance together on shared draws (mcacct.engine.runner): chunk c of the plan is keyed
+    # fold_in(root, c) for both, exactly as `mcacct delta` with the same seed
+    starts = {done[d][0][1] for d in config.directions}
+    if len(starts) != 1:
+        raise ValueError(f"out {path}: directions have done different chunk ranges {done}; rerun the shard")
+    start = starts.pop()
+    stop = b if max_chunks is None else min(b, start + max_chunks)
+    if stop > start:
+        full = {d: stats[d] if d in stats else DirectionStats(config.epsilons, config.spec) for d in DIRECTIONS}
+
+        def on_group(ids: list[int], run) -> None:
+            for d in config.directions:
+                done[d] = [(a, ids[-1] + 1)]
+            write()
+
+        run = run_ladder(config.problem, [config.sigma], root, config.num_samples, config.epsilons,
+                         config.chunk_size, config.spec, mesh=mesh, chunk_ids=range(start, stop),
+                         distributed=False, progress=progress, label=f"shard {i}/{k} sigma={config.sigma:.6g}",
+                         stats=[full], on_group=on_group)
+        if run.errors:
+            raise FloatingPointError(run.errors[0])
+        write(force=True)
+    seconds = time.perf_counter() - t0
+    now_samples = sum(s.count for s in stats.values()) - resumed
+    return {**summary_base, "done": {d: [list(r) for r in done[d]] for d in config.directions},
+            "samples_resumed": resumed, "samples_computed": now_samples,
+            "samples_total": sum(s.count for s in stats.values()),
+            "complete": all(done[d] == planned[d] for d in config.directions),
+            "seconds": seconds, "samples_per_second": now_samples / seconds if seconds > 0 else 0.0}
+
+
+# -- merging -----------------------------------------------------------------------------------------------
+def find_stats_files(paths: Sequence[str]) -> list[str]:
+    """Statistics files named by ``paths``: files as given; in a directory its ``shard-*-of-*.json``, or
+    ``merged.json`` when it holds no shard files. Duplicate paths (same real path) are dropped."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for p in paths:
+        if os.path.isdir(p):
+            files = sorted(glob.glob(os.path.join(p, _SHARD_GLOB)))
+            if not files and os.path.exists(os.path.join(p, MERGED_NAME)):
+                files = [os.path.join(p, MERGED_NAME)]
+            if not files:
+                raise ValueError(f"dirs: no statistics files ({_SHARD_GLOB} or {MERGED_NAME}) in {p}")
+        elif os.path.isfile(p):
+            files = [p]
+        else:
+            raise ValueError(f"dirs: {p} does not exist")
+        for f in files:
+            r = os.path.realpath(f)
+            if r not in seen:
+                seen.add(r)
+                out.append(f)
+    return out
+
+
+@dataclass
+class MergeResult:
+    """Exact merge of statistics files: one :class:`DirectionStats` per direction and the coverage report."""
+
+    config: JobConfig
+    stats: dict[str, DirectionStats]
+    files: list[StatsFile]
+    missing_shards: list[str]
+    incomplete_shards: list[str]
+    missing_chunks: dict[str, list[tuple[int, int]]]
+    seconds: float
+
+    @property
+    def complete(self) -> bool:
+        return not any(self.missing_chunks.values())
+
+    def estimate(self, alpha: float = 0.01) -> Estimate:
+        """An :class:`~mcacct.engine.estimate.Estimate` over the merged statistics."""
+        from mcacct.engine.systematic import systematic_bound  # as mcacct.engine.estimate.estimate: same bounds as `delta`
+        alpha = check_real("alpha", alpha, low=0.0, high=1.0, low_open=True, high_open=True)
+        problem, sigma = self.config.problem, self.config.sigma
+        est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta,
+                       certified=problem.dtype == "float64")
+        est.stats = dict(self.stats)
+        return est
+
+    def report(self, alpha: float = 0.01) -> dict:
+        """``mcacct delta``-style summary for every configured epsilon (first one also at top level)."""
+        est = self.estimate(alpha)
+        results = []
+        for j, e in enumerate(self.config.epsilons):
+            d = est.delta(j)
+            results.append({"epsilon": e, "delta_estimate": d["delta_estimate"], "delta_upper": d["delta_upper"],
+                            "directions": {k: d[k] for k in self.config.directions}})
+        total = sum(s.count for s in self.stats.values())
+        return {"sigma": self.config.sigma, **results[0], "confidence": 1 - alpha,
+                "num_samples": est.num_samples, "results": results, "systematic_delta": est.systematic,
+                "certified": est.certified, "config": self.config.to_dict(),
+                "fingerprint": self.config.fingerprint(), "seed": self.config.seed,
+                "candidate": self.config.candidate, "complete": self.complete,
+                "files": len(self.files), "missing_shards": self.missing_shards,
+                "incomplete_shards": self.incomplete_shards,
+                "missing_chunks": {d: [list(r) for r in v] for d, v in self.missing_chunks.items() if v},
+                "shard_seconds": self.seconds,
+                "samples_per_second": total / self.seconds if self.seconds > 0 else 0.0}
+
+
+def merge(paths: Sequence[str], allow_partial: bool = False) -> MergeResult:
+    """Combine shard (or merged) statistics files exactly.
+
+    Parameters
+    ----------
+    paths:
+        Directories and/or files (see :func:`find_stats_files`).
+    allow_partial:
+        Merge even when chunks are missing (shards absent or unfinished); they are reported.
+
+    Raises
+    ------
+    ValueError
+        On mixed configurations (naming the differing field, e.g. ``sigma``), duplicated shards,
+        overlapping chunk/key ranges, and — unless ``allow_partial`` — missing or unfinished shards.
+    """
+    if isinstance(paths, str):
+        paths = [paths]
+    if not paths:
+        raise ValueError("dirs: give at least one directory or file")
+    files = [load_stats_file(p) for p in find_stats_files(paths)]
+    ref = files[0]
+    for f in files[1:]:
+        if f.fingerprint != ref.fingerprint:
+            diff = config_difference(ref.config, f.config)
+            raise ValueError("cannot merge statistics of different configurations: "
+                             + _describe_difference(diff, ref.path, f.path))
+    config = JobConfig.from_dict(ref.config)
+    seen: dict[tuple[int, int], str] = {}
+    for f in files:
+        if f.kind == "shard":
+            sk = (f.shard, f.num_shards)
+            if sk in seen:
+                raise ValueError(f"duplicate shard {f.shard} of {f.num_shards}: {seen[sk]} and {f.path}")
+            seen[sk] = f.path
+    # overlapping planned ranges (chunks = keys) between any two files
+    for d in config.directions:
+        spans = sorted((a, b, f.path) for f in files for a, b in _normalise(f.planned[d]))
+        for (a1, b1, p1), (a2, b2, p2) in zip(spans, spans[1:]):
+            if a2 < b1:
+                raise ValueError(f"overlapping key ranges in direction {d}: {p1} has chunks [{a1}, {b1}) "
+                                 f"and {p2} has chunks [{a2}, {b2})")
+    stats = {d: DirectionStats(config.epsilons, config.spec) for d in config.directions}
+    for f in files:
+        for d in config.directions:
+            stats[d] = stats[d].merge(f.stats[d])
+    missing_chunks = {}
+    for d in config.directions:
+        covered = _normalise([r for f in files for r in f.done[d]])
+        gaps, pos = [], 0
+        for a, b in covered + [(config.num_chunks, config.num_chunks)]:
+            if a > pos:
+                gaps.append((pos, a))
+            pos = max(pos, b)
+        missing_chunks[d] = gaps
+    missing_shards = []
+    planned_cover = {d: _normalise([r for f in files for r in f.planned[d]]) for d in config.directions}
+    for k in sorted({f.num_shards for f in files if f.kind == "shard"}):
+        have = {f.shard for f in files if f.kind == "shard" and f.num_shards == k}
+        for i in range(k):
+            a, b = shard_chunk_range(config.num_chunks, i, k)
+            # a shard is missing when no file has it and some of its chunks are planned by no file
+            if i not in have and a < b and any(_uncovered(a, b, planned_cover[d]) for d in config.directions):
+                missing_shards.append(f"{i}/{k}")
+    incomplete = [f"{f.shard}/{f.num_shards} ({os.path.basename(f.path)})" for f in files
+                  if f.kind == "shard" and not f.complete]
+    res = MergeResult(config, stats, files, missing_shards, incomplete, missing_chunks,
+                      sum(f.seconds for f in files))
+    if not res.complete and not allow_partial:
+        parts = []
+        if missing_shards:
+            parts.append(f"missing shards {', '.join(missing_shards)}")
+        if incomplete:
+            parts.append(f"unfinished shards {', '.join(incomplete)}")
+        gaps = "; ".join(f"{d}: " + ", ".join(f"[{a}, {b})" for a, b in v)
+                         for d, v in missing_chunks.items() if v)
+        parts.append(f"chunks not covered: {gaps} of [0, {config.num_chunks})")
+        raise ValueError("dirs: incomplete plan: " + "; ".join(parts)
+                         + " (run or resume them, or pass --allow-partial)")
+    return res
+
+
+def _uncovered(a: int, b: int, cover: list[tuple[int, int]]) -> bool:
+    """Whether some chunk of ``[a, b)`` lies outside the normalised ranges ``cover``."""
+    pos = a
+    for lo, hi in cover:
+        if lo > pos:
+            break
+        pos = max(pos, hi)
+        if pos >= b:
+            return False
+    return pos < b
+
+
+def write_merged(result: MergeResult, out_dir: str) -> str:
+    """Write ``out_dir/merged.json`` (atomically); it can be merged again or plotted."""
+    cfg = result.config
+    done = {d: _normalise([r for f in result.files for r in f.done[d]]) for d in cfg.directions}
+    planned = {d: _normalise([r for f in result.files for r in f.planned[d]]) for d in cfg.directions}
+    sources = [{"path": os.path.abspath(f.path), "kind": f.kind, "shard": f.shard, "num_shards": f.num_shards}
+               for f in result.files]
+    path = os.path.join(out_dir, MERGED_NAME)
+    atomic_write_json(path, _file_json("merged", cfg, planned, done, result.stats, seconds=result.seconds,
+                                       sources=sources))
+    return path

@@ -1,0 +1,13 @@
+"""Pure kernels: plain numbers and arrays in, arrays out; no scheme is imported here.
+
+Data flow of one Monte Carlo sample (Dong & Ganesh 2026, arXiv:2602.09338):
+
+* :mod:`~mcacct.kernels.normal` — exact-inversion standard normal draws;
+* :mod:`~mcacct.kernels.participation` — b-min-sep participation as a renewal process;
+* :mod:`~mcacct.kernels.sliding` — sliding sums with the banded Toeplitz column (``C x``, ``<c, y>``);
+* :mod:`~mcacct.kernels.output` — outputs ``y`` under the dominating pair and the shared draws of a ladder;
+* :mod:`~mcacct.kernels.recursion` — the privacy-loss recursions of §5 / §6.2.
+
+Schemes (:mod:`mcacct.schemes`) compose these with their fields; the engine (:mod:`mcacct.engine`) runs the
+schemes' kernels over chunks and devices.
+"""

@@ -1,0 +1,101 @@
+r"""Standard normal draws in float64 by exact inversion: the noise sampler of every mcacct kernel.
+
+A draw is :math:`z = \pm\,\Phi^{-1}(u)` with an independent fair sign and
+:math:`u = (k + \tfrac12)\, 2^{-53}`, ``k`` uniform on ``{0, ..., 2^52 - 1}``: of the top 53 bits of a
+64-bit word from ``jax.random.bits`` (threefry by default), one gives the sign and 52 give ``k``. So ``u``
+is uniform on the ``2^52`` midpoints of the cells of width ``2^-53`` that tile ``(0, 1/2)``; every ``u`` is
+exact in float64, lies in ``[2^-54, 1/2 - 2^-54]`` and never reaches 0 or 1/2, and the law of ``z`` is
+exactly symmetric about 0, with ``|z| <= 8.2924`` (the value at ``u = 2^-54``) on both sides. (An earlier
+construction, ``(k + 1/2) 2^-53`` over all of ``(0, 1)``, rounded to 1.0 at the largest ``k`` and was
+asymmetric: +8.13 against -8.29.)
+
+:math:`\Phi^{-1}` is Wichura's rational approximation (Algorithm AS 241, ``PPND16``, Applied Statistics
+37, 1988): a degree-7/7 rational function of :math:`0.180625 - q^2` (:math:`q = u - 1/2`) for
+:math:`|q| \le 0.425`, and of :math:`r - 1.6` or :math:`r - 5` with :math:`r = \sqrt{-\ln \min(u, 1-u)}`
+in the tails; its relative error is about ``1e-16`` (tested against an mpmath reference).
+
+How far this law is from the exact Gaussian, and why that is bounded, is in
+:mod:`mcacct.engine.systematic` (a coupling with an exact uniform) and ``docs/soundness.md``.
+
+Why not ``jax.random.normal``: it inverts through ``erfinv``, whose float64 form evaluates three
+polynomials of degree ~20 plus a ``log``; on CPU that is about 1.5x the cost of the rational functions
+here (``benchmarks/profile_stages.py``). The law is the same up to float64 rounding.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["standard_normal", "normal_from_bits", "ndtri"]
+
+# Wichura (1988), AS 241 PPND16: numerator / denominator coefficients, lowest degree first
+_CENTRAL_NUM = (3.3871328727963666080e0, 1.3314166789178437745e2, 1.9715909503065514427e3,
+                1.3731693765509461125e4, 4.5921953931549871457e4, 6.7265770927008700853e4,
+                3.3430575583588128105e4, 2.5090809287301226727e3)
+_CENTRAL_DEN = (1.0, 4.2313330701600911252e1, 6.8718700749205790830e2, 5.3941960214247511077e3,
+                2.1213794301586595867e4, 3.9307895800092710610e4, 2.8729085735721942674e4,
+                5.2264952788528545610e3)
+_MID_NUM = (1.42343711074968357734e0, 4.63033784615654529590e0, 5.76949722146069140550e0,
+            3.64784832476320460504e0, 1.27045825245236838258e0, 2.41780725177450611770e-1,
+            2.27238449892691845833e-2, 7.74545014278341407640e-4)
+_MID_DEN = (1.0, 2.05319162663775882187e0, 1.67638483018380384940e0, 6.89767334985100004550e-1,
+            1.48103976427480074590e-1, 1.51986665636164571966e-2, 5.47593808499534494600e-4,
+            1.05075007164441684324e-9)
+_FAR_NUM = (6.65790464350110377720e0, 5.46378491116411436990e0, 1.78482653991729133580e0,
+            2.96560571828504891230e-1, 2.65321895265761230930e-2, 1.24266094738807843860e-3,
+            2.71155556874348757815e-5, 2.01033439929228813265e-7)
+_FAR_DEN = (1.0, 5.99832206555887937690e-1, 1.36929880922735805310e-1, 1.48753612908506148525e-2,
+            7.86869131145613259100e-4, 1.84631831751005468180e-5, 1.42151175831644588870e-7,
+            2.04426310338993978564e-15)
+
+
+def _horner(coeffs: tuple[float, ...], x: jax.Array) -> jax.Array:
+    acc = jnp.full_like(x, coeffs[-1])
+    for c in coeffs[-2::-1]:
+        acc = acc * x + c
+    return acc
+
+
+def ndtri(u: jax.Array) -> jax.Array:
+    r""":math:`\Phi^{-1}(u)` for ``u`` in ``(0, 1)`` (float64), AS 241; ``u`` outside gives NaN/inf."""
+    u = jnp.asarray(u, jnp.float64)
+    q = u - 0.5
+    r2 = 0.180625 - q * q
+    central = q * _horner(_CENTRAL_NUM, r2) / _horner(_CENTRAL_DEN, r2)
+    r = jnp.sqrt(-jnp.log(jnp.minimum(u, 1.0 - u)))
+    mid, far = r - 1.6, r - 5.0
+    tail = jnp.where(r <= 5.0, _horner(_MID_NUM, mid) / _horner(_MID_DEN, mid),
+                     _horner(_FAR_NUM, far) / _horner(_FAR_DEN, far))
+    return jnp.where(jnp.abs(q) <= 0.425, central, jnp.where(q < 0, -tail, tail))
+
+
+def standard_normal(key: jax.Array, shape: tuple[int, ...], dtype=jnp.float64) -> jax.Array:
+    """``N(0, 1)`` draws of ``shape``: :func:`normal_from_bits` of 64-bit words from ``jax.random.bits``, then
+    cast to ``dtype`` (a float32 kernel thus rounds float64 draws; it never draws float32 normals, whose tails
+    are cut near 5.4 sd). Pure function of ``key``; the same key gives the same draws on every backend."""
+    return normal_from_bits(jax.random.bits(key, shape, jnp.uint64)).astype(dtype)
+
+
+def normal_from_bits(bits: jax.Array) -> jax.Array:
+    """float64 normals from uint64 words: of the top 53 bits, one is the sign and 52 pick the cell ``k`` of
+    ``u = (k + 1/2) 2^-53`` in ``(0, 1/2)`` (exact; ``2^-54 <= u <= 1/2 - 2^-54``); the magnitude is
+    ``-Phi^{-1}(u)``. Never NaN or infinite, never 0, exactly symmetric, ``|z| <= 8.2924``."""
+    top = jnp.asarray(bits, jnp.uint64) >> 11                    # 53 random bits
+    negative = (top >> 52) == 1                                  # 1 bit: the sign
+    k = (top & ((1 << 52) - 1)).astype(jnp.float64)              # 52 bits: the cell
+    u = (k + 0.5) * (2.0 ** -53)
+    mag = -_ndtri_lower(u)                                       # > 0
+    return jnp.where(negative, -mag, mag)
+
+
+def _ndtri_lower(u: jax.Array) -> jax.Array:
+    """:func:`ndtri` for ``u`` in ``(0, 1/2)`` (skips the upper-tail branch)."""
+    q = u - 0.5
+    r2 = 0.180625 - q * q
+    central = q * _horner(_CENTRAL_NUM, r2) / _horner(_CENTRAL_DEN, r2)
+    r = jnp.sqrt(-jnp.log(u))
+    mid, far = r - 1.6, r - 5.0
+    tail = jnp.where(r <= 5.0, _horner(_MID_NUM, mid) / _horner(_MID_DEN, mid),
+                     _horner(_FAR_NUM, far) / _horner(_FAR_DEN, far))
+    return jnp.where(q >= -0.425, central, -tail)

@@ -1,0 +1,43 @@
+r"""Mechanism outputs under the dominating pair: ``y = C x + sigma z`` (``P``, the example present) and
+``y = sigma z`` (``Q``, absent), ``z ~ N(0, I)`` (Dong & Ganesh 2026, arXiv:2602.09338, §5).
+
+:func:`gaussian_output` is the one place where every sampler of mcacct combines a mean with noise;
+:func:`standardised_draws_t` returns the common random numbers ``(C x, z)`` of a block for b-min-sep
+participation, from which ``m + sigma_j z`` and ``sigma_j z`` are the outputs for every noise multiplier of a
+ladder (the same key split as :func:`gaussian_output`, so the draws coincide exactly). Plain numbers in, arrays
+out; no scheme is imported.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from mcacct.kernels.normal import standard_normal
+from mcacct.kernels.participation import participation_cap, participation_mask_t
+from mcacct.kernels.sliding import mean_shift_t
+
+__all__ = ["gaussian_output", "standardised_draws_t"]
+
+
+def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positive: bool, mean_of_key) -> jax.Array:
+    """``y = z`` (``Q``) or ``y = m + z`` (``P``) with ``z ~ N(0, sigma^2)`` of ``shape``: the key is split
+    into a participation key, passed to ``mean_of_key`` (which returns the mean ``m = C x``), and a noise key.
+    Every sampler of mcacct draws its outputs through this one function."""
+    kx, kz = jax.random.split(key)
+    z = standard_normal(kz, shape, dtype) * jnp.asarray(sigma, dtype)
+    return z + mean_of_key(kx) if positive else z
+
+
+def standardised_draws_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                         participation_rate: float, c_col: tuple[float, ...], num_samples: int,
+                         dtype=jnp.float64) -> tuple[jax.Array, jax.Array]:
+    """The common random numbers of one block of b-min-sep outputs, time-major ``(n, num_samples)``: the
+    output mean ``m = C x`` and the standard normal noise ``z``, split from ``key`` as in
+    :func:`gaussian_output`, so ``m + sigma z`` (remove) and ``sigma z`` (add) are exactly the time-major
+    outputs of the same key for any ``sigma``."""
+    kx, kz = jax.random.split(key)
+    z = standard_normal(kz, (iterations, num_samples), dtype)
+    cap = participation_cap(iterations, min_sep, participation_rate)
+    x_t = participation_mask_t(kx, iterations, min_sep, sampling_prob, warm_start, num_samples, cap)
+    return mean_shift_t(x_t, c_col, dtype), z

@@ -1,0 +1,114 @@
+r"""Participation draws of b-min-sep subsampling, as a renewal process (Dong & Ganesh 2026, arXiv:2602.09338,
+Alg. 1 cold start, Alg. 2 warm start).
+
+Per example, b-min-sep subsampling is a renewal process: the first participation is at ``A + G_1`` and later
+ones ``b - 1 + G_k`` apart, ``G_k ~ Geometric(p)`` on ``{1, 2, ...}``; ``A = 0`` for the cold start, and for
+the warm start ``A = 0`` with probability ``1 / (1 + (b - 1) p)`` (available) and otherwise
+``A ~ Uniform{1..b-1}`` (blocked). This uses ``ceil(n/b)`` draws per sample instead of ``n``.
+
+Every function takes the numbers ``iterations`` (``n``), ``min_sep`` (``b``), ``sampling_prob`` (``p``) and
+``warm_start`` (all static) and imports no scheme. Uniforms are 52-bit (``jax.random.uniform`` in float64);
+the mismatch with exact uniforms is bounded in :mod:`mcacct.engine.systematic`.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["geometric", "max_participations", "participation_times", "participation_mask",
+           "participation_cap", "participation_mask_t"]
+
+
+def geometric(key: jax.Array, p: float, shape: tuple[int, ...]) -> jax.Array:
+    """Geometric(p) on {1, 2, ...} as int32 (exact inversion in float64)."""
+    if p >= 1.0:
+        return jnp.ones(shape, jnp.int32)
+    u = jax.random.uniform(key, shape, dtype=jnp.float64)
+    # 1 - u lies in (0, 1]; floor(log(1-u) / log(1-p)) is Geometric on {0, 1, ...}
+    g = jnp.floor(jnp.log1p(-u) / np.log1p(-p))
+    return (jnp.minimum(g, 2**30) + 1).astype(jnp.int32)
+
+
+def max_participations(iterations: int, min_sep: int) -> int:
+    """``ceil(n / b)``: the most participations that fit into ``n`` iterations."""
+    return -(-int(iterations) // int(min_sep))
+
+
+@partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "count"))
+def participation_times(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                        num_samples: int, count: int | None = None) -> jax.Array:
+    """1-based participation times, shape ``(num_samples, count)`` (default ``count = ceil(n/b)``, all that
+    fit); entries ``> n`` are unused."""
+    b, p, n = min_sep, sampling_prob, iterations
+    k_max = max_participations(n, b) if count is None else count
+    k_start, k_gap = jax.random.split(key)
+    gaps = geometric(k_gap, p, (num_samples, k_max))
+    if warm_start and b > 1:
+        ka, kb = jax.random.split(k_start)
+        available = jax.random.uniform(ka, (num_samples,), dtype=jnp.float64) < 1.0 / (1.0 + (b - 1) * p)
+        # Uniform{1..b-1} by inversion of a 52-bit uniform: b - 2 outcome boundaries, each met by the
+        # quantised uniform with probability <= 2^-51 off an exact one (mcacct.engine.systematic)
+        ub = jax.random.uniform(kb, (num_samples,), dtype=jnp.float64)
+        blocked_for = jnp.minimum(1 + jnp.floor(ub * (b - 1)).astype(jnp.int32), b - 1)
+        offset = jnp.where(available, 0, blocked_for)
+    else:
+        offset = jnp.zeros((num_samples,), jnp.int32)
+    steps = gaps.at[:, 1:].add(b - 1)
+    times = offset[:, None] + jnp.cumsum(jnp.minimum(steps, n + 1), axis=1)
+    return jnp.minimum(times, n + 1)
+
+
+@partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples"))
+def participation_mask(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                       num_samples: int) -> jax.Array:
+    """Participation vectors ``x`` of shape ``(num_samples, n)`` (bool); ``b = 1`` draws ``n`` Bernoulli(p)
+    per sample directly."""
+    n = iterations
+    if min_sep == 1:
+        return jax.random.uniform(key, (num_samples, n), dtype=jnp.float64) < sampling_prob
+    times = participation_times(key, n, min_sep, sampling_prob, warm_start, num_samples)
+    rows = jnp.arange(num_samples)[:, None]
+    x = jnp.zeros((num_samples, n + 1), bool).at[rows, times - 1].set(True)
+    return x[:, :n]
+
+
+def participation_cap(iterations: int, min_sep: int, participation_rate: float) -> int:
+    """Gaps the engine draws up front per sample: ``mean + 8 sqrt(mean) + 16`` participations (``mean`` the
+    expected count ``n * participation_rate``), at most ``ceil(n/b)``. More are drawn only if some sample of
+    the batch needs them."""
+    mean = iterations * participation_rate
+    return min(max_participations(iterations, min_sep), int(math.ceil(mean + 8.0 * math.sqrt(mean) + 16.0)))
+
+
+def _mask_t(times: jax.Array, n: int) -> jax.Array:
+    cols = jnp.arange(times.shape[0])[None, :]
+    return jnp.zeros((n + 1, times.shape[0]), bool).at[times.T - 1, cols].set(True)[:n]
+
+
+@partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "cap"))
+def participation_mask_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                         num_samples: int, cap: int) -> jax.Array:
+    """Time-major participation vectors, shape ``(n, num_samples)`` (bool), by the renewal process for every
+    ``b`` (``b = 1`` too: ``O(n p)`` geometric gaps per sample instead of ``n`` uniforms).
+
+    Draws ``cap`` gaps per sample (:func:`participation_cap`) and the remaining ``ceil(n/b) - cap`` (from an
+    independent key) only when some sample's ``cap``-th participation is still within the horizon: the law is
+    that of :func:`participation_times` with all gaps drawn."""
+    b, p, n = min_sep, sampling_prob, iterations
+    k_max = max_participations(n, b)
+    if cap >= k_max:
+        return _mask_t(participation_times(key, n, b, p, warm_start, num_samples), n)
+    k_first, k_more = jax.random.split(key)
+    times = participation_times(k_first, n, b, p, warm_start, num_samples, cap)
+
+    def with_more_gaps():
+        extra = geometric(k_more, p, (num_samples, k_max - cap))
+        more = times[:, -1:] + jnp.cumsum(jnp.minimum(extra + (b - 1), n + 1), axis=1)
+        return _mask_t(jnp.concatenate([times, jnp.minimum(more, n + 1)], axis=1), n)
+
+    return jax.lax.cond(jnp.any(times[:, -1] <= n), with_more_gaps, lambda: _mask_t(times, n))

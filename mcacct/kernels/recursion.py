@@ -1,0 +1,458 @@
+r"""The privacy-loss recursions: ``L(y) = ln P(y)/Q(y)`` from the per-iteration terms ``ell``
+(Dong & Ganesh 2026, arXiv:2602.09338, §5 and §6.2).
+
+Every function takes arrays and plain numbers (``min_sep``, ``sampling_prob``, ``warm_start``) and imports
+no scheme; the schemes (:mod:`mcacct.schemes`) call them with their fields.
+
+Write :math:`\ell_i = (\langle c^{(i)}, y_{i:i+b} \rangle - \|c^{(i)}\|^2/2)/\sigma^2` for the log
+likelihood ratio of one participation at iteration ``i`` (column ``i`` of ``C``, truncated at row ``n``).
+With :math:`f_i` the likelihood ratio of iterations ``i..n`` given that the example is available at ``i``,
+Theorem 5.1 gives
+
+.. math::
+    f_i = (1 - p)\, f_{i+1} + p\, e^{\ell_i} f_{i+b}, \qquad f_i = 1 \ (i > n),
+
+so ``L = ln f_1`` for the cold start (Alg. 1) and, for the warm start (Alg. 2),
+
+.. math::  L = \ln \frac{f_1 + p \sum_{i=2}^{b} f_i}{1 + (b - 1) p}.
+
+The recursion runs by blocks of ``b`` iterations, each solved in closed form given the next block: in
+linear space with a per-block log scale and an exact log-space fallback (``"linear"``, the CPU default),
+or in log space (``"blocked"``, the accelerator default); ``"scan"`` is the plain ``n``-step log-space
+recursion with a ring buffer of the last ``b`` values. All are ``O(n)`` per sample after the sliding dot
+products, which cost ``O(n b)`` directly, ``O(n log n)`` by FFT and ``O(n)`` for constant ``c_col`` by
+prefix sums. For ``b = 1`` the recursion
+factorises: :math:`L = \sum_i \ln(1 - p + p e^{\ell_i})`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
+from mcacct.validate import RECURSIONS, check_bool, check_int, check_prob
+
+__all__ = ["RECURSIONS", "recursion_log_ratio", "recursion_log_ratio_t", "ladder_losses_t", "shift_mixture_log_ratio",
+           "scan_first_values", "blocked_first_values", "linear_first_values", "poisson_log_ratio_linear"]
+
+
+
+def _range_floor(b: int, dtype) -> float:
+    """``(b + 1) tiny / eps``: a sum of ``b + 1`` non-negative terms that is at least this large lost at most
+    one ulp (relative) to terms flushed to zero or to subnormals (each loses less than ``tiny`` absolute)."""
+    finfo = jnp.finfo(dtype)
+    return (b + 1) * float(finfo.tiny) / float(finfo.eps)
+
+
+def _assoc_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
+    r"""``log f_1..log f_b`` by blocks of ``b`` iterations (time-major ``ell_t`` of shape ``(n, ...)``).
+
+    Inside a block the recursion is first order given the next block ``g`` (``f_{i+b}``):
+    :math:`x_j = \mathrm{logaddexp}(A + x_{j+1}, B_j)` with :math:`A = \ln(1-p)`,
+    :math:`B_j = \ln p + \ell_j + g_j`, :math:`x_b = g_0`. Each step is the map
+    :math:`x \mapsto \mathrm{logaddexp}(a + x, c)`; these maps compose associatively,
+    :math:`(a_1, c_1)` then :math:`(a_2, c_2)` giving :math:`(a_1 + a_2, \mathrm{logaddexp}(a_2 + c_1, c_2))`,
+    so a block costs ``O(b log b)`` work at depth ``log b`` and the scan runs ``ceil(n/b)`` steps.
+    Every step is a ``logaddexp`` (no subtraction of sums), so it needs no range guard.
+    """
+    blocks, pad = _blocks(ell_t, b)
+    lead = blocks.shape[2:]
+
+    def combine(acc, e):
+        a1, c1 = acc
+        a2, c2 = e
+        return a1 + a2, jnp.logaddexp(a2 + c1, c2)
+
+    def body(carry, blk):
+        g, _ = carry
+        c = log_p + blk + g
+        a = jnp.full_like(c, log_q)
+        a_cum, c_cum = jax.lax.associative_scan(combine, (a, c), reverse=True, axis=0)
+        x = jnp.logaddexp(a_cum + g[0], c_cum)
+        return (x, g), None
+
+    ones = jnp.zeros((b,) + lead, ell_t.dtype)  # log f = 0 beyond the horizon
+    (block0, block1), _ = jax.lax.scan(body, (ones, ones), blocks, reverse=True)
+    # real iterations 1..b are block0[pad:] followed by block1[:pad]
+    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
+
+
+def _blocks(ell_t: jax.Array, b: int):
+    """Pad ``ell_t`` (time-major) in front to a multiple of ``b`` and reshape to ``(m, b, ...)``."""
+    n = ell_t.shape[0]
+    lead = ell_t.shape[1:]
+    m = -(-n // b)
+    pad = m * b - n  # dummy iterations in front: they never influence f_1..f_n
+    if pad:
+        ell_t = jnp.concatenate([jnp.zeros((pad,) + lead, ell_t.dtype), ell_t], axis=0)
+    return ell_t.reshape((m, b) + lead), pad
+
+
+def _p_one_first_values(ell_t: jax.Array, b: int, log_p) -> jax.Array:
+    """``log f_1..log f_b`` for ``p = 1``: :math:`f_i = e^{\\ell_i} f_{i+b}` (additions only, exact to
+    ``ceil(n/b)`` roundings)."""
+    blocks, pad = _blocks(ell_t, b)
+    lead = blocks.shape[2:]
+
+    def body(carry, blk):
+        g, _ = carry
+        return (log_p + blk + g, g), None
+
+    ones = jnp.zeros((b,) + lead, ell_t.dtype)
+    (block0, block1), _ = jax.lax.scan(body, (ones, ones), blocks, reverse=True)
+    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
+
+
+def blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Array, jax.Array]:
+    r"""``log f_1..log f_b`` by blocks of ``b`` iterations with two transcendentals per iteration
+    (``p < 1``), and ``ok`` per sample.
+
+    Given the next block ``g`` (``f_{i+b}``) the block solves
+    :math:`x_j = \mathrm{logaddexp}(A + x_{j+1}, B_j)`, :math:`x_b = g_0`, :math:`A = \ln(1-p)`,
+    :math:`B_j = \ln p + \ell_j + g_j`, whose solution is
+
+    .. math::  x_j = -jA + \ln\Big(\sum_{t=j}^{b-1} e^{B_t + tA} + e^{bA + g_0}\Big).
+
+    The sum is a reverse cumulative sum of non-negative terms ``exp(u_t - M)``, ``M`` the block maximum of
+    the exponents (per sample), so nothing overflows and no partial sum is formed by a subtraction. A
+    suffix sum far below ``M`` may have lost terms to underflow; ``ok`` is false wherever a suffix sum is
+    below :func:`_range_floor` (so flushing could have changed it by more than one ulp), and callers must
+    then fall back to an exact log-space recursion (:func:`recursion_log_ratio_t` does).
+    """
+    blocks, pad = _blocks(ell_t, b)
+    lead = blocks.shape[2:]
+    dtype = blocks.dtype
+    thr = _range_floor(b, dtype)
+    shape_t = (b,) + (1,) * len(lead)
+    t_a = (jnp.arange(b, dtype=dtype) * log_q).reshape(shape_t)  # t * A
+    b_a = jnp.asarray(b, dtype) * log_q
+
+    def body(carry, blk):
+        g, _, ok = carry
+        u = log_p + blk + g + t_a                  # B_t + t A
+        tail = b_a + g[0]                          # b A + g_0
+        m = jnp.maximum(jnp.max(u, axis=0), tail)
+        sums = _reverse_cumsum0(jnp.exp(u - m)) + jnp.exp(tail - m)
+        ok = ok & (jnp.min(sums, axis=0) >= thr)
+        x = jnp.log(jnp.maximum(sums, thr)) + m - t_a
+        return (x, g, ok), None
+
+    ones = jnp.zeros((b,) + lead, dtype)
+    (block0, block1, ok), _ = jax.lax.scan(body, (ones, ones, jnp.ones(lead, bool)), blocks, reverse=True)
+    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0), ok
+
+
+def scan_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
+    """``log f_1..log f_b`` by a reverse ``lax.scan`` over the ``n`` iterations with a ring buffer:
+    ``ring[i % b]`` holds ``f_{i+b}`` when step ``i`` reads it and ``f_i`` after it. Every step is one
+    ``logaddexp`` of two terms (relative error a few ulps, no range limit): the reference recursion."""
+    n = ell_t.shape[0]
+    lead = ell_t.shape[1:]
+    dtype = ell_t.dtype
+
+    def body(carry, inputs):
+        ring, f_next = carry
+        i, e = inputs
+        slot = i % b
+        f_ib = jax.lax.dynamic_index_in_dim(ring, slot, 0, keepdims=False)  # f_{i+b}
+        f_i = jnp.logaddexp(log_q + f_next, log_p + e + f_ib)
+        ring = jax.lax.dynamic_update_index_in_dim(ring, f_i, slot, 0)
+        return (ring, f_i), None
+
+    ring0 = jnp.zeros((b,) + lead, dtype)
+    f0 = jnp.zeros(lead, dtype)
+    (ring, _), _ = jax.lax.scan(body, (ring0, f0), (jnp.arange(n, dtype=jnp.int32), ell_t), reverse=True)
+    return ring  # ring[i] = f_{i+1} (1-based) for i < b; f = 1 beyond n
+
+
+def _reverse_cumsum0(x: jax.Array) -> jax.Array:
+    """Reverse cumulative sum along axis 0 of non-negative terms, every partial sum a sum of non-negative
+    terms (no subtraction), so each has relative error at most ``(b + 1)`` ulps.
+
+    Long axes (``> 32``) go in two levels of 16 (XLA's CPU ``cumsum`` is a ``reduce_window`` whose cost
+    grows with the window; two short windows are ~2x faster at ``b = 256``): within-group sums plus the
+    *exclusive* prefix of the group totals, formed by shifting the inclusive prefix by one group. (Forming
+    it as ``inclusive - total`` would cancel catastrophically when a later group dwarfs the earlier ones.)
+    """
+    b = x.shape[0]
+    if b <= 32:
+        return jnp.cumsum(x[::-1], axis=0)[::-1]
+    k = 16
+    m = -(-b // k)
+    pad = m * k - b
+    xr = x[::-1]
+    if pad:
+        xr = jnp.concatenate([xr, jnp.zeros((pad,) + x.shape[1:], x.dtype)], axis=0)
+    xr = xr.reshape((m, k) + x.shape[1:])
+    inner = jnp.cumsum(xr, axis=1)
+    tot = inner[:, -1]
+    offsets = jnp.concatenate([jnp.zeros_like(tot[:1]), jnp.cumsum(tot[:-1], axis=0)], axis=0)
+    out = (inner + offsets[:, None]).reshape((m * k,) + x.shape[1:])[:b]
+    return out[::-1]
+
+
+def _suffix_sums_consistent(terms: jax.Array, sums: jax.Array, tail: jax.Array) -> jax.Array:
+    r"""A-posteriori check of a reverse cumulative sum ``S_j = t_j + S_{j+1}``, ``S_b = tail`` of
+    non-negative terms, whatever order the backend summed in: with
+    :math:`d_j = S_j - S_{j+1} - t_j` (and :math:`d_{b-1} = S_{b-1} - t_{b-1} - tail`), true for every
+    sample where :math:`|d_j| \le (2b + 4)\,\epsilon\, S_j` for all ``j``. Then the error of each
+    :math:`S_j` is at most :math:`\sum_{i \ge j} |d_i| \le (2b+4)\,b\,\epsilon\, S_j` (suffix sums of
+    non-negative terms decrease), so no mass can have been lost unnoticed, e.g. by cancellation."""
+    b = terms.shape[0]
+    eps = float(jnp.finfo(terms.dtype).eps)
+    nxt = jnp.concatenate([sums[1:], tail[None]], axis=0)
+    d = jnp.abs(sums - nxt - terms)
+    return jnp.all(d <= (2 * b + 4) * eps * sums, axis=0)
+
+
+# largest (b - 1) |ln(1 - p)| for which the linear recursion's in-block factors (1 - p)^{-j} stay finite
+_LINEAR_MAX_SPAN = {np.dtype(np.float64): 300.0, np.dtype(np.float32): 20.0}
+
+
+def _linear_applicable(b: int, log_q, dtype):
+    """Whether :func:`linear_first_values` may run: ``(b - 1) |ln(1 - p)|`` within the dtype's span
+    (a Python bool for a number ``log_q``, a traced bool for a traced one)."""
+    span = _LINEAR_MAX_SPAN[np.dtype(dtype)]
+    if isinstance(log_q, (int, float)):
+        return (b - 1) * abs(log_q) <= span
+    return (b - 1) * jnp.abs(log_q) <= span
+
+
+def linear_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Array, jax.Array]:
+    r"""``log f_1..log f_b`` in linear space by blocks of ``b`` iterations, one ``exp`` per iteration.
+
+    Each block stores its values as :math:`f = e^{s} \hat f` with a per-sample log scale ``s`` (float64)
+    and :math:`\max_j \hat f_j = 1`. Given the next block :math:`\hat g` (scale ``s``), the block solves
+    :math:`f_j = (1 - p) f_{j+1} + p e^{\ell_j} f_{j+b}`, :math:`f_b = g_0`, in closed form,
+
+    .. math::
+        \hat f_j \propto e^{-jA} S_j, \qquad
+        S_j = \sum_{t=j}^{b-1} e^{u_t - M} \hat g_t + e^{bA - M} \hat g_0,
+
+    with :math:`A = \ln(1-p)`, :math:`u_t = \ln p + \ell_t + tA` and :math:`M = \max(\max_t u_t, bA)`, so
+    every term is at most 1 and the reverse cumulative sum cannot overflow; the new scale is
+    :math:`s + M + \ln \max_j e^{-jA} S_j`. That is one ``exp`` per iteration and one ``log`` per block
+    and sample, against two transcendentals per iteration in log space (float64 ``log`` is ~4x the cost
+    of ``exp`` on CPU).
+
+    Soundness of the arithmetic: all terms are non-negative and every partial sum is a sum of them (no
+    subtraction, :func:`_reverse_cumsum0`), so each block sum has relative error at most ``(b + 1)`` ulps
+    plus ``(b + 1) tiny / S_j`` from terms flushed to zero or subnormals. The function also returns ``ok``
+    (per sample), true only if (i) every block sum and every stored value is at least
+    :func:`_range_floor` (flushing changed nothing by more than one ulp) and (ii) every block's suffix sums
+    pass :func:`_suffix_sums_consistent` (no mass lost by the summation, whatever order the backend used).
+    Callers must fall back to a log-space recursion where ``ok`` is false (:func:`recursion_log_ratio_t`
+    does, exactly). Requires :func:`_linear_applicable` (else ``e^{-jA}`` could overflow).
+    """
+    blocks, pad = _blocks(ell_t, b)
+    lead = blocks.shape[2:]
+    dtype = blocks.dtype
+    thr = _range_floor(b, dtype)
+    shape_t = (b,) + (1,) * len(lead)
+    tt = jnp.arange(b, dtype=jnp.float64)
+    lq = jnp.asarray(log_q, jnp.float64)
+    t_a = (tt * lq).astype(dtype).reshape(shape_t)          # t A
+    inv_q_t = jnp.exp(-tt * lq).astype(dtype).reshape(shape_t)  # e^{-t A}
+    b_a = (b * lq).astype(dtype)
+
+    def body(carry, blk):
+        g, s, _, _, ok = carry
+        u = log_p + blk + t_a
+        m = jnp.maximum(jnp.max(u, axis=0), b_a)
+        terms = jnp.exp(u - m) * g
+        tail = jnp.exp(b_a - m) * g[0]
+        sums = _reverse_cumsum0(terms) + tail
+        v = sums * inv_q_t
+        mx = jnp.max(v, axis=0)
+        v = v * (1.0 / mx)
+        ok = (ok & (jnp.min(sums, axis=0) >= thr) & (jnp.min(v, axis=0) >= thr)
+              & _suffix_sums_consistent(terms, sums, tail))
+        s_new = s + m.astype(jnp.float64) + jnp.log(mx).astype(jnp.float64)
+        return (v, s_new, g, s, ok), None
+
+    ones = jnp.ones((b,) + lead, dtype)
+    zero = jnp.zeros(lead, jnp.float64)
+    init = (ones, zero, ones, zero, jnp.ones(lead, bool))
+    (v0, s0, v1, s1, ok), _ = jax.lax.scan(body, init, blocks, reverse=True)
+    first = jnp.concatenate([jnp.log(v0[pad:]).astype(jnp.float64) + s0,
+                             jnp.log(v1[:pad]).astype(jnp.float64) + s1], axis=0)
+    return first.astype(dtype), ok
+
+
+def poisson_log_ratio_linear(ell_t: jax.Array, log_p, p, group: int = 8) -> tuple[jax.Array, jax.Array]:
+    r""":math:`\sum_i \ln(1 - p + p e^{\ell_i})` (``b = 1``) as logs of products of ``group`` factors,
+    one ``exp`` per iteration and one ``log`` per group. Each factor is a sum of two non-negative terms.
+    ``ok`` (per sample) is false where a product left the normal range by less than ``1/eps`` (overflow
+    or loss of relative precision); callers fall back."""
+    n = ell_t.shape[0]
+    lead = ell_t.shape[1:]
+    m = -(-n // group)
+    pad = m * group - n
+    if pad:  # ell = 0 gives the factor 1
+        ell_t = jnp.concatenate([ell_t, jnp.zeros((pad,) + lead, ell_t.dtype)], axis=0)
+    finfo = jnp.finfo(ell_t.dtype)
+    factors = (1.0 - jnp.asarray(p, ell_t.dtype)) + jnp.exp(log_p + ell_t)
+    prods = jnp.prod(factors.reshape((m, group) + lead), axis=1)
+    ok = jnp.all(jnp.isfinite(prods) & (prods >= float(finfo.tiny) / float(finfo.eps))
+                 & (prods <= float(finfo.max) * float(finfo.eps)), axis=0)
+    return jnp.sum(jnp.log(prods), axis=0), ok
+
+
+def _with_fallback(fast, ok, exact):
+    """``fast`` if every sample is ``ok``, else the whole batch recomputed by ``exact()`` (never mixed)."""
+    return jax.lax.cond(jnp.all(ok), lambda: fast, exact)
+
+
+def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_start: bool,
+                          recursion: str = "auto") -> jax.Array:
+    r"""The kernel of Theorem 5.1: ``ln P(y)/Q(y)`` from the per-iteration terms ``ell_t`` (time-major,
+    shape ``(n, ...)``) for b-min-sep sampling with ``min_sep`` (static) and ``sampling_prob`` ``p``.
+
+    ``sampling_prob`` may be a Python number or a traced scalar in ``(0, 1]`` (one compilation serves every
+    ``p``); ``p = 1`` is handled exactly. ``recursion`` as in :func:`recursion_log_ratio`. Every fast path
+    (``"linear"``, ``"blocked"``) certifies its own arithmetic per sample and recomputes the whole batch with
+    the exact log-space scan where it cannot, so the result is never silently wrong.
+    """
+    if recursion not in RECURSIONS:
+        raise ValueError(f"recursion must be one of {RECURSIONS}; got {recursion!r}")
+    b = int(min_sep)
+    dtype = ell_t.dtype
+    static_p = isinstance(sampling_prob, (int, float))
+    p64 = jnp.asarray(sampling_prob, jnp.float64)
+    log_p = jnp.log(p64).astype(dtype)
+    log_q64 = math.log1p(-sampling_prob) if static_p and sampling_prob < 1.0 else (
+        -math.inf if static_p else jnp.log1p(-p64))
+    log_q = jnp.asarray(log_q64, dtype)
+    if recursion == "auto":
+        recursion = "linear" if jax.default_backend() == "cpu" else "blocked"
+    lead = ell_t.shape[1:]
+    if b == 1:
+        exact = lambda: jnp.sum(jnp.logaddexp(log_q, log_p + ell_t), axis=0)  # noqa: E731
+        if recursion == "linear" and dtype == jnp.float64:
+            fast, ok = poisson_log_ratio_linear(ell_t, log_p, p64)
+            return _with_fallback(fast, ok, exact)
+        return exact()
+    scan = lambda: scan_first_values(ell_t, b, log_p, log_q)  # noqa: E731
+
+    def general():  # p < 1
+        if recursion == "linear":
+            applicable = _linear_applicable(b, log_q64, dtype)
+            if applicable is False:
+                return scan()
+
+            def linear():
+                lq = log_q64 if static_p else jnp.where(applicable, log_q64, 0.0)
+                fast, ok = linear_first_values(ell_t, b, log_p, lq)
+                return _with_fallback(fast, ok, scan)
+            return linear() if applicable is True else jax.lax.cond(applicable, linear, scan)
+        if recursion == "blocked":
+            fast, ok = blocked_first_values(ell_t, b, log_p, log_q)
+            return _with_fallback(fast, ok, scan)
+        if recursion == "assoc":
+            return _assoc_first_values(ell_t, b, log_p, log_q)
+        return scan()
+
+    if recursion == "scan" or recursion == "assoc":
+        f_first = general()  # both are exact at p = 1 (log(1 - p) = -inf is handled by logaddexp)
+    elif static_p:
+        f_first = _p_one_first_values(ell_t, b, log_p) if sampling_prob >= 1.0 else general()
+    else:
+        f_first = jax.lax.cond(p64 >= 1.0, lambda: _p_one_first_values(ell_t, b, log_p), general)
+    if not warm_start:
+        return f_first[0]
+    # warm start (Alg. 2): (f_1 + p sum_{i=2..b} f_i) / (1 + (b - 1) p)
+    shape_t = (b,) + (1,) * len(lead)
+    w = jnp.where(jnp.arange(b) == 0, 0.0, jnp.log(p64)).astype(dtype).reshape(shape_t)
+    norm = jnp.log1p((b - 1) * p64).astype(dtype)
+    return jax.scipy.special.logsumexp(f_first + w, axis=0) - norm
+
+
+def recursion_log_ratio(ell: jax.Array, min_sep: int, sampling_prob, warm_start: bool,
+                        recursion: str = "auto") -> jax.Array:
+    """The recursion of Theorem 5.1 on the per-iteration terms ``ell`` (shape ``(..., n)``, batch-first):
+    :func:`recursion_log_ratio_t` along the last axis.
+
+    ``recursion``:
+
+    - ``"linear"``: blocks of ``b`` iterations in linear space with a per-block log scale, one ``exp``
+      per iteration (:func:`linear_first_values`); wherever its arithmetic could have lost precision
+      (a block sum or value within ``1/eps`` of the smallest normal number, or a suffix sum that fails the
+      a-posteriori consistency check) the whole batch is recomputed by ``"scan"``, so the result is never
+      silently wrong. The CPU default.
+    - ``"scan"``: ``n`` sequential log-space steps (``logaddexp``), no range caveat.
+    - ``"blocked"``: ``ceil(n/b)`` sequential log-space block steps, two transcendentals per iteration;
+      recomputed by ``"scan"`` wherever a suffix sum underflowed. The accelerator default.
+    - ``"assoc"``: blocks by an associative log-space scan, ``O(b log b)`` per block.
+    - ``"auto"``: ``"linear"`` on CPU, ``"blocked"`` elsewhere.
+
+    Returns ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
+    """
+    if recursion not in RECURSIONS:
+        raise ValueError(f"recursion must be one of {RECURSIONS}; got {recursion!r}")
+    return recursion_log_ratio_t(jnp.moveaxis(ell, -1, 0), min_sep, sampling_prob, warm_start, recursion)
+
+
+def ladder_losses_t(m_t: jax.Array, z_t: jax.Array, sigmas: jax.Array, min_sep: int, sampling_prob,
+                    warm_start: bool, c_col: tuple[float, ...], dot_method: str = "auto",
+                    recursion: str = "auto") -> jax.Array:
+    r"""Privacy losses of both directions for every noise multiplier of a ladder on one set of draws.
+
+    ``m_t`` (output mean ``C x``) and ``z_t`` (standard normal noise) are time-major ``(n, B)``. By linearity
+    the sliding sums are taken once, :math:`s^m = \langle c, m \rangle`, :math:`s^z = \langle c, z\rangle`,
+    and for each :math:`\sigma_j`
+
+    .. math::
+        \ell^{rem}_i = (s^m_i + \sigma_j s^z_i - \|c^{(i)}\|^2/2)/\sigma_j^2, \qquad
+        \ell^{add}_i = (\sigma_j s^z_i - \|c^{(i)}\|^2/2)/\sigma_j^2,
+
+    the terms of ``y = m + sigma_j z`` (``y ~ P``) and ``y = sigma_j z`` (``y ~ Q``); only the recursion runs
+    per candidate (``lax.map`` over the ladder, so each candidate keeps its exact fallback). Returns
+    ``(J, 2, B)``: ``[:, 0]`` is ``ln P/Q`` of the remove outputs, ``[:, 1]`` is ``ln Q/P`` of the add outputs.
+    """
+    n = m_t.shape[0]
+    dtype = z_t.dtype
+    s_m = sliding_dot_t(m_t, c_col, dot_method)
+    s_z = sliding_dot_t(z_t, c_col, dot_method)
+    half_sq = jnp.asarray(0.5 * column_sq_norms(c_col, n), dtype).reshape((n,) + (1,) * (z_t.ndim - 1))
+
+    def one(sig):
+        sig = sig.astype(dtype)
+        inv_var = 1.0 / sig**2
+        base = sig * s_z - half_sq
+        rem = recursion_log_ratio_t((s_m + base) * inv_var, min_sep, sampling_prob, warm_start, recursion)
+        add = recursion_log_ratio_t(base * inv_var, min_sep, sampling_prob, warm_start, recursion)
+        return jnp.stack([rem, -add])
+
+    return jax.lax.map(one, jnp.asarray(sigmas))
+
+
+def shift_mixture_log_ratio(ell: jax.Array, period: int, sampling_prob: float, random_phase: bool) -> jax.Array:
+    r"""``ln P/Q`` of a shift mixture from the per-iteration terms ``ell`` (shape ``(..., n)``).
+
+    Opportunity ``t`` contributes :math:`g_t = \ln(1 - q + q e^{\ell_t})` (:math:`g_t = \ell_t` for
+    ``q = 1``); class ``s`` sums :math:`g_t` over ``t = s (mod period)``; the result is the log-mean-exp over
+    the classes (``random_phase``) or the class-0 sum.
+    """
+    period = check_int("period", period, low=1)
+    sampling_prob = check_prob("sampling_prob", sampling_prob)
+    random_phase = check_bool("random_phase", random_phase)
+    if getattr(ell, "ndim", 1) < 1:
+        raise ValueError(f"ell must have shape (..., n); got a scalar {ell!r}")
+    n = ell.shape[-1]
+    dtype = ell.dtype
+    q = float(sampling_prob)
+    if q >= 1.0:
+        g = ell
+    else:
+        g = jnp.logaddexp(jnp.asarray(math.log1p(-q), dtype), jnp.asarray(math.log(q), dtype) + ell)
+    m = -(-n // period)
+    pad = [(0, 0)] * (ell.ndim - 1) + [(0, m * period - n)]
+    g = jnp.pad(g, pad).reshape(ell.shape[:-1] + (m, period))  # padded slots are "no opportunity": 0
+    per_class = jnp.sum(g, axis=-2)
+    if not random_phase:
+        return per_class[..., 0]
+    return jax.scipy.special.logsumexp(per_class, axis=-1) - jnp.asarray(math.log(period), dtype)

@@ -1,0 +1,172 @@
+r"""Sliding sums of a banded Toeplitz column: the linear algebra of ``y = C x + sigma z``.
+
+``C`` is lower-triangular banded Toeplitz with first-column non-zeros ``c_col = (c_0, ..., c_{k-1})``
+(Dong & Ganesh 2026, arXiv:2602.09338, §2). Every function here takes plain numbers,
+tuples and arrays, imports no scheme and is pure (jit-traceable):
+
+* :func:`sliding_dot` / :func:`sliding_dot_t`: :math:`s_i = \langle c^{(i)}, y \rangle`, the column-``i``
+  correlation that every privacy loss starts from;
+* :func:`column_sq_norms`: :math:`\|c^{(i)}\|^2`, columns truncated at row ``n``;
+* :func:`participation_log_ratios`: the per-iteration terms
+  :math:`\ell_i = (\langle c^{(i)}, y\rangle - \|c^{(i)}\|^2/2)/\sigma^2`;
+* :func:`mean_shift`, :func:`mean_shift_t`, :func:`mean_shift_amplitudes`: the output mean ``C x`` for
+  separated participation patterns, in ``O(n)``.
+
+Functions with the suffix ``_t`` work along axis 0 (time-major ``(n, ...)``, the engine's layout).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcacct.validate import DOT_METHODS
+
+__all__ = ["DOT_METHODS", "choose_dot_method", "sliding_dot", "sliding_dot_t", "column_sq_norms",
+           "participation_log_ratios", "participation_log_ratios_t", "mean_shift", "mean_shift_t",
+           "mean_shift_amplitudes", "shift_down"]
+
+
+
+def choose_dot_method(c_col: tuple[float, ...], method: str) -> str:
+    if method not in DOT_METHODS:
+        raise ValueError(f"dot_method must be one of {DOT_METHODS}; got {method!r}")
+    if method != "auto":
+        return method
+    k = len(c_col)
+    if k == 1:
+        return "direct"
+    if all(v == c_col[0] for v in c_col):
+        return "prefix"
+    return "direct" if k <= 32 else "fft"
+
+
+def sliding_dot(y: jax.Array, c_col: tuple[float, ...], method: str = "auto") -> jax.Array:
+    r"""Sliding dot products :math:`s_i = \sum_{d < k} c_d\, y_{i+d}` along the last axis (``y`` zero
+    beyond ``n``), i.e. :math:`\langle c^{(i)}, y \rangle` with columns truncated at row ``n``.
+
+    ``method``: ``"direct"`` (``k`` shifted multiply-adds), ``"fft"`` (real FFT of length ``>= n + k``),
+    ``"prefix"`` (constant ``c_col`` only: block-local prefix sums) or ``"auto"``.
+    """
+    return jnp.moveaxis(sliding_dot_t(jnp.moveaxis(y, -1, 0), c_col, method), 0, -1)
+
+
+def sliding_dot_t(y_t: jax.Array, c_col: tuple[float, ...], method: str = "auto") -> jax.Array:
+    """:func:`sliding_dot` along axis 0 (time-major arrays, the layout of the engine)."""
+    method = choose_dot_method(c_col, method)
+    n, k = y_t.shape[0], len(c_col)
+    rest = y_t.shape[1:]
+    dtype = y_t.dtype
+    pad_rest = [(0, 0)] * len(rest)
+    if method == "prefix":
+        if any(v != c_col[0] for v in c_col):
+            raise ValueError("dot_method='prefix' needs a constant c_col")
+        # blocks of k: the window starting at offset j of block q is the tail of block q from j plus the
+        # head of block q+1 before j. Prefix sums stay inside a block (short sums: accurate in float32).
+        m = -(-n // k)
+        blk = jnp.pad(y_t, [(0, (m + 1) * k - n)] + pad_rest).reshape((m + 1, k) + rest)
+        if jax.default_backend() == "cpu":  # XLA:CPU runs the small matrix product faster than cumsum
+            upper = jnp.asarray(np.triu(np.ones((k, k)), 1), dtype)  # upper[t, j] = 1 if t < j
+            excl = jnp.moveaxis(jnp.tensordot(upper, blk, axes=[[0], [1]],
+                                              precision=jax.lax.Precision.HIGHEST), 0, 1)
+        else:
+            excl = jnp.cumsum(blk, axis=1) - blk
+        total = jnp.sum(blk, axis=1, keepdims=True)
+        win = (total[:m] - excl[:m]) + excl[1:]
+        return win.reshape((m * k,) + rest)[:n] * jnp.asarray(c_col[0], dtype)
+    if method == "direct":
+        yp = jnp.pad(y_t, [(0, k - 1)] + pad_rest)
+        out = yp[0:n] * jnp.asarray(c_col[0], dtype)
+        for d in range(1, k):
+            if c_col[d] != 0.0:
+                out = out + yp[d:d + n] * jnp.asarray(c_col[d], dtype)
+        return out
+    # fft: correlation = convolution with the reversed filter
+    size = 1 << int(math.ceil(math.log2(n + k)))
+    rev = np.zeros(size)
+    rev[0] = c_col[0]
+    for d in range(1, k):
+        rev[size - d] = c_col[d]
+    cf = jnp.fft.rfft(jnp.asarray(rev, dtype)).reshape((-1,) + (1,) * len(rest))
+    yf = jnp.fft.rfft(y_t, n=size, axis=0)
+    return jnp.fft.irfft(yf * cf, n=size, axis=0)[:n].astype(dtype)
+
+
+def column_sq_norms(c_col: tuple[float, ...], iterations: int) -> np.ndarray:
+    r"""Squared norms :math:`\|c^{(t)}\|^2` of the ``n = iterations`` columns, truncated at row ``n``
+    (float64, NumPy: a constant of the traced program)."""
+    n = int(iterations)
+    c2 = np.asarray(c_col, dtype=np.float64) ** 2
+    # column t (0-based) keeps rows t..min(n, t+k)-1, i.e. the first min(k, n-t) entries
+    cums = np.concatenate([[0.0], np.cumsum(c2)])
+    lengths = np.minimum(len(c_col), n - np.arange(n))
+    return cums[lengths]
+
+
+def participation_log_ratios(y: jax.Array, sigma, c_col: tuple[float, ...], method: str = "auto") -> jax.Array:
+    r""":math:`\ell_i = (\langle c^{(i)}, y\rangle - \|c^{(i)}\|^2 / 2) / \sigma^2` for every ``i``, shape of ``y``."""
+    return jnp.moveaxis(participation_log_ratios_t(jnp.moveaxis(y, -1, 0), sigma, c_col, method), 0, -1)
+
+
+def participation_log_ratios_t(y_t: jax.Array, sigma, c_col: tuple[float, ...], method: str = "auto") -> jax.Array:
+    """:func:`participation_log_ratios` for time-major ``y_t`` of shape ``(n, ...)``."""
+    n = y_t.shape[0]
+    sq = jnp.asarray(column_sq_norms(c_col, n), y_t.dtype).reshape((n,) + (1,) * (y_t.ndim - 1))
+    inv_var = 1.0 / jnp.asarray(sigma, y_t.dtype) ** 2
+    return (sliding_dot_t(y_t, c_col, method) - 0.5 * sq) * inv_var
+
+
+def mean_shift(x: jax.Array, c_col: tuple[float, ...], dtype=jnp.float64) -> jax.Array:
+    r"""``C x`` for min-sep-separated ``x`` of shape ``(..., n)``: ``(Cx)_j = c_{j - t}`` where ``t`` is the
+    last participation at or before ``j`` (at most one participation is within ``len(c_col)`` of ``j``)."""
+    n = x.shape[-1]
+    idx = jnp.arange(n, dtype=jnp.int32)
+    last = jax.lax.cummax(jnp.where(x, idx, -(2**30)), axis=x.ndim - 1)
+    lag = idx - last
+    c = jnp.asarray(c_col, dtype)
+    return jnp.where(lag < len(c_col), c[jnp.clip(lag, 0, len(c_col) - 1)], jnp.zeros((), dtype))
+
+
+def shift_down(a: jax.Array, s: int, fill) -> jax.Array:
+    """``a`` moved ``s`` rows down along axis 0 (row ``j`` gets row ``j - s``), ``fill`` above."""
+    pad = jnp.full((s,) + a.shape[1:], fill, a.dtype)
+    return jnp.concatenate([pad, a[:a.shape[0] - s]], axis=0)
+
+
+def mean_shift_t(x_t: jax.Array, c_col: tuple[float, ...], dtype) -> jax.Array:
+    """:func:`mean_shift` along axis 0. The last participation within the column's reach is found by
+    ``ceil(log2 len(c_col))`` doubling steps of a running max (a window of ``2^k >= len(c_col)`` rows: an
+    older participation in it has lag ``>= len(c_col)`` and contributes nothing), not a full ``cummax``."""
+    n = x_t.shape[0]
+    L = len(c_col)
+    if L == 1:
+        return jnp.where(x_t, jnp.asarray(c_col[0], dtype), jnp.zeros((), dtype))
+    idx = jnp.arange(n, dtype=jnp.int32).reshape((n,) + (1,) * (x_t.ndim - 1))
+    last = jnp.where(x_t, idx, -(2**30))
+    s = 1
+    while s < L and s < n:
+        last = jnp.maximum(last, shift_down(last, s, -(2**30)))
+        s *= 2
+    lag = idx - last
+    c = jnp.asarray(c_col, dtype)
+    return jnp.where(lag < L, c[jnp.clip(lag, 0, L - 1)], jnp.zeros((), dtype))
+
+
+def mean_shift_amplitudes(a: jax.Array, c_col: tuple[float, ...]) -> jax.Array:
+    r"""``C a`` for a real amplitude vector ``a`` (shape ``(..., n)``) whose non-zeros are at least
+    ``len(c_col)`` apart: :math:`(Ca)_j = c_{j-t}\, a_t` with ``t`` the last non-zero at or before ``j``.
+
+    ``O(n)`` per row (a running maximum of indices and a gather) instead of ``O(n k)``.
+    """
+    n = a.shape[-1]
+    dtype = a.dtype
+    idx = jnp.arange(n, dtype=jnp.int32)
+    last = jax.lax.cummax(jnp.where(a != 0, idx, -(2**30)), axis=a.ndim - 1)
+    lag = idx - last
+    amp = jnp.take_along_axis(a, jnp.clip(last, 0, n - 1), axis=-1)
+    c = jnp.asarray(c_col, dtype)
+    k = len(c_col)
+    return jnp.where(lag < k, c[jnp.clip(lag, 0, k - 1)] * amp, jnp.zeros((), dtype))

@@ -1,0 +1,216 @@
+r"""Side-by-side noise calibration of sampling schemes for DP-BandMF at equal expected batch size.
+
+For a target :math:`(\varepsilon, \delta)`, ``n`` iterations, a ``k``-banded strategy ``c_col``, a
+dataset of ``M`` examples and an expected batch size ``B`` (participation rate :math:`p_0 = B/M`), each
+scheme gets the parameters that give that batch size and is calibrated with
+:func:`mcacct.evr.calibrate.calibrate` (Estimate-Verify-Release, Alg. 5: the returned sigma is certified
+:math:`(\varepsilon, \delta_{\rm overall})`-DP with :math:`\delta_{\rm overall} \le \delta`):
+
+============================  ====================================================  ==========================
+scheme                        parameters at rate :math:`p_0`                        PLD baseline
+============================  ====================================================  ==========================
+``b-min-sep``                 warm start, :math:`p = p_0 / (1 - p_0 (b-1))`            Poisson PLD when ``b = 1``
+``cyclic-poisson``            :math:`q = b p_0`, random secret phase (mixture)          :math:`\lceil n/b\rceil`-fold
+                                                                                    Poisson-subsampled Gaussian
+``balls-in-bins``             :math:`T = M/B` bins (must be an integer :math:`\ge k`)   none
+``truncated-b-min-sep``       as b-min-sep, plus ``max_batch_size`` (App. D)           none
+``multi-attribution``         per-example ``p`` of b-min-sep, ``k_u`` examples/user    group Poisson PLD when
+                              (user-level, Alg. 3 cold start)                       ``b = 1``, ``k = 1``
+``banded-inverse``            ``C`` from the bands of :math:`C^{-1}` (App. B),          none
+                              r-min-sep with ``r = b`` and the b-min-sep ``p``
+============================  ====================================================  ==========================
+
+PLD columns come from :mod:`mcacct.pld` (imported lazily; ``None`` with a note when the module or the
+expected API — ``pld_calibrate``, ``CyclicPoissonBandMFSpec``, ``PoissonGaussianSpec``,
+``GroupPoissonSpec`` — is missing). For cyclic Poisson the PLD analyses the public-partition worst case,
+which upper-bounds the random-phase mixture estimated by Monte Carlo. The multi-attribution row is
+user-level (a different adjacency) and its batch size is only matched per example.
+
+Rows, their parameters, their PLD specs and the optional-row flags (``--max-batch-size``,
+``--max-examples-per-user``, ``--inverse-bands``) all come from the schemes' entries in :mod:`mcacct.registry`
+(``compare_plan``, ``compare_default``, flags with ``compare=True``); this module lists no scheme itself.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+from mcacct import registry
+from mcacct.validate import check_int, check_real
+
+__all__ = ["compare_schemes", "SCHEMES"]
+
+#: Row names (each scheme's compare label in :mod:`mcacct.registry`; its command-line name is accepted too).
+SCHEMES = tuple(e.row_name for e in registry.SCHEMES)
+
+
+def _pld_module():
+    """``(module, None)`` or ``(None, reason)``."""
+    try:
+        from mcacct import pld as mod
+    except ImportError as err:  # being written elsewhere
+        return None, f"mcacct.pld is not importable ({err})"
+    missing = [n for n in ("pld_calibrate", "CyclicPoissonBandMFSpec", "PoissonGaussianSpec", "GroupPoissonSpec")
+               if not hasattr(mod, n)]
+    if missing:
+        return None, f"mcacct.pld lacks {', '.join(missing)}"
+    return mod, None
+
+
+def _pld_sigma(build, epsilon, delta):
+    """Run ``build(mod) -> (spec, scale)`` and calibrate; returns ``(sigma or None, note or None)``."""
+    mod, why = _pld_module()
+    if mod is None:
+        return None, why
+    try:
+        spec, scale = build(mod)
+        return float(mod.pld_calibrate(spec, epsilon, delta)) * scale, None
+    except (TypeError, AttributeError) as err:
+        return None, f"mcacct.pld API differs: {err}"
+    except ValueError as err:
+        return None, f"PLD calibration failed: {err}"
+
+
+def _parse_schemes(schemes) -> tuple[registry.SchemeEntry, ...] | None:
+    if schemes is None:
+        return None
+    if isinstance(schemes, str):
+        schemes = [s.strip() for s in schemes.split(",") if s.strip()]
+    out = tuple(schemes)
+    known = {n for e in registry.SCHEMES for n in (e.name, e.row_name)}
+    bad = [s for s in out if s not in known]
+    if bad or not out:
+        raise ValueError(f"schemes must be a non-empty list drawn from {SCHEMES}; got {list(out)!r}")
+    return tuple(registry.get(s) for s in out)
+
+
+def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int, expected_batch_size: float,
+                    dataset_size: int, c_col=(1.0,), *, max_batch_size: int | None = None,
+                    max_examples_per_user: int | None = None, inverse_bands=None, schemes=None,
+                    num_samples: int | None = None, seed: int = 0, ladder_ratio: float = 1.02,
+                    above: int = 4, below: int = 8, chunk_size: int = 4096, pld: bool = True,
+                    progress: bool = False, options: dict | None = None) -> dict:
+    r"""Noise multiplier each scheme needs for :math:`(\varepsilon, \delta)` at equal expected batch size.
+
+    Parameters
+    ----------
+    epsilon, delta:
+        Target; ``epsilon >= 0``, ``delta`` in ``(0, 1)`` (the Monte Carlo sigmas certify an overall delta
+        at most ``delta``).
+    iterations:
+        ``n >= 1``.
+    min_sep:
+        ``b >= len(c_col)``: min separation of b-min-sep and cycle length of cyclic Poisson (and ``r`` of the
+        banded-inverse row).
+    expected_batch_size, dataset_size:
+        ``B`` and ``M``; ``B / M <= 1 / b``.
+    c_col:
+        Non-zeros of the first column of the banded Toeplitz ``C``.
+    max_batch_size:
+        ``B_max`` for the truncated row (default: row skipped unless requested, then ``ceil(1.25 B)``).
+    max_examples_per_user:
+        ``k_u`` for the multi-attribution row (default 2 when that row is requested).
+    inverse_bands:
+        Bands ``(h_0, ..., h_{k-1})`` of :math:`C^{-1}` for the banded-inverse row.
+    schemes:
+        Names from :data:`SCHEMES` or registry names (list or comma-separated string). Default: the
+        registry's default rows (b-min-sep, cyclic Poisson, balls-in-bins), plus every optional row whose
+        parameter is given.
+    num_samples:
+        Monte Carlo samples per direction and candidate (default: :func:`mcacct.evr.calibrate.calibrate`'s).
+    seed:
+        Root seed; row ``j`` uses ``fold_in(key(seed), j)``.
+    ladder_ratio, above, below, chunk_size:
+        Passed to :func:`~mcacct.evr.calibrate.calibrate` (a coarser ladder than its default keeps this quick).
+    pld:
+        Also compute the PLD baselines.
+    options:
+        Values of further compare flags of :func:`mcacct.registry.compare_flags` by ``dest`` name (the three
+        keyword arguments above are such options).
+
+    Returns
+    -------
+    dict
+        ``rows``: one dict per scheme with ``scheme``, ``params``, ``sigma`` (certified Monte Carlo sigma),
+        ``verified``, ``overall_delta``, ``top_sigma``, ``num_samples``, ``seconds``, ``sigma_pld`` and
+        ``pld_note``; ``skipped``: schemes that do not apply, with the reason; plus the inputs.
+
+    Raises
+    ------
+    ValueError
+        Naming the offending parameter.
+    """
+    import jax
+
+    from mcacct.evr.calibrate import calibrate
+    from mcacct.schemes.bminsep import sampling_prob_from_batch_size
+    from mcacct.schemes.strategy import BandedToeplitz
+
+    t0 = time.perf_counter()
+    eps = check_real("epsilon", epsilon, low=0.0)
+    dl = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
+    n = check_int("iterations", iterations, low=1)
+    b = check_int("min_sep", min_sep, low=1)
+    m = check_int("dataset_size", dataset_size, low=1)
+    strategy = BandedToeplitz(c_col)
+    strategy.check_min_sep(b)
+    sampling_prob_from_batch_size(expected_batch_size, m, b)  # checks expected_batch_size (B / M <= 1/b)
+    bs = float(expected_batch_size)
+    p0 = bs / m
+    wanted = _parse_schemes(schemes)
+    given = dict(options or {})
+    for k, v in (("max_batch_size", max_batch_size), ("max_examples_per_user", max_examples_per_user),
+                 ("inverse_bands", inverse_bands)):
+        if v is not None:
+            given[k] = v
+    flags = registry.compare_flags()
+    unknown = sorted(set(given) - {f.dest for _, f in flags})
+    if unknown:
+        raise ValueError(f"options must be among {sorted(f.dest for _, f in flags)}; got {unknown}")
+    for _, f in flags:
+        if given.get(f.dest) is not None and f.check is not None:
+            given[f.dest] = f.check(f.dest, given[f.dest])
+    setting = registry.CompareSetting(n, b, bs, m, strategy, given)
+    if wanted is None:
+        optional = {e.name for e, f in flags if given.get(f.dest) is not None}
+        wanted = tuple(e for e in registry.SCHEMES if e.compare_default or e.name in optional)
+    if num_samples is not None:
+        num_samples = check_int("num_samples", num_samples, low=1)
+    c_norm = math.sqrt(sum(v * v for v in strategy.c_col))
+
+    rows, skipped = [], []
+    plans = []  # (row name, registry.ComparePlan), from each scheme's registry entry
+    for entry in wanted:
+        plans.append((entry.row_name, entry.compare_plan(setting)))
+
+    pld_mod_note = None
+    if pld:
+        _, pld_mod_note = _pld_module()
+    root = jax.random.key(seed)
+    for j, (name, plan) in enumerate(plans):
+        problem, pld_build = plan.problem, plan.pld
+        if problem is None:
+            skipped.append({"scheme": name, "reason": plan.skip})
+            continue
+        params = {k: v for k, v in registry.scheme_to_dict(problem.scheme).items()
+                  if k not in ("type", "iterations")}
+        params.update(plan.params)
+        t1 = time.perf_counter()
+        if progress:
+            print(f"[mcacct compare] {name}: calibrating ...", file=sys.stderr, flush=True)
+        res = calibrate(problem, eps, dl, jax.random.fold_in(root, j), num_samples=num_samples,
+                        ladder_ratio=ladder_ratio, above=above, below=below, chunk_size=chunk_size)
+        row = {"scheme": name, "params": params, "sigma": res.sigma, "verified": res.verified,
+               "overall_delta": res.overall_delta, "top_sigma": res.top_sigma, "num_samples": res.num_samples,
+               "note": res.note, "seconds": time.perf_counter() - t1, "sigma_pld": None, "pld_note": None}
+        if pld and pld_build is not None:
+            row["sigma_pld"], row["pld_note"] = _pld_sigma(pld_build, eps, dl)
+        elif pld:
+            row["pld_note"] = "no PLD analysis for this scheme"
+        rows.append(row)
+    return {"epsilon": eps, "delta": dl, "iterations": n, "min_sep": b, "expected_batch_size": bs,
+            "dataset_size": m, "participation_rate": p0, "c_col": list(strategy.c_col), "c_norm": c_norm,
+            "seed": seed, "rows": rows, "skipped": skipped, "pld_module_note": pld_mod_note,
+            "seconds": time.perf_counter() - t0}

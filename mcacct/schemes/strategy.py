@@ -1,0 +1,124 @@
+r"""The correlated-noise strategy of DP-BandMF: a banded, lower-triangular Toeplitz matrix.
+
+For iterations :math:`1..n` the strategy matrix is
+
+.. math::
+    C_{ij} = c_{i-j} \quad (0 \le i - j < k), \qquad C_{ij} = 0 \text{ otherwise},
+
+given by the ``k`` non-zeros ``c_col = (c_0, ..., c_{k-1})`` of its first column.  ``c_col = [1.0]`` is
+the identity, i.e. plain DP-SGD.  Privacy accounting needs ``C`` to be non-negative and at most
+``min_sep``-banded (``k <= b``): then repeated participations of one example never touch the same row
+of ``C x`` (paper 003, §4) and
+
+.. math::  \|C x\|^2 = \sum_{t:\,x_t = 1} \|c^{(t)}\|^2,
+
+where :math:`c^{(t)}` is column ``t`` (truncated at row ``n``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from mcacct.validate import check_int
+
+__all__ = ["BandedToeplitz", "parse_c_col"]
+
+
+def parse_c_col(c_col: Sequence[float] | np.ndarray | str | float) -> tuple[float, ...]:
+    """Turn ``c_col`` (sequence, array, scalar or ``"v1,v2,..."`` string) into a validated tuple."""
+    if isinstance(c_col, str):
+        try:
+            values = [float(v) for v in c_col.split(",") if v.strip()]
+        except ValueError as err:
+            raise ValueError(f"c_col must be a comma-separated list of numbers; got {c_col!r}") from err
+    else:
+        values = np.atleast_1d(np.asarray(c_col, dtype=np.float64)).tolist()
+    if len(values) == 0:
+        raise ValueError("c_col must contain at least one entry")
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 1:
+        raise ValueError(f"c_col must be one-dimensional; got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"c_col entries must be finite; got {values}")
+    if np.any(arr < 0):
+        raise ValueError(f"c_col entries must be non-negative (>= 0); got {values}")
+    if not np.any(arr > 0):
+        raise ValueError("c_col must have at least one positive entry")
+    return tuple(float(v) for v in arr)
+
+
+def check_strategy_type(name: str, strategy: Any) -> "BandedToeplitz":
+    """A :class:`BandedToeplitz` (anything else has no validated ``c_col``); ``ValueError`` naming ``name``."""
+    if not isinstance(strategy, BandedToeplitz):
+        raise ValueError(f"{name} must be a mcacct.BandedToeplitz; got {type(strategy).__name__}")
+    return strategy
+
+
+@dataclass(frozen=True)
+class BandedToeplitz:
+    """Banded lower-triangular Toeplitz strategy ``C`` given by its first-column non-zeros.
+
+    Parameters
+    ----------
+    c_col:
+        Non-negative, finite entries ``c_0..c_{k-1}``; the band width is ``k = len(c_col)``.
+    """
+
+    c_col: tuple[float, ...] = (1.0,)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "c_col", parse_c_col(self.c_col))
+
+    @property
+    def bands(self) -> int:
+        """Number of bands ``k``."""
+        return len(self.c_col)
+
+    def padded(self, min_sep: int) -> np.ndarray:
+        """``c_col`` as a float64 array zero-padded to length ``min_sep`` (requires ``k <= min_sep``)."""
+        self.check_min_sep(min_sep)
+        out = np.zeros(min_sep, dtype=np.float64)
+        out[: self.bands] = self.c_col
+        return out
+
+    def check_min_sep(self, min_sep: int) -> None:
+        """Raise ``ValueError`` unless the band width fits the minimum separation (``k <= b``)."""
+        b = check_int("min_sep", min_sep, low=1)
+        if self.bands > b:
+            raise ValueError(
+                f"c_col has {self.bands} entries but min_sep is {b}: the accountant needs "
+                f"len(c_col) <= min_sep (a {self.bands}-banded C with {b}-min-sep participation)")
+
+    def column_sq_norms(self, iterations: int) -> np.ndarray:
+        r"""Squared norms :math:`\|c^{(t)}\|^2` of the ``n`` columns, truncated at row ``n``."""
+        n = check_int("iterations", iterations, low=1)
+        c2 = np.asarray(self.c_col, dtype=np.float64) ** 2
+        # column t (0-based) keeps rows t..min(n, t+k)-1, i.e. the first min(k, n-t) entries
+        cums = np.concatenate([[0.0], np.cumsum(c2)])
+        lengths = np.minimum(self.bands, n - np.arange(n))
+        return cums[lengths]
+
+    def worst_case_sensitivity(self, iterations: int, min_sep: int) -> float:
+        r"""An upper bound on :math:`\|C x\|` over every ``min_sep``-separated participation pattern.
+
+        At most :math:`\lceil n/b \rceil` participations fit into ``n`` iterations with separation ``b``,
+        they touch disjoint rows, and every column norm is at most :math:`\|c\|`, so
+        :math:`\|Cx\|^2 \le \lceil n/b \rceil\,\|c\|^2`.
+        """
+        self.check_min_sep(min_sep)
+        n = check_int("iterations", iterations, low=1)
+        count = -(-n // int(min_sep))
+        return math.sqrt(count * float(np.sum(np.square(self.c_col))))
+
+    def matrix(self, iterations: int) -> np.ndarray:
+        """The dense ``n x n`` matrix (for tests and small examples)."""
+        n = check_int("iterations", iterations, low=1)
+        m = np.zeros((n, n))
+        for d, v in enumerate(self.c_col):
+            if d < n:
+                m += np.diag(np.full(n - d, v), -d)
+        return m

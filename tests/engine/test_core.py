@@ -1,0 +1,237 @@
+"""Core accountant: closed forms, reference libraries, key discipline, estimators, validation."""
+
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import mcacct
+import oracles
+from helpers import run_direction
+from mcacct import evr
+from mcacct.engine.problem import Problem, chunk_losses
+from mcacct.engine.estimate import estimate
+from mcacct.evr.calibrate import calibrate, candidate_key, pilot_key
+from mcacct.cli.commands import main
+
+ALPHA = 1e-3  # two-sided tests use ALPHA per side: each fails with probability <= 1e-3 under the truth
+
+
+def _within(est, direction, truth):
+    s = est.stats[direction]
+    m = s.mean_at(0)
+    lo = evr.kl_lower_confidence(m, s.count, ALPHA)
+    hi = evr.kl_upper_confidence(m, s.count, ALPHA)
+    assert lo <= truth <= hi, (direction, lo, m, hi, truth)
+
+
+@pytest.mark.parametrize("n,b,c_col", [(10, 1, (1.0,)), (12, 3, (1.0, 0.5, 0.25)), (9, 4, (0.5, 0.5, 0.5, 0.5))])
+def test_p1_cold_start_is_gaussian_mechanism(n, b, c_col):
+    """p = 1, cold start: participations at 1, 1+b, ...: delta(eps) is the Gaussian closed form."""
+    scheme = mcacct.BMinSep(1.0, b, n, warm_start=False)
+    strategy = mcacct.BandedToeplitz(c_col)
+    sq = strategy.column_sq_norms(n)
+    sens = math.sqrt(sum(sq[t] for t in range(0, n, b)))
+    sigma, eps = 1.5, 0.8
+    truth = oracles.gaussian_delta(sens, sigma, eps)
+    est = estimate(Problem(scheme, strategy), sigma, jax.random.key(11), 60_000, (eps,), chunk_size=8192)
+    for d in ("remove", "add"):
+        _within(est, d, truth)
+    assert abs(evr.gaussian_delta(sens, sigma, eps) - truth) <= 1e-12 + 1e-9 * truth
+
+
+def _pld_delta(q, sigma, steps, eps):
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), steps)
+    return acc.get_delta(eps)
+
+
+@pytest.mark.parametrize("q,sigma,steps,eps", [(0.2, 1.0, 8, 1.0), (0.05, 0.7, 20, 1.5)])
+def test_b1_matches_dp_accounting_poisson(q, sigma, steps, eps):
+    """b = 1 is Poisson-subsampled Gaussian: MC delta agrees with dp-accounting's PLD (max of directions)."""
+    truth = _pld_delta(q, sigma, steps, eps)
+    est = estimate(Problem(mcacct.BMinSep(q, 1, steps)), sigma, jax.random.key(5), 80_000, (eps,),
+                   chunk_size=8192)
+    m = max(est.stats[d].mean_at(0) for d in ("remove", "add"))
+    s = est.stats["remove"].count
+    lo, hi = evr.kl_lower_confidence(m, s, ALPHA), evr.kl_upper_confidence(m, s, ALPHA)
+    # dp-accounting's PLD is a pessimistic bound; allow its discretisation error (relative 1e-3)
+    assert lo <= truth * (1 + 1e-3) and truth <= hi, (lo, m, hi, truth)
+
+
+def test_same_keys_same_numbers_and_chunk_plan():
+    pb = Problem(mcacct.BMinSep(0.2, 3, 40), mcacct.BandedToeplitz((1.0, 0.5)))
+    a = chunk_losses(jax.random.key(3), 0.9, pb, 256, True)
+    b = chunk_losses(jax.random.key(3), 0.9, pb, 256, True)
+    c = chunk_losses(jax.random.key(4), 0.9, pb, 256, True)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert not np.array_equal(np.asarray(a), np.asarray(c))
+    # a full run equals the merge of its chunk ranges, exactly
+    full = run_direction(pb, 0.9, jax.random.key(1), "remove", 1000, (0.5, 1.0), chunk_size=128)
+    part1 = run_direction(pb, 0.9, jax.random.key(1), "remove", 1000, (0.5, 1.0), chunk_size=128,
+                          chunk_range=(0, 3))
+    part2 = run_direction(pb, 0.9, jax.random.key(1), "remove", 1000, (0.5, 1.0), chunk_size=128,
+                          chunk_range=(3, 8))
+    merged = part1.merge(part2)
+    assert merged.count == full.count == 1000
+    assert merged.sums == full.sums
+    np.testing.assert_array_equal(merged.hist, full.hist)
+
+
+def test_candidates_and_directions_never_share_keys():
+    root = jax.random.key(0)
+    seen = set()
+    keys = [pilot_key(root)] + [candidate_key(root, j) for j in range(200)]
+    for k in keys:
+        for d in (0, 1):
+            dk = jax.random.fold_in(k, d)
+            for c in range(5):
+                data = tuple(np.asarray(jax.random.key_data(jax.random.fold_in(dk, c))).tolist())
+                assert data not in seen
+                seen.add(data)
+    assert len(seen) == len(keys) * 2 * 5
+
+
+def test_histogram_is_pessimistic_and_close():
+    pb = Problem(mcacct.BMinSep(0.3, 2, 30), mcacct.BandedToeplitz((1.0, 0.3)))
+    st = run_direction(pb, 0.8, jax.random.key(9), "remove", 20_000, (0.5, 1.0, 2.0), chunk_size=4096)
+    for j, e in enumerate((0.5, 1.0, 2.0)):
+        exact = st.mean_at(j)
+        hist = float(st.histogram_delta(e)[0])
+        assert exact <= hist <= exact * math.exp(st.spec.width) + 1e-15
+
+
+def test_epsilon_from_delta_consistent():
+    pb = Problem(mcacct.BMinSep(1.0, 1, 4, warm_start=False))
+    est = estimate(pb, 2.0, jax.random.key(2), 50_000, (0.0,), chunk_size=8192)
+    e = est.epsilon(0.01)
+    # exact epsilon of the Gaussian mechanism with sensitivity 2, sigma 2 at delta 0.01
+    lo, hi = 0.0, 20.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if oracles.gaussian_delta(2.0, 2.0, mid) <= 0.01 else (mid, hi)
+    assert e["epsilon_estimate"] <= e["epsilon_upper"]
+    assert abs(e["epsilon_estimate"] - hi) < 0.1
+    assert e["epsilon_upper"] >= hi - 0.01
+
+
+def test_float32_kernel_close_to_float64_on_same_keys():
+    """Precision policy check: float32 loss kernel vs float64 on identical keys (worst relative diff in delta)."""
+    sch = mcacct.BMinSep(mcacct.sampling_prob_from_batch_size(4, 1024, 8), 8, 256)
+    strat = mcacct.BandedToeplitz(tuple(np.ones(8) / np.sqrt(8)))
+    worst = 0.0
+    for sigma in (0.6, 1.0):
+        d = {}
+        for dt in ("float64", "float32"):
+            st = run_direction(Problem(sch, strat, dtype=dt), sigma, jax.random.key(0), "remove", 20_000,
+                               (0.5, 1.0, 2.0), chunk_size=4096)
+            d[dt] = np.array([st.mean_at(j) for j in range(3)])
+        rel = np.max(np.abs(d["float32"] - d["float64"]) / np.maximum(d["float64"], 1e-300))
+        worst = max(worst, rel)
+    assert worst < 1e-3, worst
+
+
+def test_evr_matches_reference_and_is_monotone():
+    from jax_privacy.experimental.monte_carlo import delta_calculation as ref
+    for s, base in ((10**5, 1e-4), (10**7, 1e-6), (3 * 10**6, 2e-6)):
+        assert evr.overall_delta(s, base) == pytest.approx(ref.get_overall_delta(s, base), rel=1e-6)
+        assert evr.overall_delta(s, base) >= ref.get_overall_delta(s, base) * (1 - 1e-9)
+    s = evr.min_samples(1e-5, 5e-6)
+    assert evr.overall_delta(s, 5e-6) <= 1e-5 < evr.overall_delta(s - 1, 5e-6)
+    assert evr.base_delta_for_target(10**7, 1e-5) < 1e-5
+    assert evr.overall_delta(10**7, evr.base_delta_for_target(10**7, 1e-5)) <= 1e-5
+    # Chernoff bound: q is exactly exp(-s KL) (up to the safety factor)
+    q = evr.tail_bound(1000, 0.01, 0.02)
+    assert q == pytest.approx(math.exp(-1000 * evr.kl_bernoulli(0.01, 0.02)), rel=1e-8)
+
+
+def test_gaussian_sigma_inverts_gaussian_delta():
+    for sens, eps, delta in ((1.0, 1.0, 1e-5), (7.3, 0.5, 1e-8), (0.2, 8.0, 1e-3)):
+        s = evr.gaussian_sigma(sens, eps, delta)
+        assert oracles.gaussian_delta(sens, s, eps) <= delta
+        assert oracles.gaussian_delta(sens, s * (1 - 1e-6), eps) > delta * (1 - 1e-4)
+
+
+def test_calibration_key_independence_and_soundness_small():
+    pb = Problem(mcacct.BMinSep(0.25, 2, 16), mcacct.BandedToeplitz((1.0, 0.5)))
+    r = calibrate(pb, 1.0, 1e-2, jax.random.key(1))
+    assert r.overall_delta <= 1e-2
+    assert r.sigma <= r.top_sigma
+    sigmas = [c["sigma"] for c in r.candidates]
+    assert sigmas == sorted(sigmas, reverse=True)
+    # the returned sigma passed, every candidate above it passed
+    passed = [c for c in r.candidates if c["passed"]]
+    assert all(c["sigma"] >= r.sigma for c in passed)
+
+
+def test_default_calibration_cli(capsys):
+    assert main(["calibrate", "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verified"] is True
+    assert out["overall_delta"] <= out["delta"]
+    for key in ("sigma", "base_delta", "epsilon", "num_samples", "candidates"):
+        assert key in out
+    assert all("sigma" in c for c in out["candidates"])
+    base = out["baselines"]
+    assert base["poisson_dpsgd_sigma"] > 0 and base["cyclic_poisson_bandmf_sigma"] > 0
+    # DP-SGD (no correlation, C = I) needs less noise than BandMF with the same batch size
+    assert base["poisson_dpsgd_sigma"] < out["sigma"]
+
+
+def test_top_candidate_uses_tightest_valid_certificate():
+    """b = 1 is Poisson subsampling: the PLD bound certifies a smaller top sigma than the worst-case Gaussian."""
+    from mcacct.evr.calibrate import top_sigma
+    from mcacct import pld
+    pb = Problem(mcacct.BMinSep(0.05, 1, 50))
+    sig, how = top_sigma(pb, 1.0, 1e-4)
+    assert how.startswith("pld")
+    assert sig <= evr.gaussian_sigma(math.sqrt(50), 1.0, 1e-4)
+    res = pld.pld_delta(pld.PoissonGaussianSpec(0.05, sig, steps=50), 1.0)
+    assert res.delta <= 1e-4
+    pb2 = Problem(mcacct.BMinSep(0.05, 3, 50), mcacct.BandedToeplitz((1.0, 0.5)))
+    sig2, how2 = top_sigma(pb2, 1.0, 1e-4)
+    assert how2 == "gaussian-worst-case-sensitivity"
+    assert evr.gaussian_delta(pb2.strategy.worst_case_sensitivity(50, 3), sig2, 1.0) <= 1e-4
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "0"], "sampling_prob"),
+    (["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "1.5"], "sampling_prob"),
+    (["delta", "--sigma", "1", "--epsilon", "1", "--min-sep", "0", "--sampling-prob", "0.1"], "min_sep"),
+    (["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "0.1", "--c-col", "1,-1"], "c_col"),
+    (["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "0.1", "--c-col", "1,nan"], "c_col"),
+    (["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "0.1", "--c-col", "1,1,1,1,1",
+      "--min-sep", "4"], "min_sep"),
+    (["delta", "--sigma", "0", "--epsilon", "1", "--sampling-prob", "0.1"], "sigma"),
+    (["delta", "--sigma", "1", "--epsilon", "-1", "--sampling-prob", "0.1"], "epsilon"),
+    (["epsilon", "--sigma", "1", "--delta", "1.5", "--sampling-prob", "0.1"], "delta"),
+    (["calibrate", "--delta", "0"], "delta"),
+    (["calibrate", "--samples", "10"], "samples are needed"),
+    (["calibrate", "--batch-size", "600", "--dataset-size", "1000", "--min-sep", "2"], "expected_batch_size"),
+])
+def test_bad_input_clear_error(argv, needle, capsys):
+    assert main(argv + ["--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and needle in err and "Traceback" not in err
+
+
+def test_batch_size_helper():
+    p = mcacct.sampling_prob_from_batch_size(1793, 14_745_600, 256)
+    p0 = 1793 / 14_745_600
+    assert p == pytest.approx(p0 / (1 - p0 * 255))
+    assert mcacct.expected_participation_rate(p, 256) == pytest.approx(p0)
+    with pytest.raises(ValueError, match="expected_batch_size"):
+        mcacct.sampling_prob_from_batch_size(600, 1000, 2)
+
+
+def test_warm_start_rate_is_stationary():
+    sch = mcacct.BMinSep(0.3, 4, 20, warm_start=True)
+    x = np.asarray(mcacct.sample_participation(jax.random.key(0), sch, 100_000))
+    rate = x.mean(axis=0)
+    p0 = sch.participation_rate
+    sd = math.sqrt(p0 * (1 - p0) / 100_000)
+    assert np.all(np.abs(rate - p0) < 5 * sd)

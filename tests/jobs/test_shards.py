@@ -1,0 +1,382 @@
+"""Shard jobs: atomic checkpoints, kill/resume, exact merge and its refusals, plot, launchers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+import mcacct
+from mcacct.jobs import shards as jobs
+from mcacct.engine.problem import Problem
+from mcacct.evr.calibrate import candidate_key
+from mcacct.cli.commands import main
+from mcacct.engine.statistics import DIRECTIONS
+
+from helpers import ROOT  # noqa: E402
+PB = Problem(mcacct.BMinSep(0.2, 4, 32), mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5)))
+SCHEME = ["--iterations", "32", "--min-sep", "4", "--sampling-prob", "0.2", "--c-col", "0.5,0.5,0.5,0.5"]
+SIGMA, CHUNK = 0.9, 256
+N_SMALL = 256 * 8 + 5  # 9 chunks per direction, the last one masked
+
+
+def _cfg(sigma=SIGMA, n=N_SMALL, candidate=None, eps=(0.5, 1.0), seed=0) -> jobs.JobConfig:
+    return jobs.JobConfig(PB, sigma, eps, n, CHUNK, seed, candidate)
+
+
+def _shards(out, cfg, k, which=None):
+    for i in (range(k) if which is None else which):
+        jobs.run_shard(cfg, i, k, str(out))
+
+
+def _assert_same(a, b):
+    assert a.count == b.count
+    assert a.sums == b.sums
+    np.testing.assert_array_equal(a.hist, b.hist)
+
+
+def _reference(cfg):
+    """The single-run statistics: both directions on shared draws, as `mcacct delta` (mcacct.engine.estimate)."""
+    return mcacct.estimate(PB, cfg.sigma, cfg.root_key(), cfg.num_samples, cfg.epsilons, chunk_size=CHUNK).stats
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A complete 3-shard plan and its single-run reference."""
+    out = tmp_path_factory.mktemp("small")
+    cfg = _cfg()
+    _shards(out, cfg, 3)
+    return out, cfg, _reference(cfg)
+
+
+def test_merge_equals_single_run_and_delta_cli(small, capsys):
+    out, cfg, ref = small
+    res = jobs.merge([str(out)])
+    assert res.complete and not res.missing_shards
+    for d in DIRECTIONS:
+        _assert_same(res.stats[d], ref[d])
+    # the merged report equals `mcacct delta` with the same flags, number for number
+    assert main(["merge", str(out), "--json"]) == 0
+    merged = json.loads(capsys.readouterr().out)
+    assert main(["delta", "--sigma", str(SIGMA), "--epsilon", "0.5", "--samples", str(N_SMALL), "--chunk-size",
+                 str(CHUNK), *SCHEME, "--json", "--quiet"]) == 0
+    delta = json.loads(capsys.readouterr().out)
+    for k in ("delta_estimate", "delta_upper", "num_samples"):
+        assert merged[k] == delta[k]
+    assert merged["directions"] == delta["directions"]
+    assert len(merged["results"]) == 2 and merged["samples_per_second"] > 0
+
+
+def test_other_splits_and_merged_files_combine(small, tmp_path):
+    out, cfg, ref = small
+    # shard 0 of 2 plus shards 2, 3 of 4 cover the plan exactly once
+    _shards(tmp_path / "a", cfg, 2, [0])
+    _shards(tmp_path / "b", cfg, 4, [2, 3])
+    res = jobs.merge([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert res.complete
+    for d in DIRECTIONS:
+        _assert_same(res.stats[d], ref[d])
+    # a merged file can be merged (and plotted) again
+    path = jobs.write_merged(res, str(tmp_path / "m"))
+    again = jobs.merge([str(tmp_path / "m")])
+    for d in DIRECTIONS:
+        _assert_same(again.stats[d], ref[d])
+    assert json.load(open(path))["kind"] == "merged"
+
+
+def test_merge_rejects_duplicate_shard(small, tmp_path):
+    out, cfg, _ = small
+    dup = tmp_path / "dup"
+    dup.mkdir()
+    shutil.copy(out / jobs.shard_filename(1, 3), dup / jobs.shard_filename(1, 3))
+    with pytest.raises(ValueError, match=r"duplicate shard 1 of 3"):
+        jobs.merge([str(out), str(dup)])
+    # the same directory twice is the same files, not a duplicate
+    assert jobs.merge([str(out), str(out)]).complete
+
+
+def test_merge_rejects_overlapping_ranges(small, tmp_path):
+    out, cfg, _ = small
+    _shards(tmp_path, cfg, 2, [0])
+    with pytest.raises(ValueError, match="overlapping key ranges"):
+        jobs.merge([str(out / jobs.shard_filename(0, 3)), str(tmp_path)])
+
+
+def test_merge_rejects_other_sigma_with_clear_message(small, tmp_path, capsys):
+    out, cfg, _ = small
+    _shards(tmp_path, _cfg(sigma=1.2), 3, [2])
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    shutil.copy(out / jobs.shard_filename(0, 3), mixed)
+    shutil.copy(out / jobs.shard_filename(1, 3), mixed)
+    shutil.copy(tmp_path / jobs.shard_filename(2, 3), mixed)
+    with pytest.raises(ValueError, match=r"sigma differs \(0\.9 in .*, 1\.2 in "):
+        jobs.merge([str(mixed)])
+    assert main(["merge", str(mixed)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot merge") and "sigma differs" in err
+
+
+def test_merge_reports_missing_shards(small, tmp_path, capsys):
+    out, cfg, ref = small
+    part = tmp_path / "part"
+    part.mkdir()
+    for i in (0, 2):
+        shutil.copy(out / jobs.shard_filename(i, 3), part)
+    with pytest.raises(ValueError, match=r"missing shards 1/3"):
+        jobs.merge([str(part)])
+    assert main(["merge", str(part)]) == 2
+    assert "missing shards 1/3" in capsys.readouterr().err
+    assert main(["merge", str(part), "--allow-partial", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    a, b = jobs.shard_chunk_range(9, 1, 3)
+    assert rep["complete"] is False and rep["missing_shards"] == ["1/3"]
+    assert rep["missing_chunks"] == {d: [[a, b]] for d in DIRECTIONS}
+    assert rep["num_samples"] == N_SMALL - (b - a) * CHUNK
+
+
+def test_resume_refuses_other_config_and_candidates_are_independent(small, tmp_path):
+    out, cfg, _ = small
+    with pytest.raises(ValueError, match="sigma differs"):
+        jobs.run_shard(_cfg(sigma=1.0), 0, 3, str(out))
+    c0, c1 = tmp_path / "c0", tmp_path / "c1"
+    _shards(c0, _cfg(candidate=0), 2)
+    _shards(c1, _cfg(candidate=1), 2)
+    m0, m1 = jobs.merge([str(c0)]), jobs.merge([str(c1)])
+    key0 = candidate_key(jax.random.key(0), 0)
+    _assert_same(m0.stats["add"], mcacct.estimate(PB, SIGMA, key0, N_SMALL, (0.5, 1.0), chunk_size=CHUNK).stats["add"])
+    assert m0.stats["add"].sums != m1.stats["add"].sums
+    with pytest.raises(ValueError, match="candidate differs"):
+        jobs.merge([str(c0), str(c1)])
+
+
+def test_max_chunks_then_resume(tmp_path, small, capsys):
+    _, cfg, ref = small
+    s = jobs.run_shard(cfg, 0, 1, str(tmp_path), max_chunks=4)
+    assert not s["complete"] and s["samples_total"] == 2 * 4 * CHUNK  # a chunk covers both directions
+    with pytest.raises(ValueError, match="unfinished shards 0/1"):
+        jobs.merge([str(tmp_path)])
+    argv = ["sample", "--out", str(tmp_path), "--sigma", str(SIGMA), "--epsilon", "0.5,1", "--samples",
+            str(N_SMALL), "--chunk-size", str(CHUNK), *SCHEME]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    assert "complete" in cap.out and "resumed" in cap.out
+    assert "samples" in cap.err and "ETA" in cap.err  # progress on stderr
+    res = jobs.merge([str(tmp_path)])
+    for d in DIRECTIONS:
+        _assert_same(res.stats[d], ref[d])
+
+
+def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
+    """SIGKILL a `mcacct sample` shard once its checkpoint shows a completed chunk; resume; compare."""
+    n = 256 * 300  # 300 chunks per direction: shard 0 of 2 has 300 chunks to do
+    cfg = _cfg(n=n)
+    out = tmp_path / "run"
+    path = out / jobs.shard_filename(0, 2)
+    argv = ["sample", "--shard", "0", "--num-shards", "2", "--out", str(out), "--sigma", str(SIGMA),
+            "--epsilon", "0.5,1", "--samples", str(n), "--chunk-size", str(CHUNK), *SCHEME, "--quiet"]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "mcacct.cli.commands", *argv], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    done = 0
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if path.exists():
+                f = jobs.load_stats_file(str(path))
+                done = sum(b - a for r in f.done.values() for a, b in r)
+                if done >= 1:
+                    break
+            time.sleep(0.005)
+        assert proc.poll() is None, f"shard ended before it could be killed: {proc.stderr.read()[-2000:]}"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    killed = jobs.load_stats_file(str(path))  # the checkpoint is a complete, valid file
+    assert not killed.complete and killed.stats["remove"].count >= CHUNK
+    assert killed.stats["remove"].count == CHUNK * sum(b - a for a, b in killed.done["remove"])
+    assert main(argv) == 0  # resume
+    resumed = jobs.load_stats_file(str(path))
+    assert resumed.complete
+    jobs.run_shard(cfg, 1, 2, str(out), checkpoint_seconds=1e9)
+    res = jobs.merge([str(out)])
+    ref = _reference(cfg)
+    for d in DIRECTIONS:
+        _assert_same(res.stats[d], ref[d])
+
+
+def test_leftover_temp_file_is_ignored(small, tmp_path):
+    out, cfg, ref = small
+    d = tmp_path / "t"
+    shutil.copytree(out, d)
+    (d / ".shard-00000-of-00003.json.xyz.tmp").write_text("{partial")
+    assert jobs.merge([str(d)]).complete
+
+
+def test_corrupt_file_is_refused(small, tmp_path):
+    out, _, _ = small
+    d = tmp_path / "c"
+    shutil.copytree(out, d)
+    p = d / jobs.shard_filename(0, 3)
+    obj = json.loads(p.read_text())
+    obj["config"]["sigma"] = 0.8  # edited without updating the fingerprint
+    p.write_text(json.dumps(obj))
+    with pytest.raises(ValueError, match="fingerprint"):
+        jobs.merge([str(d)])
+
+
+def test_plot(small, tmp_path, capsys, monkeypatch):
+    out, _, _ = small
+    fig = tmp_path / "fig.png"
+    assert main(["plot", str(out), "--out", str(fig), "--points", "40"]) == 0
+    assert fig.stat().st_size > 1000 and "wrote" in capsys.readouterr().out
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["plot", str(out), "--out", str(tmp_path / "g.png")]) == 2
+    assert "error: mcacct plot needs matplotlib" in capsys.readouterr().err
+
+
+def test_cli_bad_input_exit_2(tmp_path, capsys):
+    base = ["sample", "--out", str(tmp_path), "--sigma", "0.9", "--epsilon", "1", *SCHEME]
+    assert main([*base[:-len(SCHEME)], "--shard", "2", "--num-shards", "2", *SCHEME]) == 2
+    assert "error: shard" in capsys.readouterr().err
+    assert main(["sample", "--out", str(tmp_path), "--sigma", "-1", "--epsilon", "1", *SCHEME]) == 2
+    assert "error: sigma" in capsys.readouterr().err
+    assert main(["merge", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="num_shards"):
+        jobs.shard_chunk_range(10, 0, 0)
+
+
+def test_job_array_launcher(small, tmp_path):
+    out, cfg, ref = small
+    env = dict(os.environ, SLURM_ARRAY_TASK_ID="1", SLURM_ARRAY_TASK_COUNT="3", JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    d = tmp_path / "arr"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "launch", "job_array.py"), f"--out={d}", "--",
+                        "--sigma", str(SIGMA), "--epsilon", "0.5,1", "--samples", str(N_SMALL), "--chunk-size",
+                        str(CHUNK), *SCHEME, "--quiet"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (d / jobs.shard_filename(1, 3)).exists()
+    for i in (0, 2):
+        shutil.copy(out / jobs.shard_filename(i, 3), d)
+    res = jobs.merge([str(d)])
+    for k in DIRECTIONS:
+        _assert_same(res.stats[k], ref[k])
+
+
+# -- fingerprints identify the mechanism and the kernel -----------------------------------------------------
+def _all_scheme_problems():
+    from mcacct.schemes.banded_inverse import BandedInverse
+    from mcacct.schemes.baselines import BallsInBins, CyclicPoisson
+    from mcacct.schemes.multi_attribution import MultiAttribution
+    from mcacct.schemes.truncated import TruncatedBMinSep
+    st = mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5))
+    return [Problem(mcacct.BMinSep(0.2, 4, 32), st),
+            Problem(TruncatedBMinSep(0.2, 4, 32, 40, 8), st),
+            Problem(TruncatedBMinSep(0.2, 4, 32, 41, 8), st),
+            Problem(BandedInverse(0.2, 4, 32), st),
+            Problem(MultiAttribution(0.2, 4, 32, 1), st),
+            Problem(MultiAttribution(0.2, 4, 32, 2), st),
+            Problem(CyclicPoisson(0.2, 4, 32), st),
+            Problem(CyclicPoisson(0.2, 4, 32, random_phase=False), st),
+            Problem(BallsInBins(4, 32), st),
+            Problem(mcacct.BMinSep(0.2, 4, 32), st, recursion="scan"),
+            Problem(mcacct.BMinSep(0.2, 4, 32), st, dot_method="direct"),
+            Problem(mcacct.BMinSep(0.2, 4, 32), st, dtype="float32")]
+
+
+def test_fingerprint_covers_scheme_type_fields_and_kernel(monkeypatch):
+    cfgs = [jobs.JobConfig(p, SIGMA, (0.5,), N_SMALL, CHUNK) for p in _all_scheme_problems()]
+    prints = [c.fingerprint() for c in cfgs]
+    assert len(set(prints)) == len(prints)  # equal (n, b, p, warm) but other mechanisms: all different
+    for c in cfgs:  # the config round-trips exactly (type and every field)
+        d = c.to_dict()
+        assert d["kernel"] == jobs.KERNEL_VERSION and d["scheme"]["type"] == type(c.problem.scheme).__name__
+        back = jobs.JobConfig.from_dict(json.loads(json.dumps(d)))
+        assert back == c and back.fingerprint() == c.fingerprint()
+    monkeypatch.setattr(jobs, "KERNEL_VERSION", "another kernel")
+    assert cfgs[0].fingerprint() != prints[0]
+
+
+def test_merge_refuses_other_scheme_type_with_equal_parameters(small, tmp_path):
+    from mcacct.schemes.banded_inverse import BandedInverse
+    out, cfg, _ = small
+    other = jobs.JobConfig(Problem(BandedInverse(0.2, 4, 32), PB.strategy), SIGMA, (0.5, 1.0), N_SMALL, CHUNK)
+    assert other.fingerprint() != cfg.fingerprint()
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for i in (0, 1):
+        shutil.copy(out / jobs.shard_filename(i, 3), mixed)
+    jobs.run_shard(other, 2, 3, str(mixed))
+    with pytest.raises(ValueError, match=r"scheme\.type differs \('BMinSep'.*'BandedInverse'"):
+        jobs.merge([str(mixed)])
+    # nor can a shard file of one mechanism be resumed by another
+    with pytest.raises(ValueError, match=r"scheme\.type differs"):
+        jobs.run_shard(other, 0, 3, str(mixed))
+
+
+def test_multi_attribution_shards_merge_to_the_single_run(tmp_path):
+    from mcacct.schemes.multi_attribution import MultiAttribution
+    problem = Problem(MultiAttribution(0.3, 2, 8, 2), mcacct.BandedToeplitz((1.0, 0.5)))
+    cfg = jobs.JobConfig(problem, 1.1, (0.5,), 64 * 3 + 7, 64, seed=3)
+    for i in range(2):
+        jobs.run_shard(cfg, i, 2, str(tmp_path))
+    res = jobs.merge([str(tmp_path)])
+    assert res.complete and res.config == cfg
+    ref = mcacct.estimate(problem, cfg.sigma, cfg.root_key(), cfg.num_samples, cfg.epsilons, chunk_size=64)
+    for d in DIRECTIONS:
+        _assert_same(res.stats[d], ref.stats[d])
+    assert res.report()["config"]["scheme"] == {"type": "MultiAttribution", "sampling_prob": 0.3, "min_sep": 2,
+                                                "iterations": 8, "max_examples_per_user": 2}
+
+
+def test_files_of_another_kernel_or_without_type_are_refused(small, tmp_path):
+    out, _, _ = small
+    src = json.loads((out / jobs.shard_filename(0, 3)).read_text())
+
+    def rewrite(name, edit):
+        obj = json.loads(json.dumps(src))
+        edit(obj["config"])
+        obj["fingerprint"] = jobs._fingerprint(obj["config"])  # consistent file, only the content is old
+        d = tmp_path / name
+        d.mkdir()
+        (d / jobs.shard_filename(0, 3)).write_text(json.dumps(obj))
+        return str(d)
+
+    old_kernel = rewrite("k", lambda c: c.update(kernel="mcacct-kernel/0"))
+    with pytest.raises(ValueError, match="kernel"):
+        jobs.merge([old_kernel], allow_partial=True)
+    # a file of the earlier format: no kernel, scheme without its type
+    legacy = rewrite("legacy", lambda c: (c.pop("kernel"), c.pop("recursion"), c["scheme"].pop("type")))
+    with pytest.raises(ValueError, match="kernel"):
+        jobs.merge([legacy], allow_partial=True)
+    untyped = rewrite("untyped", lambda c: c["scheme"].pop("type"))
+    with pytest.raises(ValueError, match="no 'type'"):
+        jobs.merge([untyped], allow_partial=True)
+    unknown = rewrite("unknown", lambda c: c["scheme"].update(type="Shuffling"))
+    with pytest.raises(ValueError, match="scheme.type must be one of"):
+        jobs.merge([unknown], allow_partial=True)
+
+
+def test_job_config_refuses_unknown_scheme():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Custom(mcacct.BMinSep):
+        pass
+
+    with pytest.raises(ValueError, match="problem.scheme must be one of"):
+        jobs.JobConfig(Problem(Custom(0.2, 4, 32), PB.strategy), SIGMA, (0.5,), 10, 5)

@@ -1,0 +1,160 @@
+"""The package's shape: an acyclic import graph, layers that follow the data flow, no private names across
+modules, and every module importable on its own."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "mcacct"
+
+# The data flow, bottom to top: a module may import only from its own layer or below (module-level imports).
+# kernels -> schemes -> engine -> registry -> evr -> jobs -> report -> cli; validate is the floor; the PLD
+# accountant (specs, kernels, accountant, group), the confidence bounds of EVR (pure math) and the batch samplers
+# depend on nothing but the floor; PLD compositions with Monte Carlo estimates sit beside evr.
+LAYERS = [
+    ("mcacct.validate", 0),
+    ("mcacct.kernels", 1), ("mcacct.training", 1), ("mcacct.evr.bounds", 1),
+    ("mcacct.pld.composition", 5), ("mcacct.composition", 5), ("mcacct.pld", 1),
+    ("mcacct.schemes", 2),
+    ("mcacct.engine", 3),
+    ("mcacct.registry", 4),
+    ("mcacct.evr", 5),
+    ("mcacct.jobs", 6),
+    ("mcacct.report", 7),
+    ("mcacct.cli", 8),
+]
+
+
+def _layer(mod: str) -> int:
+    for prefix, layer in LAYERS:  # most specific first where it matters (pld.composition before pld)
+        if mod == prefix or mod.startswith(prefix + "."):
+            return layer
+    raise AssertionError(f"module {mod} has no layer: add its package to LAYERS")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PKG.rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(module: str, names: list[str]) -> set[str]:
+    """The mcacct modules an ``from module import names`` statement loads (submodules named in ``names``)."""
+    deps = {module} if module in MODULES else set()
+    for n in names:
+        if f"{module}.{n}" in MODULES:
+            deps.add(f"{module}.{n}")
+            deps.discard(module) if module == "mcacct" else None
+    return deps
+
+
+def _imports(path: Path, top_level_only: bool) -> set[str]:
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    deps: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "mcacct":
+            deps |= _resolve(node.module, [a.name for a in node.names])
+        elif isinstance(node, ast.Import):
+            deps |= {a.name for a in node.names if a.name.startswith("mcacct.") and a.name in MODULES}
+    # the root package's __init__ re-exports the public API; every import passes through it
+    deps.discard("mcacct")
+    return deps
+
+
+def _graph(top_level_only: bool) -> dict[str, set[str]]:
+    return {m: {d for d in _imports(p, top_level_only) if d != m} for m, p in MODULES.items() if m != "mcacct"}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    sys.setrecursionlimit(10_000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_import_graph_has_no_cycle_even_through_deferred_imports():
+    assert _cycles(_graph(top_level_only=True)) == []
+    assert _cycles(_graph(top_level_only=False)) == []
+
+
+def test_layers_follow_the_data_flow():
+    bad = [(m, d) for m, deps in _graph(top_level_only=True).items() for d in deps if _layer(d) > _layer(m)]
+    assert bad == [], "imports against the data flow: " + ", ".join(f"{m} -> {d}" for m, d in bad)
+
+
+def test_kernels_import_no_scheme_and_the_validator_imports_nothing():
+    for m, deps in _graph(top_level_only=False).items():
+        if m.startswith("mcacct.kernels"):
+            assert all(d.startswith("mcacct.kernels") or d == "mcacct.validate" for d in deps), (m, deps)
+    assert _graph(top_level_only=False)["mcacct.validate"] == set()
+
+
+def test_modules_are_small_or_homogeneous():
+    """About 400 lines per module; the exceptions are lists of one class per mechanism or per sampler."""
+    allowed = {"mcacct.registry", "mcacct.training.batching", "mcacct.jobs.shards", "mcacct.kernels.recursion"}
+    long = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()}
+    big = {m: n for m, n in long.items() if n > 450 and m not in allowed and not m.startswith("mcacct.pld")
+           and m != "mcacct.composition"}
+    assert big == {}, big
+
+
+def test_every_module_imports_in_isolation():
+    """Each mcacct module imported first, in a fresh interpreter state for mcacct, in a subprocess."""
+    code = """
+import importlib, sys, traceback
+names = sys.argv[1:]
+bad = []
+for name in names:
+    for k in [k for k in sys.modules if k == "mcacct" or k.startswith("mcacct.")]:
+        del sys.modules[k]
+    try:
+        importlib.import_module(name)
+    except Exception:
+        bad.append(name + ": " + traceback.format_exc(limit=3))
+print(len(names))
+print("\\n".join(bad))
+"""
+    names = sorted(MODULES)
+    r = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    count, *bad = r.stdout.split("\n", 1)
+    assert int(count) == len(names) >= 40
+    assert not "".join(bad).strip(), "".join(bad)
