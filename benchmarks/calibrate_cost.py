@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="only the first configuration")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "calibrate_cost.json"))
     args = ap.parse_args()
-    exe = [sys.executable, "-m", "mcacct.cli.commands"]
+    exe = [sys.executable, "-m", "mcacct"]
     rows = []
     for cfg in CONFIGS[:1] if args.quick else CONFIGS:
         cal_cmd = exe + ["calibrate", "--no-baselines", "--json", "--quiet", "--delta", cfg["delta"]] + cfg["flags"]
@@ -61,12 +61,16 @@ def main() -> None:
                "calibrate_wall_s": cal_wall, "calibrate_seconds": cal["seconds"],
                "delta_wall_s": dl_wall, "delta_seconds": dl["seconds"],
                "ratio_with_startup": cal_wall / dl_wall, "ratio_without_startup": cal["seconds"] / dl["seconds"],
-               "calibrate_samples_used": cal["samples_used"]}
+               "calibrate_samples_used": cal["samples_used"], "phases": cal.get("phases", {}),
+               "device": cal.get("device")}
         rows.append(row)
         print(json.dumps(row), flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump({"rows": rows}, f, indent=1)
+        import platform
+        json.dump({"rows": rows, "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+                   "note": "calibrate --no-baselines (pilot + ladder, both directions) vs one delta run with the "
+                           "same samples per direction at the chosen sigma, each a fresh process"}, f, indent=1)
     print(f"wrote {args.out}", file=sys.stderr)
 
 

@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
     for i in range(FLAGS.num_processes):
         env = dict(os.environ)
         if FLAGS.mcacct:
-            cmd = [sys.executable, "-m", "mcacct.cli.commands", *forwarded,
+            cmd = [sys.executable, "-m", "mcacct", *forwarded,
                    f"--coordinator-address=127.0.0.1:{port}", f"--num-processes={FLAGS.num_processes}",
                    f"--process-id={i}"]
         else:

@@ -25,7 +25,7 @@ LAYERS = [
     ("mcacct.evr", 5),
     ("mcacct.jobs", 6),
     ("mcacct.report", 7),
-    ("mcacct.cli", 8),
+    ("mcacct.cli", 8), ("mcacct.__main__", 8),
 ]
 
 

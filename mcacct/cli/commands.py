@@ -13,10 +13,23 @@ import sys
 import time
 
 from mcacct.cli.flags import (add_distributed_flags, add_problem_flags, device_info, float_list, join_distributed,
-                              problem_from_args, scheme_json)
+                              problem_from_args, sample_count, scheme_json)
 from mcacct.registry import DEFAULTS as SCHEME_DEFAULTS
 
 DEFAULTS = dict(SCHEME_DEFAULTS, epsilon=2.0, delta=1e-3)
+
+
+def _baselines(args, problem) -> tuple[dict | None, tuple[float, float] | None]:
+    """The scheme's PLD baselines for the report (unless ``--no-baselines``) and, without ``--sigmas``, the
+    pilot bracket they give (placement only: :func:`mcacct.evr.calibrate.pilot_range`)."""
+    if args.no_baselines:
+        return None, None
+    from mcacct.evr.calibrate import baseline_sigmas, bracket_from_baselines
+    t0 = time.perf_counter()
+    base = baseline_sigmas(problem, args.epsilon, args.delta)
+    if base and not args.quiet:
+        print(f"[mcacct] baselines (PLD): {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+    return base, (bracket_from_baselines(base) if args.sigmas is None else None)
 
 
 def _plan_only(args, problem) -> dict:
@@ -25,9 +38,11 @@ def _plan_only(args, problem) -> dict:
     import jax
     from mcacct.evr.calibrate import plan_calibration, verification_spec
     from mcacct.engine.runner import run_ladder
+    baselines, bracket = _baselines(args, problem)
     plan = plan_calibration(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
                             ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
-                            chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas)
+                            chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas,
+                            bracket=bracket)
     out = {"plan": {k: getattr(plan, k) for k in ("epsilon", "target_delta", "base_delta", "num_samples",
                                                   "top_sigma", "top_certifier", "pilot_sigma", "chunk_size")},
            "ladder": list(plan.ladder), "overall_delta": plan.overall_delta,
@@ -72,24 +87,31 @@ def cmd_calibrate(args) -> dict | int:
     if multi and (args.from_dir is not None or args.plan_only):
         raise ValueError("--coordinator-address runs the calibration itself; --plan-only and --from are "
                          "single-process steps (shard jobs need no jax.distributed)")
+    baselines, out_bracket = None, None
     if args.from_dir is not None:
         from mcacct.jobs.calibration import calibrate_from, load_plan
         res = calibrate_from(args.from_dir)
         problem = load_plan(args.from_dir)[1]
+        if not args.no_baselines:
+            from mcacct.evr.calibrate import baseline_sigmas
+            baselines = baseline_sigmas(problem, res.epsilon, res.target_delta)
     else:
         problem = problem_from_args(args)
         if args.plan_only:
             return _plan_only(args, problem)
         if args.out:
             raise ValueError("--out goes with --plan-only (write a plan for shard jobs)")
+        baselines, bracket = _baselines(args, problem)
         res = calibrate(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
                         ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
-                        chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas)
+                        chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas, bracket=bracket)
+        out_bracket = bracket
     out = res.to_dict()
     out["delta"] = res.target_delta
-    if not args.no_baselines:
-        from mcacct.evr.calibrate import baseline_sigmas
-        out["baselines"] = baseline_sigmas(problem, res.epsilon, res.target_delta)
+    if baselines is not None:
+        out["baselines"] = baselines
+    if out_bracket is not None:
+        out["pilot_bracket"] = list(out_bracket)
     out["scheme"] = scheme_json(problem)
     out["seed"] = args.seed
     out.update(device_info())
@@ -173,11 +195,15 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Estimate-Verify-Release over a ladder of noise multipliers (Alg. 5).")
     p.add_argument("--epsilon", type=float, default=DEFAULTS["epsilon"], help="target epsilon (>= 0)")
     p.add_argument("--delta", type=float, default=DEFAULTS["delta"], help="target overall delta in (0, 1)")
-    p.add_argument("--samples", type=int, default=None,
+    p.add_argument("--samples", type=sample_count, default=None,
                    help="samples per direction per candidate (default: the minimum for base delta = delta/2)")
     p.add_argument("--ladder-ratio", type=float, default=1.01, help="ratio between candidates (> 1)")
-    p.add_argument("--above", type=int, default=6, help="ladder steps above the pilot estimate")
-    p.add_argument("--below", type=int, default=12, help="ladder steps below the pilot estimate")
+    p.add_argument("--above", type=int, default=3,
+                   help="fine ladder steps above the pilot estimate (default 3; beyond them gaps of 2, 4, 8, ... "
+                        "steps up to the pilot's 90%%-safe sigma, at most 4x --above steps)")
+    p.add_argument("--below", type=int, default=4,
+                   help="fine ladder steps below the pilot estimate (default 4; beyond them gaps of 2, 4, 8, ... "
+                        "steps down to 4x --below steps)")
     p.add_argument("--sigmas", type=float_list, default=None,
                    help="explicit ladder s1,s2,... (each > 0; candidates at or above the certified top are "
                         "dropped): no pilot, --ladder-ratio/--above/--below unused")
@@ -203,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--epsilon", type=float, required=True, help="epsilon (>= 0)")
         else:
             q.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
-        q.add_argument("--samples", type=int, default=100_000, help="samples per direction (default 100000)")
+        q.add_argument("--samples", type=sample_count, default=100_000, help="samples per direction (default 100000)")
         q.add_argument("--alpha", type=float, default=0.01, help="1 - confidence of the upper bound (default 0.01)")
         add_problem_flags(q)
         add_distributed_flags(q)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mcacct import registry
+from mcacct.cli.flags import sample_count
 from mcacct.report.compare import SCHEMES, compare_schemes
 
 __all__ = ["add_compare_parser", "cmd_compare"]
@@ -26,7 +27,7 @@ def add_compare_parser(subparsers):
     for _, flag in registry.compare_flags():  # each adds its scheme's row (mcacct.registry)
         flag.add_to(p)
     p.add_argument("--schemes", type=str, default=None, help=f"comma-separated subset of {','.join(SCHEMES)}")
-    p.add_argument("--samples", type=int, default=None, help="Monte Carlo samples per direction per candidate")
+    p.add_argument("--samples", type=sample_count, default=None, help="Monte Carlo samples per direction per candidate")
     p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     p.add_argument("--ladder-ratio", type=float, default=1.02, help="ratio between candidates (default 1.02)")
     p.add_argument("--chunk-size", type=int, default=4096, help="samples per chunk")

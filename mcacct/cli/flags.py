@@ -11,7 +11,7 @@ import argparse
 from mcacct.registry import add_scheme_flags, entry_for, problem_from_args, scheme_to_dict
 
 __all__ = ["add_problem_flags", "add_monte_carlo_flags", "problem_from_args", "scheme_json", "device_info",
-           "float_list", "add_distributed_flags", "join_distributed"]
+           "float_list", "sample_count", "add_distributed_flags", "join_distributed"]
 
 
 def add_monte_carlo_flags(p: argparse.ArgumentParser) -> None:
@@ -55,6 +55,17 @@ def device_info() -> dict:
     return {"device": f"{d.platform}:{kind} x{jax.device_count()}", "platform": d.platform, "device_kind": kind,
             "devices": jax.local_device_count(), "global_devices": jax.device_count(),
             "processes": jax.process_count()}
+
+
+def sample_count(text: str) -> int:
+    """``argparse`` type of a sample count: an integer, also written as ``7.5e9`` or ``1_000_000``, ``>= 1``."""
+    try:
+        v = float(text.replace("_", ""))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected a whole number of samples >= 1; got {text!r}") from err
+    if not (v >= 1 and v == int(v) and v < 2**63):
+        raise argparse.ArgumentTypeError(f"expected a whole number of samples >= 1; got {text!r}")
+    return int(v)
 
 
 def float_list(text: str) -> list[float]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from mcacct.cli.flags import add_problem_flags, device_info, float_list, problem_from_args
+from mcacct.cli.flags import add_problem_flags, device_info, float_list, problem_from_args, sample_count
 
 __all__ = ["add_parsers", "cmd_sample", "cmd_merge", "cmd_plot"]
 
@@ -125,7 +125,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--sigma", type=float, default=None, help="noise multiplier (> 0)")
     p.add_argument("--epsilon", type=float_list, nargs="+", default=None,
                    help="epsilon(s) >= 0 (space- or comma-separated)")
-    p.add_argument("--samples", type=int, default=100_000,
+    p.add_argument("--samples", type=sample_count, default=100_000,
                    help="samples per direction of the whole plan, all shards together (default 100000)")
     p.add_argument("--candidate", type=int, default=None,
                    help="EVR ladder candidate index j: keys from candidate_key(seed key, j) (default: the seed "

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from mcacct.schemes.base import AccountedScheme
 from mcacct.schemes.strategy import BandedToeplitz
 
-__all__ = ["Problem", "DEFAULT_CHUNK_SIZE", "block_size", "block_keys", "chunk_losses"]
+__all__ = ["Problem", "DEFAULT_CHUNK_SIZE", "block_size", "block_keys", "chunk_losses", "rng_identity"]
 
 DEFAULT_CHUNK_SIZE = 4096
 
@@ -79,3 +79,12 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, posit
     else:
         out = jax.vmap(one_block)(keys)
     return out.reshape(-1)[:chunk_size]
+
+
+def rng_identity() -> str:
+    """The random-number generator the keys of a run draw from: JAX's default PRNG implementation and whether
+    threefry bits are generated in the partitionable layout (the two change every draw of a given key).
+    Job and plan files record it; resume and merge refuse files of another generator."""
+    impl = str(jax.config.jax_default_prng_impl)
+    layout = "partitionable" if jax.config.jax_threefry_partitionable else "classic"
+    return f"jax.random:{impl}:{layout}"

@@ -35,7 +35,7 @@ from mcacct.engine.progress import Progress
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics
 from mcacct.engine.systematic import applied_loss_shift
 
-__all__ = ["LadderStats", "ladder_chunk_statistics", "run_ladder", "local_mesh", "AXIS"]
+__all__ = ["LadderStats", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width", "AXIS"]
 
 AXIS = "chunks"
 
@@ -87,6 +87,16 @@ def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Probl
     sh = jnp.repeat(shifts, 2)
     sums, hist = jax.lax.map(lambda a: chunk_statistics(a[0], valid, epsilons, spec, a[1]), (flat, sh))
     return sums.reshape(j, 2, -1), hist.reshape(j, 2, -1)
+
+
+def padded_width(j: int) -> int:
+    """The candidate-axis size a group of ``j`` active candidates runs with: the smallest of
+    ``2, 3, 4, 6, 8, 12, 16, 24, ...`` (powers of two and 1.5 times them) that holds ``j``, so at most a third
+    of the work is padding and a shrinking ladder compiles few programs."""
+    size = 2
+    while size < j:
+        size = size * 3 // 2 if size & (size - 1) == 0 else size * 4 // 3
+    return size
 
 
 @lru_cache(maxsize=64)
@@ -205,11 +215,11 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         pad = width - len(group)
         cids = np.asarray(group + [group[-1]] * pad, np.int32)
         vals = np.asarray([valid_of(c) for c in group] + [0] * pad, np.int32)
-        # the candidate axis is padded to a power of two, at least 2 (repeating the last candidate, whose extra
-        # results are ignored): a shrinking ladder compiles at most log2(J) + 1 programs, and no program has a
+        # the candidate axis is padded to a size of padded_width (repeating the last candidate, whose extra
+        # results are ignored): a shrinking ladder compiles about 2 log2(J) programs, and no program has a
         # one-trip candidate loop, which XLA would unroll and fuse differently (a last-ulp difference), so a
         # candidate's statistics do not depend on how many others run beside it
-        padded = list(active) + [active[-1]] * (max(2, 1 << (len(active) - 1).bit_length()) - len(active))
+        padded = list(active) + [active[-1]] * (padded_width(len(active)) - len(active))
         res = fn(key, jax.device_put(cids, shd), jax.device_put(vals, shd),
                  jnp.asarray([sig[j] for j in padded], jnp.float64), jnp.asarray(shifts_all[padded]), eps_arr)
         return group, list(active), res

@@ -1,4 +1,5 @@
-r"""Noise calibration by Estimate-Verify-Release over a ladder of noise multipliers (paper 003, Alg. 5).
+r"""Noise calibration by Estimate-Verify-Release over a ladder of noise multipliers (Dong & Ganesh 2026,
+arXiv:2602.09338, App. A and Alg. 5).
 
 1. Sample budget: ``num_samples`` per direction and candidate; the base delta (the verifier's threshold)
    is the largest one whose overall delta (:func:`mcacct.evr.bounds.overall_delta`) meets the target. Without
@@ -8,13 +9,17 @@ r"""Noise calibration by Estimate-Verify-Release over a ladder of noise multipli
    this, and a mixture of Gaussians with means inside that ball is dominated by it), analysed exactly
    (Balle & Wang) at the base delta, or for ``b = 1`` the tighter PLD bound of Poisson subsampling. Hence
    the answer is never empty.
-3. A pilot estimate on independent keys locates the sigma where the estimate crosses the base delta; the
-   ladder is ``sigma_hat * ratio**j`` for ``j = -below..above`` (capped by the top), fixed before any
-   verification sample is drawn.
-4. Candidates are verified from the top down, each with its own keys
-   (``fold_in(fold_in(root, CANDIDATES), j)``) and both directions; the first failure stops the walk. This
-   returns exactly ``i* = min{i : v_j = 1 for all j >= i}`` of Alg. 5 (lower candidates cannot change it),
-   so Theorem A.1 applies: the released sigma is (epsilon, overall_delta)-DP.
+3. A pilot on independent keys (two sigma grids, each on shared draws of ``num_samples / 20`` samples; the
+   first grid spans ``[top / 64, top]`` or the bracket of the scheme's PLD baselines, :func:`pilot_range`)
+   locates the sigma ``sigma_hat`` where the estimate crosses the base delta, and the smallest grid sigma
+   whose 90% upper confidence bound is below it (``sigma_safe``). The ladder is ``sigma_hat * ratio**j`` for
+   ``j = -below..above`` and, in coarse steps (:func:`ladder_exponents`), up to ``sigma_safe`` (at most
+   ``4 * above`` steps) and down to ``-4 * below`` steps: the far ends are a safety net against a noisy
+   pilot, rarely the answer. It is capped by the top, sorted and fixed before any verification sample.
+4. Every candidate and both directions are verified on one set of draws (:func:`mcacct.engine.runner.run_ladder`,
+   ``docs/soundness.md``, "Shared draws"); a candidate leaves the run once it, or one above it, has failed.
+   The top-down rule returns ``i* = min{i : v_j = 1 for all j >= i}`` of Alg. 5, so Theorem A.1 applies: the
+   released sigma is (epsilon, overall_delta)-DP.
 5. Systematic terms (:mod:`mcacct.engine.systematic`). Every loss is raised by its floating-point error bound
    before its contribution is taken, and each chunk sum by its summation error, so the verifier's samples
    are pessimistic sample by sample. The sampler's normal and participation draws differ from exact ones by
@@ -52,7 +57,8 @@ from mcacct.schemes.bminsep import BMinSep
 from mcacct.engine.systematic import systematic_bound
 
 __all__ = ["calibrate", "CalibrationResult", "CalibrationPlan", "plan_calibration", "apply_verdicts",
-           "verdict_drop", "verification_key", "verification_spec", "pilot_key", "top_sigma"]
+           "verdict_drop", "verification_key", "verification_spec", "pilot_key", "top_sigma", "pilot_range",
+           "bracket_from_baselines", "candidate_passes", "baseline_sigmas", "ladder_exponents"]
 
 #: fraction of the target delta set aside for the sampler's systematic terms (:mod:`mcacct.engine.systematic`)
 SYSTEMATIC_RESERVE = 0.01
@@ -157,13 +163,13 @@ def _pilot(problem, epsilon, base, key, n_pilot, lo, hi, chunk_size, progress) -
     so a noisy pilot does not leave every candidate failing."""
     drawn, safe = 0, hi
     best = hi
-    for stage, points in enumerate((16, 12)):
-        grid = list(np.geomspace(lo, hi, points))
-        order = list(range(points))
-        # a grid point clearly above base (4x) is not the crossing: drop it and everything below it
+    for stage in range(2):
+        grid = list(np.geomspace(lo, hi, 16))
+        order = list(range(16))
+        # every grid point runs all its samples (one compiled program for both stages: at the pilot's small
+        # sample counts, compiling the shrinking candidate sets costs more than running them)
         run = run_ladder(problem, grid, jax.random.fold_in(key, stage), n_pilot, (epsilon,), chunk_size,
-                         HistogramSpec(width=64.0, bins=1), drop=_verdict_drop(4 * base * n_pilot, order),
-                         progress=progress, label=f"pilot {stage + 1}/2")
+                         HistogramSpec(width=64.0, bins=1), progress=progress, label=f"pilot {stage + 1}/2")
         drawn += run.chunks_done * chunk_size
         live = [j for j in order if j in run.active and j not in run.errors]
         ok = [j for j in live if max(st.mean_at(0) for st in run.stats[j].values()) <= base]
@@ -211,9 +217,9 @@ class CalibrationPlan:
 
 
 def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Array, num_samples: int | None = None,
-                     ladder_ratio: float = 1.01, above: int = 6, below: int = 12, pilot_samples: int | None = None,
+                     ladder_ratio: float = 1.01, above: int = 3, below: int = 4, pilot_samples: int | None = None,
                      chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False,
-                     sigmas=None) -> CalibrationPlan:
+                     sigmas=None, bracket: tuple[float, float] | None = None) -> CalibrationPlan:
     """Steps 1-3 and 5 of :func:`calibrate` (module docstring): budget, top candidate, pilot (unless
     ``sigmas`` gives the ladder), the fixed sorted ladder and its systematic terms. Parameters as
     :func:`calibrate`."""
@@ -250,13 +256,17 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     else:
         n_pilot = check_int("pilot_samples", pilot_samples, low=1) if pilot_samples else max(1000, min(s, s // 20))
         t_pilot = time.perf_counter()
-        sig_hat, sig_safe, drawn = _pilot(problem, eps, base, pilot_key(key), n_pilot, sig_top / 64, sig_top,
-                                          chunk_size, progress)
+        lo, hi = pilot_range(sig_top, bracket)
+        # the pilot's chunks need not be the verification's (it only places the ladder): no larger than its sample
+        # count rounded up to a power of two, so a small pilot does not compute a mostly masked chunk
+        pilot_chunk = min(chunk_size, 1 << (n_pilot - 1).bit_length())
+        sig_hat, sig_safe, drawn = _pilot(problem, eps, base, pilot_key(key), n_pilot, lo, hi, pilot_chunk, progress)
         pilot_seconds = time.perf_counter() - t_pilot
-        # the ladder reaches at least the pilot's 90%-safe sigma (at most 4x `above` steps)
+        # fine steps around the estimate; above them, gaps of 2, 4, 8, ... steps up to the pilot's 90%-safe sigma
+        # (at most 4x `above` steps): every candidate above the answer runs to the end, so few go far
         reach = math.ceil(math.log(sig_safe / sig_hat) / math.log(ratio) - 1e-9) if sig_safe > sig_hat else 0
-        steps = max(above, min(reach, 4 * max(above, 1)))
-        ladder = [sig_hat * ratio**j for j in range(-below, steps + 1) if sig_hat * ratio**j < sig_top]
+        ladder = [sig_hat * ratio**j for j in ladder_exponents(below, above, min(reach, 4 * max(above, 1)))
+                  if sig_hat * ratio**j < sig_top]
     # the systematic term of each candidate is known before any verification sample: candidates whose term
     # exceeds the reserve are dropped (lowest sigmas first: the term decreases with sigma)
     sys_terms = [systematic_bound(problem, sig).delta for sig in ladder]
@@ -265,6 +275,50 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     return CalibrationPlan(eps, target, base, s, evr.overall_delta(s, base), sig_top, certifier, sig_hat,
                            tuple(ladder[dropped:]), tuple(sys_terms[dropped:]), dropped, key_data, chunk_size,
                            pilot_seconds, drawn)
+
+
+def ladder_exponents(below: int, above: int, reach: int, reach_down: int | None = None) -> list[int]:
+    """Exponents ``j`` of the ladder ``sigma_hat * ratio**j`` (sorted): ``-below..above`` one by one; above them
+    ``above + 2, above + 4, above + 8, ...`` while below ``reach``, and ``reach`` itself when beyond ``above``;
+    below them, the mirror image down to ``-reach_down`` (default ``4 * below``).
+
+    Cost: every candidate above the answer runs all its samples, and one a step below it nearly all; a
+    candidate ``k`` fine steps below the crossing leaves after about ``1.2**-k`` of the run (its running sum
+    exceeds the budget). Coarse steps far from the pilot estimate keep the safety margin at a few candidates."""
+    def coarse(start: int, end: int) -> list[int]:
+        out, k = [], 1
+        while start + 2**k < end:
+            out.append(start + 2**k)
+            k += 1
+        if out and end - out[-1] < out[-1] - (out[-2] if len(out) > 1 else start):
+            out.pop()  # the end is closer to the last point than that point to the one before: the end replaces it
+        return out + ([end] if end > start else [])
+
+    down = 4 * below if reach_down is None else reach_down
+    return sorted({*(-j for j in coarse(below, down)), *range(-below, above + 1), *coarse(above, reach)})
+
+
+def pilot_range(top: float, bracket: tuple[float, float] | None = None) -> tuple[float, float]:
+    """The sigma range of the pilot's first grid: ``[top / 64, top]``, narrowed by ``bracket`` (e.g. the PLD
+    sigmas of the scheme's baselines, :func:`bracket_from_baselines`) when given. The bracket only *places* the
+    ladder: nothing is certified from it, and a bracket that misses the crossing only costs resolution (the
+    pilot then widens downwards, and the ladder reaches up to the pilot's 90%-safe sigma)."""
+    lo, hi = top / 64, top
+    if bracket is not None:
+        b_lo = check_real("bracket[0]", bracket[0], low=0.0, low_open=True)
+        b_hi = check_real("bracket[1]", bracket[1], low=b_lo)
+        lo, hi = max(lo, min(b_lo, top)), min(hi, max(b_hi, lo))
+        if hi <= lo:
+            lo, hi = top / 64, top
+    return lo, hi
+
+
+def bracket_from_baselines(baselines: dict) -> tuple[float, float] | None:
+    """``(min / 2, 1.25 max)`` of the baseline sigmas (keys ending in ``_sigma``), or ``None`` without any:
+    b-min-sep needs less noise than cyclic Poisson at the same batch size (Dong & Ganesh 2026,
+    arXiv:2602.09338, §7), and the factors leave room for schemes that need more."""
+    vals = [float(v) for k, v in baselines.items() if k.endswith("_sigma") and v is not None and v > 0]
+    return (min(vals) / 2, 1.25 * max(vals)) if vals else None
 
 
 def verification_spec() -> HistogramSpec:
@@ -320,9 +374,9 @@ def verdict_drop(plan: CalibrationPlan):
 
 
 def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, num_samples: int | None = None,
-              ladder_ratio: float = 1.01, above: int = 6, below: int = 12, pilot_samples: int | None = None,
+              ladder_ratio: float = 1.01, above: int = 3, below: int = 4, pilot_samples: int | None = None,
               chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False,
-              sigmas=None) -> CalibrationResult:
+              sigmas=None, bracket: tuple[float, float] | None = None) -> CalibrationResult:
     """Smallest ladder sigma that passes Monte Carlo verification (Alg. 5), with its overall delta.
 
     Parameters
@@ -333,17 +387,19 @@ def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, nu
     key: root ``jax.random`` key.
     num_samples: samples per direction per candidate (default: the minimum for base delta = 0.99 delta / 2).
     ladder_ratio: ratio between consecutive candidates (``> 1``; the paper uses 1.01).
-    above, below: ladder steps above / below the pilot estimate (above: at least up to the pilot's 90%-safe
-        sigma, at most ``4 * above`` steps).
+    above, below: fine ladder steps of ``ladder_ratio`` above / below the pilot estimate (defaults 3 and 4);
+        beyond them the ladder continues in gaps of 2, 4, 8, ... steps, up to the pilot's 90%-safe sigma (at
+        most ``4 * above`` steps) and down to ``4 * below`` steps (:func:`ladder_exponents`).
     pilot_samples: samples of each of the pilot's two grids (default ``num_samples / 20``, at least 1000).
     chunk_size: samples per chunk.
     progress: phase, samples, rate and ETA on stderr.
     sigmas: an explicit ladder (finite, positive; sorted here; candidates at or above the certified top
         are dropped). No pilot runs; ``ladder_ratio``, ``above``, ``below`` and ``pilot_samples`` are unused.
+    bracket: ``(lo, hi)`` sigma range for the pilot's first grid (:func:`pilot_range`); placement only.
     """
     t0 = time.perf_counter()
     plan = plan_calibration(problem, epsilon, delta, key, num_samples, ladder_ratio, above, below, pilot_samples,
-                            chunk_size, progress, sigmas)
+                            chunk_size, progress, sigmas, bracket)
     drawn = plan.pilot_samples_drawn
     verify = {}
     if plan.ladder:

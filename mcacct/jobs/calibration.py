@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 from mcacct.validate import check_int
-from mcacct.engine.problem import Problem
+from mcacct.engine.problem import Problem, rng_identity
 from mcacct.evr.calibrate import (CalibrationPlan, CalibrationResult, apply_verdicts, verdict_drop, verification_key,
                               verification_spec)
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats
@@ -51,7 +51,7 @@ def _fingerprint(d: dict) -> str:
 def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
     body = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(plan).items()
             if k not in ("pilot_seconds", "pilot_samples_drawn")}
-    return {"format": FORMAT, "kernel": KERNEL_VERSION, "scheme": scheme_to_dict(problem.scheme),
+    return {"format": FORMAT, "kernel": KERNEL_VERSION, "rng": rng_identity(), "scheme": scheme_to_dict(problem.scheme),
             "strategy": {"c_col": list(problem.strategy.c_col)}, "dtype": problem.dtype,
             "dot_method": problem.dot_method, "recursion": problem.recursion, "plan": body}
 
@@ -85,6 +85,9 @@ def load_plan(plan_dir: str) -> tuple[CalibrationPlan, Problem, str]:
     if d.get("kernel") != KERNEL_VERSION:
         raise ValueError(f"plan {path} was written for kernel {d.get('kernel')!r}, this mcacct runs "
                          f"{KERNEL_VERSION!r}; write the plan again")
+    if d.get("rng") != rng_identity():
+        raise ValueError(f"plan {path} was written for the generator {d.get('rng')!r}, this process draws with "
+                         f"{rng_identity()!r}; write the plan again")
     fp = d.pop("fingerprint", None)
     if fp != _fingerprint(d):
         raise ValueError(f"plan {path}: fingerprint does not match its content (file edited or corrupt)")

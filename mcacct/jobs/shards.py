@@ -35,7 +35,7 @@ import jax
 import numpy as np
 
 from mcacct.validate import check_int, check_real
-from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
+from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, rng_identity
 from mcacct.engine.estimate import Estimate
 from mcacct.evr.calibrate import candidate_key
 from mcacct.engine.runner import run_ladder
@@ -129,11 +129,13 @@ class JobConfig:
     def to_dict(self) -> dict:
         """Canonical JSON-able description (the fingerprint hashes exactly this): the scheme's class name and
         every dataclass field, the strategy, kernel dtype, dot method, recursion, the kernel identity
-        :data:`KERNEL_VERSION`, and the run parameters."""
+        :data:`KERNEL_VERSION`, the random-number generator (:func:`mcacct.engine.problem.rng_identity`) and
+        the run parameters."""
         p = self.problem
         return {"scheme": scheme_to_dict(p.scheme),
                 "strategy": {"c_col": list(p.strategy.c_col)},
                 "dtype": p.dtype, "dot_method": p.dot_method, "recursion": p.recursion, "kernel": KERNEL_VERSION,
+                "rng": rng_identity(),
                 "sigma": self.sigma, "epsilons": list(self.epsilons), "num_samples": self.num_samples,
                 "chunk_size": self.chunk_size, "seed": self.seed, "candidate": self.candidate,
                 "directions": list(self.directions),
@@ -141,11 +143,15 @@ class JobConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "JobConfig":
-        """Inverse of :meth:`to_dict`. Refuses a config of another kernel (:data:`KERNEL_VERSION`)."""
+        """Inverse of :meth:`to_dict`. Refuses a config of another kernel (:data:`KERNEL_VERSION`) or random-number
+        generator."""
         try:
             if d.get("kernel") != KERNEL_VERSION:
                 raise ValueError(f"config.kernel is {d.get('kernel')!r} but this mcacct runs {KERNEL_VERSION!r}: "
                                  "its samples were drawn by another kernel; rerun the shards with this version")
+            if d.get("rng") != rng_identity():
+                raise ValueError(f"config.rng is {d.get('rng')!r} but this process draws with {rng_identity()!r}: "
+                                 "the same keys give other numbers; rerun the shards with this generator")
             problem = Problem(scheme_from_dict(d["scheme"]), BandedToeplitz(tuple(d["strategy"]["c_col"])),
                               d["dtype"], d["dot_method"], d["recursion"])
             spec = HistogramSpec(float(d["histogram"]["width"]), int(d["histogram"]["bins"]))

@@ -120,7 +120,7 @@ def test_calibrate_refuses_float32_and_reports_systematic_within_target():
 
 
 def test_cli_calibrate_float32_exits_2_without_traceback():
-    r = subprocess.run([sys.executable, "-m", "mcacct.cli.commands", "calibrate", "--dtype", "float32", "--quiet"],
+    r = subprocess.run([sys.executable, "-m", "mcacct", "calibrate", "--dtype", "float32", "--quiet"],
                        capture_output=True, text=True)
     assert r.returncode == 2
     assert "float32" in r.stderr and "Traceback" not in r.stderr

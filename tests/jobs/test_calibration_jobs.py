@@ -48,6 +48,15 @@ def test_plan_refuses_other_plans_and_missing_shards(tmp_path):
     cj.run_plan_shard(str(tmp_path), 0, 2)
     with pytest.raises(ValueError, match=r"missing shards \['1/2'\]"):
         cj.calibrate_from(str(tmp_path))
+    # a plan written under another random-number generator (same keys, other numbers) is refused
+    path = tmp_path / cj.PLAN_NAME
+    d = json.loads(path.read_text())
+    d.pop("fingerprint")
+    d["rng"] = "jax.random:rbg:classic"
+    d["fingerprint"] = cj._fingerprint(d)
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="generator"):
+        cj.load_plan(str(tmp_path))
 
 
 def test_cli_plan_sample_from(tmp_path, capsys):

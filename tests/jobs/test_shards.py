@@ -185,7 +185,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
             "--epsilon", "0.5,1", "--samples", str(n), "--chunk-size", str(CHUNK), *SCHEME, "--quiet"]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
-    proc = subprocess.Popen([sys.executable, "-m", "mcacct.cli.commands", *argv], env=env, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([sys.executable, "-m", "mcacct", *argv], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     done = 0
@@ -343,7 +343,7 @@ def test_multi_attribution_shards_merge_to_the_single_run(tmp_path):
                                                 "iterations": 8, "max_examples_per_user": 2}
 
 
-def test_files_of_another_kernel_or_without_type_are_refused(small, tmp_path):
+def test_files_of_another_kernel_or_generator_or_without_type_are_refused(small, tmp_path):
     out, _, _ = small
     src = json.loads((out / jobs.shard_filename(0, 3)).read_text())
 
@@ -363,6 +363,9 @@ def test_files_of_another_kernel_or_without_type_are_refused(small, tmp_path):
     legacy = rewrite("legacy", lambda c: (c.pop("kernel"), c.pop("recursion"), c["scheme"].pop("type")))
     with pytest.raises(ValueError, match="kernel"):
         jobs.merge([legacy], allow_partial=True)
+    other_rng = rewrite("rng", lambda c: c.update(rng="jax.random:rbg:classic"))
+    with pytest.raises(ValueError, match="rng"):
+        jobs.merge([other_rng], allow_partial=True)
     untyped = rewrite("untyped", lambda c: c["scheme"].pop("type"))
     with pytest.raises(ValueError, match="no 'type'"):
         jobs.merge([untyped], allow_partial=True)
