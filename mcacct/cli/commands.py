@@ -42,11 +42,16 @@ def _plan_only(args, problem) -> dict:
     plan = plan_calibration(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
                             ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
                             chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas,
-                            bracket=bracket)
+                            bracket=bracket, systematic_reserve=args.systematic_reserve)
     out = {"plan": {k: getattr(plan, k) for k in ("epsilon", "target_delta", "base_delta", "num_samples",
                                                   "top_sigma", "top_certifier", "pilot_sigma", "chunk_size")},
            "ladder": list(plan.ladder), "overall_delta": plan.overall_delta,
-           "pilot_samples_drawn": plan.pilot_samples_drawn, "pilot_seconds": plan.pilot_seconds}
+           "systematic": list(plan.systematic), "systematic_reserve": plan.systematic_reserve,
+           "dropped": plan.dropped, "pilot_samples_drawn": plan.pilot_samples_drawn,
+           "pilot_seconds": plan.pilot_seconds}
+    if not plan.ladder and plan.dropped:
+        out["note"] = (f"every candidate was dropped: its systematic term exceeds {plan.systematic_reserve:g} of the "
+                       "target delta; raise --systematic-reserve")
     devices = jax.local_device_count()
     chunks = -(-plan.num_samples // plan.chunk_size)
     out["verification"] = {"chunks": chunks, "samples_drawn": chunks * plan.chunk_size,
@@ -71,6 +76,8 @@ def _plan_only(args, problem) -> dict:
         print(f"plan: {plan.num_samples:,} samples per direction, {len(plan.ladder)} candidates "
               f"[{plan.ladder[0] if plan.ladder else float('nan'):.6g} .. "
               f"{plan.ladder[-1] if plan.ladder else float('nan'):.6g}], {chunks:,} chunks of {plan.chunk_size}")
+        if "note" in out:
+            print(f"note: {out['note']}")
         if "probe" in out:
             print(f"probe: {out['probe']['draws_per_second']:,.0f} draws/s on {devices} device(s); verification "
                   f"at most {out['expected_seconds_at_most']['verification']:,.0f}s here")
@@ -104,7 +111,8 @@ def cmd_calibrate(args) -> dict | int:
         baselines, bracket = _baselines(args, problem)
         res = calibrate(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
                         ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
-                        chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas, bracket=bracket)
+                        chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas, bracket=bracket,
+                        systematic_reserve=args.systematic_reserve)
         out_bracket = bracket
     out = res.to_dict()
     out["delta"] = res.target_delta
@@ -204,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--below", type=int, default=4,
                    help="fine ladder steps below the pilot estimate (default 4; beyond them gaps of 2, 4, 8, ... "
                         "steps down to 4x --below steps)")
+    p.add_argument("--systematic-reserve", type=float, default=0.01,
+                   help="fraction of the target delta set aside for the sampler's proven systematic terms "
+                        "(default 0.01, at most 0.5); ladder candidates whose term exceeds it are dropped before "
+                        "any verification sample (--plan-only shows the terms)")
     p.add_argument("--sigmas", type=float_list, default=None,
                    help="explicit ladder s1,s2,... (each > 0; candidates at or above the certified top are "
                         "dropped): no pilot, --ladder-ratio/--above/--below unused")

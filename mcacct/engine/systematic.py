@@ -69,11 +69,15 @@ def _c_stats(strategy) -> tuple[int, float, float, float]:
 
 
 def output_coordinate_bound(scheme, strategy) -> float:
-    r""":math:`M_\infty \ge \max_x \|C x\|_\infty` over the scheme's patterns: ``max(c)`` when an example
-    participates at most once in any ``min_sep >= len(c_col)`` consecutive iterations (then each output
-    coordinate receives at most one entry of ``c``); otherwise the scheme's ``sensitivity_bound`` (an
-    :math:`\ell_2` bound, hence also an :math:`\ell_\infty` one)."""
+    r""":math:`M_\infty \ge \max_x \|C x\|_\infty` over the scheme's patterns: the scheme's own
+    ``output_coordinate_bound(strategy)`` when it has one; ``max(c)`` when an example participates at most once in
+    any ``min_sep >= len(c_col)`` consecutive iterations (then each output coordinate receives at most one entry
+    of ``c``); otherwise the scheme's ``sensitivity_bound`` (an :math:`\ell_2` bound, hence also an
+    :math:`\ell_\infty` one)."""
     from mcacct.schemes.base import MinSepAccounting
+    own = getattr(scheme, "output_coordinate_bound", None)
+    if own is not None:
+        return float(own(strategy))
     if isinstance(scheme, MinSepAccounting) and len(strategy.c_col) <= scheme.min_sep:
         return _c_stats(strategy)[3]
     return float(scheme.sensitivity_bound(strategy))

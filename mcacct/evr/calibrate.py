@@ -206,6 +206,7 @@ class CalibrationPlan:
     chunk_size: int
     pilot_seconds: float = 0.0
     pilot_samples_drawn: int = 0
+    systematic_reserve: float = SYSTEMATIC_RESERVE
 
     @property
     def systematic_delta(self) -> float:
@@ -219,7 +220,8 @@ class CalibrationPlan:
 def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Array, num_samples: int | None = None,
                      ladder_ratio: float = 1.01, above: int = 3, below: int = 4, pilot_samples: int | None = None,
                      chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False,
-                     sigmas=None, bracket: tuple[float, float] | None = None) -> CalibrationPlan:
+                     sigmas=None, bracket: tuple[float, float] | None = None,
+                     systematic_reserve: float = SYSTEMATIC_RESERVE) -> CalibrationPlan:
     """Steps 1-3 and 5 of :func:`calibrate` (module docstring): budget, top candidate, pilot (unless
     ``sigmas`` gives the ladder), the fixed sorted ladder and its systematic terms. Parameters as
     :func:`calibrate`."""
@@ -234,7 +236,8 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     above = check_int("above", above, low=0)
     below = check_int("below", below, low=0)
     chunk_size = check_int("chunk_size", chunk_size, low=1)
-    reserve = SYSTEMATIC_RESERVE * target
+    reserve_frac = check_real("systematic_reserve", systematic_reserve, low=0.0, high=0.5, low_open=True)
+    reserve = reserve_frac * target
     stat_target = target - reserve
     if num_samples is None:
         base = stat_target / 2
@@ -274,7 +277,7 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     key_data = tuple(int(v) for v in np.asarray(jax.random.key_data(key)).ravel())
     return CalibrationPlan(eps, target, base, s, evr.overall_delta(s, base), sig_top, certifier, sig_hat,
                            tuple(ladder[dropped:]), tuple(sys_terms[dropped:]), dropped, key_data, chunk_size,
-                           pilot_seconds, drawn)
+                           pilot_seconds, drawn, reserve_frac)
 
 
 def ladder_exponents(below: int, above: int, reach: int, reach_down: int | None = None) -> list[int]:
@@ -362,7 +365,7 @@ def apply_verdicts(plan: CalibrationPlan, run: LadderStats) -> CalibrationResult
     if plan.dropped:
         result.note = (result.note + "; " if result.note else "") + (
             f"{plan.dropped} lowest ladder candidate(s) dropped: their systematic term exceeds "
-            f"{SYSTEMATIC_RESERVE:g} of the target delta")
+            f"{plan.systematic_reserve:g} of the target delta (--systematic-reserve)")
     if plan.pilot_sigma is not None:
         result.phases["pilot"] = {"seconds": plan.pilot_seconds, "samples_drawn": plan.pilot_samples_drawn}
     return result
@@ -376,7 +379,8 @@ def verdict_drop(plan: CalibrationPlan):
 def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, num_samples: int | None = None,
               ladder_ratio: float = 1.01, above: int = 3, below: int = 4, pilot_samples: int | None = None,
               chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False,
-              sigmas=None, bracket: tuple[float, float] | None = None) -> CalibrationResult:
+              sigmas=None, bracket: tuple[float, float] | None = None,
+              systematic_reserve: float = SYSTEMATIC_RESERVE) -> CalibrationResult:
     """Smallest ladder sigma that passes Monte Carlo verification (Alg. 5), with its overall delta.
 
     Parameters
@@ -396,10 +400,13 @@ def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, nu
     sigmas: an explicit ladder (finite, positive; sorted here; candidates at or above the certified top
         are dropped). No pilot runs; ``ladder_ratio``, ``above``, ``below`` and ``pilot_samples`` are unused.
     bracket: ``(lo, hi)`` sigma range for the pilot's first grid (:func:`pilot_range`); placement only.
+    systematic_reserve: fraction of the target delta set aside for the sampler's systematic terms (default
+        :data:`SYSTEMATIC_RESERVE`, in ``(0, 0.5]``); candidates whose term exceeds it leave the ladder before
+        any verification draw (long horizons at tiny delta may need more than 1%: see ``--plan-only``).
     """
     t0 = time.perf_counter()
     plan = plan_calibration(problem, epsilon, delta, key, num_samples, ladder_ratio, above, below, pilot_samples,
-                            chunk_size, progress, sigmas, bracket)
+                            chunk_size, progress, sigmas, bracket, systematic_reserve)
     drawn = plan.pilot_samples_drawn
     verify = {}
     if plan.ladder:

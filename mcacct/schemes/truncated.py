@@ -127,6 +127,13 @@ class TruncatedBMinSep:
         check_strategy_type("strategy", strategy)
         strategy.check_min_sep(self.min_sep)
 
+    def output_coordinate_bound(self, strategy) -> float:
+        r""":math:`\max |(C x)_j| \le 2 \max_d |c_d|` over both mixtures' patterns: amplitudes are in
+        ``{0, 1, 2}`` (``P``) and ``{0, -1}`` (``Q``) at draws at least ``min_sep >= len(c_col)`` apart, so each
+        output coordinate receives at most one entry of ``c`` (used by :mod:`mcacct.engine.systematic`)."""
+        self.check_strategy(strategy)
+        return (2.0 if self.can_truncate else 1.0) * float(max(abs(v) for v in strategy.c_col))
+
     def sensitivity_bound(self, strategy) -> float:
         r"""``3 sqrt(ceil(n/b)) ||c||`` (``1 x`` when ``M <= B_max``).
 

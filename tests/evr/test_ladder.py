@@ -53,3 +53,35 @@ def test_a_bracket_only_places_the_ladder():
         p = plan_calibration(PB, 1.0, 1e-2, key, pilot_samples=3000, bracket=bracket)
         assert list(p.ladder) == sorted(p.ladder) and all(s < p.top_sigma for s in p.ladder)
         assert p.num_samples == free.num_samples and p.base_delta == free.base_delta
+
+
+def test_systematic_reserve_is_a_checked_parameter_recorded_in_the_plan():
+    p = plan_calibration(PB, 1.0, 1e-2, jax.random.key(3), sigmas=[1.0, 1.2], systematic_reserve=0.05)
+    assert p.systematic_reserve == 0.05 and p.dropped == 0 and max(p.systematic) <= 0.05 * 1e-2
+    assert p.statistical_delta <= 0.95 * 1e-2 + 1e-15 and p.overall_delta <= 1e-2
+    for bad in (0.0, 0.6, float("nan")):
+        with pytest.raises(ValueError, match="systematic_reserve"):
+            plan_calibration(PB, 1.0, 1e-2, jax.random.key(3), sigmas=[1.0], systematic_reserve=bad)
+
+
+def test_truncated_output_bound_is_two_entries_of_c_at_most():
+    """Amplitudes 2 (P) and -1 (Q) at separated draws: every output coordinate gets at most one entry of c."""
+    from mcacct.engine.systematic import output_coordinate_bound
+    from mcacct.schemes.truncated import TruncatedBMinSep
+    strat = mcacct.BandedToeplitz((0.7, 0.9, 0.2))
+    sch = TruncatedBMinSep(0.3, 3, 12, 10, 2)
+    assert output_coordinate_bound(sch, strat) == pytest.approx(1.8)
+    # no truncation possible (dataset no larger than the batch): amplitudes 0/1 only
+    assert output_coordinate_bound(TruncatedBMinSep(0.3, 3, 12, 2, 2), strat) == pytest.approx(0.9)
+    # brute force over draws: amplitudes in {0, 1, 2} / {0, -1} at separated times
+    import itertools
+    import numpy as np
+    C = strat.matrix(12)
+    worst = 0.0
+    for times in itertools.combinations(range(12), 4):
+        if all(b - a >= 3 for a, b in zip(times, times[1:])):
+            for amps in itertools.product((1, 2, -1), repeat=4):
+                x = np.zeros(12)
+                x[list(times)] = amps
+                worst = max(worst, float(np.max(np.abs(C @ x))))
+    assert worst <= output_coordinate_bound(sch, strat) + 1e-12
