@@ -17,7 +17,7 @@ from mcacct.engine.estimate import Estimate, estimate  # noqa: E402
 from mcacct.evr.calibrate import CalibrationResult, calibrate  # noqa: E402
 from mcacct import evr  # noqa: E402
 from mcacct import pld  # noqa: E402
-from mcacct.composition import certified_composition, compose_mc_with_pld  # noqa: E402
+from mcacct.pld.composition import certified_composition, compose_mc_with_pld  # noqa: E402
 from mcacct.schemes.multi_attribution import MultiAttribution  # noqa: E402
 from mcacct.schemes.truncated import TruncatedBMinSep  # noqa: E402
 from mcacct.schemes.baselines import CyclicPoisson, BallsInBins  # noqa: E402

@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from mcacct.validate import check_count, check_real
+from mcacct.validate import check_count, check_real, parse_floats
 from mcacct.engine.problem import Problem
 from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse
 from mcacct.schemes.baselines import BallsInBins, CyclicPoisson
@@ -268,18 +268,6 @@ class SchemeEntry:
         return tuple(f.option for f in COMMON_FLAGS if f.dest in self.common) + tuple(f.option for f in self.flags)
 
 
-def _floats(name: str, value: Any) -> tuple[float, ...]:
-    """A comma-separated string or a sequence of numbers, as floats."""
-    if isinstance(value, str):
-        parts = [v for v in value.split(",") if v.strip()]
-    else:
-        parts = list(np.atleast_1d(value))
-    try:
-        return tuple(float(v) for v in parts)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be a comma-separated list of numbers; got {value!r}") from err
-
-
 # bminsep
 def _build_bminsep(a: SchemeArgs):
     b = a.min_sep
@@ -413,7 +401,7 @@ def _build_inverse(a: SchemeArgs):
         if a.given("c_col"):
             raise ValueError("give either --c-col (C's first column) or --inverse-bands (the bands of C^-1) for "
                              "--scheme banded-inverse, not both")
-        strategy = strategy_from_inverse(_floats("inverse_bands", bands), a.iterations)
+        strategy = strategy_from_inverse(parse_floats("inverse_bands", bands), a.iterations)
     else:
         strategy = a.strategy()
     return BandedInverse(a.min_sep_prob(r), r, a.iterations, a.warm_start), strategy
@@ -423,7 +411,7 @@ def _plan_inverse(s: CompareSetting) -> ComparePlan:
     bands = s.option("inverse_bands")
     if bands is None:
         return ComparePlan(None, skip="inverse_bands not given")
-    bands = _floats("inverse_bands", bands)
+    bands = parse_floats("inverse_bands", bands)
     inv = strategy_from_inverse(bands, s.iterations)
     return ComparePlan(Problem(BandedInverse(s.sampling_prob, s.min_sep, s.iterations, True), inv),
                        {"inverse_bands": list(bands), "c_col_length": len(inv.c_col)})
@@ -462,7 +450,7 @@ SCHEMES: tuple[SchemeEntry, ...] = (
                 _build_inverse, _ALL, _plan_inverse,
                 flags=(Flag("--inverse-bands", str, "banded-inverse: comma-separated bands h0,h1,... of C^-1 "
                             "(h0 > 0; C = their inverse, instead of --c-col); compare: adds the banded-inverse "
-                            "row", check=_floats, compare=True),)),
+                            "row", check=parse_floats, compare=True),)),
 )
 
 

@@ -21,6 +21,19 @@ def _is_real(x: Any) -> bool:
     return not isinstance(x, bool)
 
 
+def parse_floats(name: str, value: Any) -> tuple[float, ...]:
+    """The one list parser: ``"v1,v2,..."`` (blank items skipped), a sequence, an array or a scalar, as a tuple of
+    floats; ``ValueError`` naming ``name`` when an item is not a number. Range checks are the caller's."""
+    if isinstance(value, str):
+        parts = [v for v in value.split(",") if v.strip()]
+    else:
+        parts = list(np.atleast_1d(np.asarray(value, dtype=object)).ravel()) if not np.isscalar(value) else [value]
+    try:
+        return tuple(float(v) for v in parts)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a comma-separated list of numbers; got {value!r}") from err
+
+
 def check_real(name: str, value: Any, *, low: float | None = None, high: float | None = None,
                low_open: bool = False, high_open: bool = False) -> float:
     """Return ``float(value)`` after checking it is finite and inside the stated interval."""
@@ -168,3 +181,52 @@ def check_call(scheme: Any, *, strategy: Any = _UNSET, sigma: Any = _UNSET, y: A
     if y is not _UNSET:
         return check_outputs("y", y, scheme.iterations)
     return None
+
+
+# -- PLD accountant (mcacct.pld) --------------------------------------------------------------------------
+def is_real_number(x: object) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def check_probability(name: str, q: float) -> float:
+    if not is_real_number(q) or not math.isfinite(q) or not 0.0 < q <= 1.0:
+        raise ValueError(f"{name} must be in (0, 1], got {q!r}")
+    return float(q)
+
+
+def check_positive(name: str, x: float) -> float:
+    if not is_real_number(x) or not math.isfinite(x) or x <= 0.0:
+        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
+    return float(x)
+
+
+def check_integer(name: str, n: int, lo: int = 1) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {n!r}")
+    return int(n)
+
+
+def check_epsilon(epsilon: float) -> float:
+    if not is_real_number(epsilon) or not math.isfinite(epsilon) or epsilon < 0:
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    return float(epsilon)
+
+
+def check_delta(delta: float) -> float:
+    if not is_real_number(delta) or not math.isfinite(delta) or not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    return float(delta)
+
+
+def check_value_interval(h: float) -> float:
+    if not is_real_number(h) or not math.isfinite(h) or not 0.0 < h <= 0.1:
+        raise ValueError(f"value_discretization_interval must be in (0, 0.1], got {h!r}")
+    return float(h)
+
+
+def check_discretization(method: str) -> str:
+    if method not in ("connect_dots", "round_up"):
+        raise ValueError(
+            f"discretization must be 'connect_dots' or 'round_up', got {method!r}"
+        )
+    return method

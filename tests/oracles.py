@@ -2,7 +2,7 @@
 b-min-sep subsampling, by brute-force enumeration of all 2^n participation
 vectors.  Intended only for small n (n <= 12) in tests.
 
-Setting (paper 003, Sec. 4 Alg. 1/2 and Sec. 5):
+Setting (Dong & Ganesh 2026 [arXiv:2602.09338], Sec. 4 Alg. 1/2 and Sec. 5):
   y = C x + z,  z ~ N(0, sigma^2 I),
   C[i, j] = c_col[i - j] if 0 <= i - j < len(c_col) else 0   (banded Toeplitz),
   P = sum_x prob(x) N(Cx, sigma^2 I),   Q = N(0, sigma^2 I).

@@ -211,7 +211,7 @@ def test_every_scheme_calibrates_through_the_cli(name, capsys):
 
 def test_baselines_come_from_the_registry(monkeypatch):
     """bminsep's hook: Poisson DP-SGD at q = p0 and cyclic-Poisson BandMF at q = b p0 (PLD calls recorded; the
-    PLD accountant itself is tested in test_pld.py and through `mcacct calibrate` in test_core.py)."""
+    PLD accountant itself is tested in tests/pld/ and through `mcacct calibrate` in tests/engine/test_core.py)."""
     from mcacct import pld
     from mcacct.evr.calibrate import baseline_sigmas
     calls = []

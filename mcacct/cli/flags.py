@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from mcacct.registry import add_scheme_flags, entry_for, problem_from_args, scheme_to_dict
+from mcacct.validate import parse_floats
 
 __all__ = ["add_problem_flags", "add_monte_carlo_flags", "problem_from_args", "scheme_json", "device_info",
            "float_list", "sample_count", "add_distributed_flags", "join_distributed"]
@@ -71,7 +72,7 @@ def sample_count(text: str) -> int:
 def float_list(text: str) -> list[float]:
     """``argparse`` type: numbers separated by commas."""
     try:
-        return [float(v) for v in text.split(",") if v.strip()]
+        return list(parse_floats("list", text))
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"expected numbers separated by commas; got {text!r}") from err
 

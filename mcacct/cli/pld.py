@@ -21,6 +21,8 @@ import math
 import sys
 from typing import Any
 
+from mcacct.validate import parse_floats
+
 __all__ = ["add_pld_parser", "run_pld", "build_spec", "main"]
 
 _SCHEMES = ("poisson", "cyclic-poisson", "gaussian")
@@ -96,7 +98,7 @@ def add_pld_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _parse_ccol(text: str) -> tuple[float, ...]:
     try:
-        vals = tuple(float(v) for v in text.split(",") if v.strip() != "")
+        vals = parse_floats("--c-col", text)
     except ValueError:
         raise ValueError(f"--c-col must be a comma-separated list of numbers, got {text!r}") from None
     if not vals:

@@ -1,4 +1,4 @@
-r"""Estimate-Verify-Release (paper 003, App. A) and the bounds it rests on.
+r"""Estimate-Verify-Release (Dong & Ganesh 2026 [arXiv:2602.09338], App. A) and the bounds it rests on.
 
 Tail bound (Fact 4.2 of Chua et al.): for ``s`` i.i.d. samples in ``[0, 1]`` with mean at least
 :math:`\delta`, the empirical mean is at most :math:`\delta' < \delta` with probability at most

@@ -1,4 +1,4 @@
-r"""Non-banded strategies (e.g. banded :math:`C^{-1}`) with r-min-sep subsampling: paper 003, App. B.
+r"""Non-banded strategies (e.g. banded :math:`C^{-1}`) with r-min-sep subsampling: Dong & Ganesh 2026 [arXiv:2602.09338], App. B.
 
 Setting. ``C`` is lower-triangular, Toeplitz and entry-wise non-negative but *not* banded (typically
 :math:`C^{-1}` is a ``b``-banded noise-cancellation matrix and the columns of ``C`` decay geometrically).

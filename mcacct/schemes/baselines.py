@@ -1,4 +1,4 @@
-r"""Baseline sampling schemes for DP-BandMF: cyclic Poisson and balls-in-bins (paper 003, §3).
+r"""Baseline sampling schemes for DP-BandMF: cyclic Poisson and balls-in-bins (Dong & Ganesh 2026 [arXiv:2602.09338], §3).
 
 Both assign an example to one of ``b`` residue classes ("shifts") ``s in {0, ..., b-1}``; the example can
 only take part in the iterations ``t`` (0-based) with ``t = s (mod b)``. With a ``k``-banded strategy,
@@ -20,7 +20,7 @@ loss factorises over the opportunities. With
   :math:`L = \sum_{t \equiv 0} \ln(1 - q + q e^{\ell_t})`. The latter is exactly the composition of
   :math:`\lceil n/b \rceil` Poisson-subsampled Gaussian mechanisms with noise multiplier
   :math:`\sigma / \|c\|` when every column of class 0 is complete (e.g. ``b | n``), and is dominated by that
-  composition otherwise; it is the analysis of paper 003 §3 and of :class:`mcacct.pld.CyclicPoissonBandMFSpec`.
+  composition otherwise; it is the analysis of Dong & Ganesh 2026 [arXiv:2602.09338] §3 and of :class:`mcacct.pld.CyclicPoissonBandMFSpec`.
   By convexity the random-phase divergence never exceeds the fixed-phase one.
   At equal expected batch size ``B`` on ``M`` examples, ``q = b B / M``.
 
@@ -80,7 +80,7 @@ def _log_terms(y, sigma, strategy, dot_method):
 
 @dataclass(frozen=True)
 class CyclicPoisson(MinSepAccounting):
-    r"""Cyclic Poisson subsampling (paper 003, §3) of one example over ``iterations`` steps.
+    r"""Cyclic Poisson subsampling (Dong & Ganesh 2026 [arXiv:2602.09338], §3) of one example over ``iterations`` steps.
 
     The data are split into ``min_sep = b`` parts; iteration ``t`` (0-based) Poisson-samples with
     probability ``q`` from part ``t mod b``. See the module docstring for the privacy loss.
@@ -195,7 +195,7 @@ def _shift_sq_norms(c_col: tuple[float, ...], iterations: int, bins: int) -> np.
 
 @dataclass(frozen=True)
 class BallsInBins:
-    r"""Balls-in-bins subsampling (Chua et al.; paper 003, §3) of one example over ``iterations`` steps.
+    r"""Balls-in-bins subsampling (Chua et al.; Dong & Ganesh 2026 [arXiv:2602.09338], §3) of one example over ``iterations`` steps.
 
     The example is put in one of ``min_sep = b`` bins uniformly at random and takes part in every
     iteration of its bin (``s, s + b, ...``, 0-based). The loss is the exact mixture over the ``b`` shifts

@@ -1,6 +1,6 @@
 r"""Sampling schemes: how the participation vector ``x`` of one example is drawn.
 
-b-min-sep subsampling (paper 003, Alg. 1) runs Poisson sampling with probability ``p`` at every
+b-min-sep subsampling (Dong & Ganesh 2026 [arXiv:2602.09338], Alg. 1) runs Poisson sampling with probability ``p`` at every
 iteration but excludes examples that participated in the previous ``b - 1`` iterations. Per example this
 is a renewal process: the gap between consecutive participations is ``(b - 1) + G`` with
 ``G ~ Geometric(p)`` on ``{1, 2, ...}``. The stationary participation rate is

@@ -1,4 +1,4 @@
-r"""Multi-attribution (user-level) b-min-sep subsampling: accounting for Alg. 3 of paper 003 (§6).
+r"""Multi-attribution (user-level) b-min-sep subsampling: accounting for Alg. 3 of Dong & Ganesh 2026 [arXiv:2602.09338] (§6).
 
 Setting. Every example is attributed to a set of users; a user ``u`` owns at most ``k_u`` examples after
 contribution bounding. Alg. 3 Poisson-samples every example with probability ``p`` into an interim set

@@ -8,7 +8,7 @@ For iterations :math:`1..n` the strategy matrix is
 given by the ``k`` non-zeros ``c_col = (c_0, ..., c_{k-1})`` of its first column.  ``c_col = [1.0]`` is
 the identity, i.e. plain DP-SGD.  Privacy accounting needs ``C`` to be non-negative and at most
 ``min_sep``-banded (``k <= b``): then repeated participations of one example never touch the same row
-of ``C x`` (paper 003, §4) and
+of ``C x`` (Dong & Ganesh 2026 [arXiv:2602.09338], §4) and
 
 .. math::  \|C x\|^2 = \sum_{t:\,x_t = 1} \|c^{(t)}\|^2,
 
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mcacct.validate import check_int
+from mcacct.validate import check_int, parse_floats
 
 __all__ = ["BandedToeplitz", "parse_c_col"]
 
@@ -31,10 +31,7 @@ __all__ = ["BandedToeplitz", "parse_c_col"]
 def parse_c_col(c_col: Sequence[float] | np.ndarray | str | float) -> tuple[float, ...]:
     """Turn ``c_col`` (sequence, array, scalar or ``"v1,v2,..."`` string) into a validated tuple."""
     if isinstance(c_col, str):
-        try:
-            values = [float(v) for v in c_col.split(",") if v.strip()]
-        except ValueError as err:
-            raise ValueError(f"c_col must be a comma-separated list of numbers; got {c_col!r}") from err
+        values = list(parse_floats("c_col", c_col))
     else:
         values = np.atleast_1d(np.asarray(c_col, dtype=np.float64)).tolist()
     if len(values) == 0:

@@ -1,4 +1,4 @@
-r"""Truncated (fixed-batch-size) b-min-sep subsampling: accounting for paper 003, App. D.
+r"""Truncated (fixed-batch-size) b-min-sep subsampling: accounting for Dong & Ganesh 2026 [arXiv:2602.09338], App. D.
 
 Sampler. Batches are formed by b-min-sep subsampling (Alg. 1 or Alg. 2) of ``M`` examples and then
 truncated to a uniformly random subset of ``B_max`` examples when larger (and padded with zero-gradient

@@ -1,4 +1,4 @@
-r"""Batch samplers for training with b-min-sep subsampling (paper 003, Alg. 1-4 and App. D).
+r"""Batch samplers for training with b-min-sep subsampling (Dong & Ganesh 2026 [arXiv:2602.09338], Alg. 1-4 and App. D).
 
 Everything here is a pure function of explicit :mod:`jax.random` keys with shapes fixed by the
 sampler's configuration, so ``init`` / ``step`` / ``sample_batches`` can be called inside

@@ -1,4 +1,4 @@
-"""Tests for mcacct.training.batching (paper 003, Alg. 1-4 and App. D).
+"""Tests for mcacct.training.batching (Dong & Ganesh 2026 [arXiv:2602.09338], Alg. 1-4 and App. D).
 
 Statistical tests use fixed seeds and tolerances of ``Z = 5`` standard errors, where the standard
 error is derived from the sample size and the exact (binomial or Markov-chain) variance of the

@@ -23,7 +23,7 @@ Estimate-Verify-Release certificates.
 **Certificates** (:func:`certified_composition` -> :class:`CompositionCertificate`,
 ``certified=True``). Input: an :math:`(\varepsilon_1,\delta_1)` pair for which the MC-analysed
 mechanism is *certified* DP, e.g. ``(result.epsilon, result.overall_delta)`` from
-:func:`mcacct.calibrate` (EVR, Theorem A.1 of paper 003: the released mechanism as a whole is
+:func:`mcacct.calibrate` (EVR, Theorem A.1 of Dong & Ganesh 2026 [arXiv:2602.09338]: the released mechanism as a whole is
 :math:`(\varepsilon_1,\delta_1)`-DP). Two rules:
 
 * ``method="dominating_pair"`` (default, what ``dp_accounting`` allows through
@@ -32,7 +32,7 @@ mechanism is *certified* DP, e.g. ``(result.epsilon, result.overall_delta)`` fro
   Oh & Viswanath (2015) whose PLD (both directions) is :math:`+\infty` w.p. :math:`\delta_1`,
   :math:`+\varepsilon_1` w.p. :math:`(1-\delta_1)/(1+e^{-\varepsilon_1})` and
   :math:`-\varepsilon_1` w.p. :math:`(1-\delta_1)/(1+e^{\varepsilon_1})`
-  (:func:`privacy_parameters_pld`). Dominating pairs compose (Zhu, Dong & Wang 2022; paper 000,
+  (:func:`privacy_parameters_pld`). Dominating pairs compose (Zhu, Dong & Wang 2022; Ganesh 2024 [arXiv:2401.10294],
   Lemma 2.6), so the FFT composition of this PLD with the pessimistic PLDs of the other
   mechanisms is an upper bound on the privacy curve of the composition (up to float round-off).
 * ``method="basic"``: basic composition -- if :math:`M_1` is :math:`(\varepsilon_1,\delta_1)`-DP
@@ -91,7 +91,10 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.fft
 
-from mcacct import pld as _pld
+from mcacct.pld.kernels import compose_arrays_batch, query_one, single_batch
+from mcacct.pld.plan import bucket, plan, solver_for
+from mcacct.pld.specs import SPEC_TYPES, canonical
+from mcacct.validate import check_delta, check_discretization, check_epsilon, check_value_interval, is_real_number
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, epsilon_from_delta_curve
 from mcacct.evr.bounds import kl_lower_confidence, kl_upper_confidence
 
@@ -119,15 +122,15 @@ _DIRECT_CONV = 64
 # Validation helpers
 # --------------------------------------------------------------------------
 def _check_h(h: Any) -> float:
-    return _pld._check_h(h)
+    return check_value_interval(h)
 
 
 def _check_query(epsilon: Any, delta: Any) -> tuple[float | None, float | None]:
     if (epsilon is None) == (delta is None):
         raise ValueError("give exactly one of epsilon (to get delta) or delta (to get epsilon)")
     if epsilon is not None:
-        return _pld._check_epsilon(epsilon), None
-    return None, _pld._check_delta(delta)
+        return check_epsilon(epsilon), None
+    return None, check_delta(delta)
 
 
 def _same_h(a: float, b: float) -> bool:
@@ -215,7 +218,7 @@ class DirectionPLD:
 
         Solved exactly inside the grid cell by :mod:`mcacct.pld`'s query; ``inf`` if none.
         """
-        _, e = _pld._query_one(jnp.asarray(self.pmf), jnp.asarray(self.infinity_mass), jnp.asarray(self.offset),
+        _, e = query_one(jnp.asarray(self.pmf), jnp.asarray(self.infinity_mass), jnp.asarray(self.offset),
                                self.value_discretization_interval, 0.0, float(delta))
         return float(e)
 
@@ -264,12 +267,12 @@ class DiscretePLD:
 
     def delta(self, epsilon: float) -> float:
         """Max over directions of :meth:`DirectionPLD.delta`."""
-        eps = _pld._check_epsilon(epsilon)
+        eps = check_epsilon(epsilon)
         return max(float(p.delta(eps)[0]) for p in self.directions.values())
 
     def epsilon(self, delta: float) -> float:
         """Max over directions of :meth:`DirectionPLD.epsilon`."""
-        dl = _pld._check_delta(delta)
+        dl = check_delta(delta)
         return max(p.epsilon(dl) for p in self.directions.values())
 
 
@@ -472,19 +475,19 @@ def empirical_pld(estimate_or_stats: Any, value_discretization_interval: float |
 # --------------------------------------------------------------------------
 @functools.lru_cache(maxsize=32)
 def _mechanism_pld_cached(spec, h: float, method: str) -> DiscretePLD:
-    canon = _pld._canonical(spec)
+    canon = canonical(spec)
     sigma = float(spec.sigma)
-    n_lo, kk = _pld._plan(canon, sigma, h)
-    k_stat = _pld._bucket(kk)
+    n_lo, kk = plan(canon, sigma, h)
+    k_stat = bucket(kk)
     steps = jnp.asarray(canon.steps, dtype=jnp.int64)
-    pmfs, infs, offs, x_lo, x_hi, lms = _pld._single_batch(
+    pmfs, infs, offs, x_lo, x_hi, lms = single_batch(
         jnp.asarray(canon.c[None, :] / sigma), jnp.asarray(np.log(canon.p)), jnp.asarray(canon.p),
-        jnp.asarray([n_lo]), steps, h, K=k_stat, method=method, solver=_pld._solver_for(canon.c))
+        jnp.asarray([n_lo]), steps, h, K=k_stat, method=method, solver=solver_for(canon.c))
     x_lo, x_hi = np.asarray(x_lo), np.asarray(x_hi)
     a_start = np.floor(x_lo / h).astype(np.int64) - 1
-    n_fft = _pld._bucket(int(np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2)))
+    n_fft = bucket(int(np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2)))
     # window [a_start, a_start + n_fft): mass above it is added to `inf`, mass below aliases upwards
-    out, inf, _, _, _ = _pld._compose_arrays_batch(pmfs, offs, infs, lms, jnp.asarray(a_start), steps, h, N=n_fft)
+    out, inf, _, _, _ = compose_arrays_batch(pmfs, offs, infs, lms, jnp.asarray(a_start), steps, h, N=n_fft)
     out, inf = np.asarray(out)[0], np.asarray(inf)[0]
     return DiscretePLD({d: DirectionPLD(h, int(a_start[0, i]), out[i], float(min(inf[i], 1.0)), True)
                         for i, d in enumerate(DIRECTIONS)})
@@ -500,11 +503,11 @@ def mechanism_pld(spec: Any, value_discretization_interval: float = _DEFAULT_H,
     """
     if isinstance(spec, DiscretePLD):
         raise ValueError("mechanism_pld expects a *Spec; a DiscretePLD can be composed directly")
-    if not isinstance(spec, _pld._SPEC_TYPES):
+    if not isinstance(spec, SPEC_TYPES):
         raise ValueError("PLD mechanisms must be mcacct.pld *Spec instances (GaussianSpec, PoissonGaussianSpec, "
                          f"...) or DiscretePLD; got {type(spec).__name__}")
     h = _check_h(value_discretization_interval)
-    method = _pld._check_discretization(discretization)
+    method = check_discretization(discretization)
     try:
         hash(spec)
     except TypeError:  # pragma: no cover - specs are frozen dataclasses
@@ -542,12 +545,12 @@ def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_in
     delta : float
         :math:`\delta\in[0,1)`.
     """
-    eps = _pld._check_epsilon(epsilon)
-    if not _pld._is_real(delta) or not math.isfinite(delta) or not 0.0 <= delta < 1.0:
+    eps = check_epsilon(epsilon)
+    if not is_real_number(delta) or not math.isfinite(delta) or not 0.0 <= delta < 1.0:
         raise ValueError(f"delta must be in [0, 1), got {delta!r}")
     dl = float(delta)
     h = _check_h(value_discretization_interval)
-    method = _pld._check_discretization(discretization)
+    method = check_discretization(discretization)
     masses: dict[int, float] = {}
     for x, a in ((eps, (1.0 - dl) / (1.0 + math.exp(-eps))), (-eps, (1.0 - dl) / (1.0 + math.exp(eps)))):
         for j, m in _atom(x, a, h, method).items():
@@ -561,7 +564,7 @@ def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_in
 
 def _pld_part(pld_mechanisms: Any, h: float, method: str) -> DiscretePLD:
     """Composed PLD of the (certified) PLD mechanisms; the identity for an empty sequence."""
-    if isinstance(pld_mechanisms, (DiscretePLD,) + _pld._SPEC_TYPES):
+    if isinstance(pld_mechanisms, (DiscretePLD,) + SPEC_TYPES):
         pld_mechanisms = [pld_mechanisms]
     if isinstance(pld_mechanisms, (str, bytes)) or not isinstance(pld_mechanisms, Sequence):
         raise ValueError("pld_mechanisms must be a sequence of mcacct.pld *Spec or DiscretePLD objects, "
@@ -733,10 +736,10 @@ def compose_mc_with_pld(estimate_or_stats: Any, pld_mechanisms: Any = (), epsilo
     mirror = _negative_mode(negative_part, stats)
     if alpha is None:
         alpha = est_alpha if est_alpha is not None else 0.01
-    if not _pld._is_real(alpha) or not 0.0 < float(alpha) < 1.0:
+    if not is_real_number(alpha) or not 0.0 < float(alpha) < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     alpha = float(alpha)
-    method = _pld._check_discretization(discretization)
+    method = check_discretization(discretization)
     h = value_discretization_interval
     if h is None:
         h = min(float(s.spec.width) for s in stats.values()) / 8
@@ -832,16 +835,16 @@ def certified_composition(mc_epsilon: float, mc_delta: float, pld_mechanisms: An
     -------
     CompositionCertificate
     """
-    e1 = _pld._check_epsilon(mc_epsilon)
-    if not _pld._is_real(mc_delta) or not math.isfinite(mc_delta) or not 0.0 <= mc_delta < 1.0:
+    e1 = check_epsilon(mc_epsilon)
+    if not is_real_number(mc_delta) or not math.isfinite(mc_delta) or not 0.0 <= mc_delta < 1.0:
         raise ValueError(f"mc_delta must be in [0, 1), got {mc_delta!r}")
     d1 = float(mc_delta)
     eps_q, dl_q = _check_query(epsilon, delta)
     if method not in ("dominating_pair", "basic"):
         raise ValueError(f"method must be 'dominating_pair' or 'basic', got {method!r}")
     h = _check_h(value_discretization_interval)
-    disc = _pld._check_discretization(discretization)
-    pair_disc = disc if pair_discretization is None else _pld._check_discretization(pair_discretization)
+    disc = check_discretization(discretization)
+    pair_disc = disc if pair_discretization is None else check_discretization(pair_discretization)
     part = _pld_part(pld_mechanisms, h, disc)
     nan = float("nan")
     if method == "dominating_pair":

@@ -1,4 +1,4 @@
-"""Tests for mcacct.composition: Monte Carlo PLDs composed with FFT-PLD mechanisms.
+"""Tests for mcacct.pld.composition: Monte Carlo PLDs composed with FFT-PLD mechanisms.
 
 Setting: Poisson-subsampled Gaussian, q = 0.2, sigma = 1. The Monte Carlo part is b-min-sep with
 b = 1 and C = I (c_col = [1]) over T1 = 30 iterations -- exactly T1 compositions of the
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import mcacct
-from mcacct import composition as C
+from mcacct.pld import composition as C
 from mcacct import pld
 from mcacct.engine.problem import Problem
 from mcacct.engine.estimate import estimate

@@ -2,7 +2,7 @@
 
 The reported delta must be >= the true delta of the discretised (pessimistic) PLD,
 also where the FFT round-off of an untilted transform is larger than delta itself.
-Shapes (grid and FFT sizes) are shared with tests/test_pld.py where possible, so
+Shapes (grid and FFT sizes) are shared with tests/pld/test_pld.py where possible, so
 that the XLA kernels compiled there are reused.
 """
 
@@ -15,8 +15,12 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from mcacct import composition as C
+from mcacct.pld import composition as C
 from mcacct import pld
+from mcacct.pld import constants as pld_constants
+from mcacct.pld import kernels as pld_kernels
+from mcacct.pld import plan as pld_plan
+from mcacct.pld import specs as pld_specs
 from mcacct.cli import pld as pld_cli
 
 U = 2.0**-53
@@ -95,13 +99,13 @@ def _extended_precision_delta(spec, h: float, eps_list, lam: float) -> np.ndarra
     """
     import jax.numpy as jnp
 
-    canon = pld._canonical(spec)
+    canon = pld_specs.canonical(spec)
     sigma, steps = float(spec.sigma), canon.steps
-    n_lo, k = pld._plan(canon, sigma, h)
-    pmfs, infs, offs, *_ = pld._single_batch(
+    n_lo, k = pld_plan.plan(canon, sigma, h)
+    pmfs, infs, offs, *_ = pld_kernels.single_batch(
         jnp.asarray(canon.c[None] / sigma), jnp.asarray(np.log(canon.p)), jnp.asarray(canon.p),
-        jnp.asarray([n_lo]), jnp.asarray(steps), h, K=pld._bucket(k), method="connect_dots",
-        solver=pld._solver_for(canon.c))
+        jnp.asarray([n_lo]), jnp.asarray(steps), h, K=pld_plan.bucket(k), method="connect_dots",
+        solver=pld_plan.solver_for(canon.c))
     pmf, off, inf1 = np.asarray(pmfs)[0, 0], int(np.asarray(offs)[0, 0]), float(np.asarray(infs)[0, 0])
     nz = np.flatnonzero(pmf > 0)
     p = pmf[nz[0]:nz[-1] + 1].astype(np.longdouble)
@@ -142,10 +146,10 @@ def test_production_dpsgd_tiny_delta_certified():
     # shapes as test_pld.test_calibrate_readme_fact_dpsgd_sigma). Untilted, the normwise a-priori
     # round-off bound sqrt(N) T eps_F ||x||_2 is ~4e-8 here, above the production delta.
     spec = pld.PoissonGaussianSpec(1793 / 14_745_600, 1.0, 7_200)
-    canon = pld._canonical(spec)
+    canon = pld_specs.canonical(spec)
     sigmas = np.array([0.3655, 0.3675])
     for eps in (10.0, 16.0):  # delta ~1.3e-8 and ~8e-13
-        r = pld._run(canon, sigmas, 1e-4, "connect_dots", eps, 0.5, "delta")
+        r = pld_plan.run(canon, sigmas, 1e-4, "connect_dots", eps, 0.5, "delta")
         d, rb = r["delta"][:, 0], r["rb_delta"][:, 0]
         assert np.all(d > 1e-13) and np.all(rb <= 1e-5 * d), (eps, d, rb)
 
@@ -158,7 +162,7 @@ def test_fft_and_power_error_model():
 
     rng = np.random.default_rng(0)
     n = 1 << 12
-    eps_f = pld._FFT_C * (math.log2(n) + 1) * U
+    eps_f = pld_constants.FFT_C * (math.log2(n) + 1) * U
     spikes = np.zeros(n)
     spikes[[n // 2 - 1, n - 1]] = 1.0
     for x in (rng.random(n), np.exp(-0.5 * ((np.arange(n) - n / 3) / 40.0) ** 2), spikes):
@@ -175,9 +179,9 @@ def test_fft_and_power_error_model():
     # binary powering: |fl(z^T) - z^T| <= ((1 + 2.5u)^(T-1) - 1) |z|^T
     steps = 7_200
     z = np.exp(-rng.random(500) * 1e-3 + 1j * rng.uniform(-np.pi, np.pi, 500))
-    got = np.asarray(pld._cpow(jnp.asarray(z), jnp.asarray(steps)))
+    got = np.asarray(pld_kernels._cpow(jnp.asarray(z), jnp.asarray(steps)))
     ref = z.astype(np.clongdouble) ** steps
-    bound = math.expm1((steps - 1) * math.log1p(pld._CMUL_C * U))
+    bound = math.expm1((steps - 1) * math.log1p(pld_constants.CMUL_C * U))
     assert np.all(np.abs(got - ref) <= bound * np.abs(ref))
 
 
@@ -224,11 +228,11 @@ def test_epsilon_refusal_message_when_roundoff_binds():
          "floor": np.array([[3e-13, 1e-20]])}
     with pytest.raises(ValueError, match=r"delta=1e-14 is below what the PLD accountant can certify here "
                                          r"\(round-off bound 3e-13"):
-        pld._check_certifiable(r, 1e-14, np.array([1.0]))
+        pld_plan.check_certifiable(r, 1e-14, np.array([1.0]))
     r["epsilon"][0, 0] = 2.0
-    pld._check_certifiable(r, 1e-14, np.array([1.0]))  # certified: no error
+    pld_plan.check_certifiable(r, 1e-14, np.array([1.0]))  # certified: no error
     r["epsilon"][0, 0] = np.inf
-    pld._check_certifiable(r, 1e-21, np.array([1.0]))  # below the mass at infinity: epsilon = inf
+    pld_plan.check_certifiable(r, 1e-21, np.array([1.0]))  # below the mass at infinity: epsilon = inf
 
 
 def _cli(argv, capsys):

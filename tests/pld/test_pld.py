@@ -130,7 +130,7 @@ def test_ladder_matches_scalar_evaluation():
 
 
 # ---------------------------------------------------------------------------
-# Group privacy (paper 000)
+# Group privacy (Ganesh 2024 [arXiv:2401.10294])
 # ---------------------------------------------------------------------------
 def test_group_poisson_vs_dp_accounting_and_lemma_1_1(capsys):
     q, steps, delta, h = 0.01, 2_000, 1e-6, 1e-3
@@ -162,7 +162,7 @@ def test_group_poisson_vs_dp_accounting_and_lemma_1_1(capsys):
         print(f"{'sigma':>5} {'k':>3} {'MoG (ours)':>11} {'dp-acct MoG':>12} {'Lemma 1.1':>10} {'k*eps1':>8}")
         for sg, k, o, r, v, lb in rows:
             print(f"{sg:>5} {k:>3} {o:>11.5f} {r:>12.5f} {v:>10.4f} {lb:>8.4f}")
-    # Lemma 1.1 loses more as k grows (paper 000, Fig. 1)
+    # Lemma 1.1 loses more as k grows (Ganesh 2024 [arXiv:2401.10294], Fig. 1)
     by = {(r[0], r[1]): r for r in rows}
     assert by[(2.0, 8)][4] - by[(2.0, 8)][2] > by[(2.0, 2)][4] - by[(2.0, 2)][2] > 0
 
@@ -180,7 +180,7 @@ def test_group_fixed_batch_mixture_and_oracle():
         sigma, list(c), list(p), value_discretization_interval=h).self_compose(steps)
     ref_eps = ref.get_epsilon_for_delta(1e-6)
     assert abs(ours - ref_eps) <= 0.01 * ref_eps
-    # paper 000, Sec. 4: with n >> B >> k, fixed batch at 2*sigma ~ Poisson at sigma
+    # Ganesh 2024 [arXiv:2401.10294], Sec. 4: with n >> B >> k, fixed batch at 2*sigma ~ Poisson at sigma
     pois = pld.pld_epsilon(pld.GroupPoissonSpec(k, b / n, sigma / 2, steps), 1e-6,
                            estimate_error=False, value_discretization_interval=h).epsilon
     assert abs(ours - pois) <= 0.02 * pois
@@ -212,7 +212,7 @@ def test_calibrate_poisson_certified_and_matches_dp_accounting():
 
 def test_calibrate_readme_fact_dpsgd_sigma():
     # shared/papers/README: q = 1793/14,745,600, 7200 steps, eps = 10,
-    # delta = 1.301e-8 requires sigma ~= 0.367 (paper 003 says 0.368).
+    # delta = 1.301e-8 requires sigma ~= 0.367 (Dong & Ganesh 2026 [arXiv:2602.09338] says 0.368).
     spec = pld.PoissonGaussianSpec(1793 / 14_745_600, 1.0, 7_200)
     d = pld.deltas_for_sigmas(spec, [0.3655, 0.3675], 10.0)
     assert d[0] > 1.301e-8 >= d[1]

@@ -1,0 +1,37 @@
+"""Constants of the PLD accountant: noise truncation, composition-window tail budget, the Chernoff exponents of the
+window and tilt, grid and batch budgets, and the FFT round-off model (docs/pld.md, "FFT round-off")."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+
+Discretization = Literal["connect_dots", "round_up"]
+
+# Noise mass beyond this many standard deviations is truncated (pessimistically).
+Z_TRUNC = 10.0
+# Total tail mass allowed outside the composition window (both sides).
+TAIL_TRUNCATION = 1e-15
+# Chernoff exponents tried for the window/tail bounds.
+# lambda > 0 (upper tails, choice of the tilt): LAMBDA_SUB interleaved doubling sequences;
+# lambda < 0 (lower tails): ratio 2 (see _log_mgf). The log-MGF vector is [+LAMBDAS, -LAMBDAS_NEG].
+LAMBDA_SUB = 2
+LAMBDAS = 3e-3 * 2.0 ** (np.arange(21 * LAMBDA_SUB) / LAMBDA_SUB)  # 3e-3 ... 4.4e3, ratio 2**(1/2)
+LAMBDAS_NEG = 3e-3 * 2.0 ** np.arange(21)  # 3e-3 ... 3.1e3, ratio 2
+# Largest single-step grid (number of loss points) we accept.
+MAX_GRID = 1 << 23
+# Budget (sigmas x FFT size) per vmapped chunk.
+CHUNK_BUDGET = 1 << 22
+DEFAULT_H = 1e-4
+# Round-off model (see "FFT round-off" in the module docstring): unit round-off, normwise FFT
+# error constant per radix-2 level (Higham 2002, Thm 24.2: ~6.7 for twiddles within 2u), relative
+# error of one complex multiplication (sqrt(5) without FMA, 2 with FMA), and a floor covering
+# underflow / flush-to-zero anywhere in the pipeline.
+U = 2.0 ** -53
+FFT_C = 8.0
+CMUL_C = 2.5
+UNDERFLOW = 1e-280
+# Tilted compositions whose pointwise minimum gives the curve in group_privacy_conversion_epsilon.
+GROUP_TILTS = 12

@@ -1,0 +1,183 @@
+"""Host-side planning: grid and FFT sizes per mechanism and noise multiplier, batching of a sigma ladder into vmapped
+calls, and the assembly of :class:`~mcacct.pld.specs.PLDResult` from kernel outputs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcacct.pld.constants import CHUNK_BUDGET, MAX_GRID, Z_TRUNC
+from mcacct.pld.kernels import compose_query_batch, single_batch
+from mcacct.pld.specs import Canonical, PLDResult
+
+
+def bucket(n: int, minimum: int = 1024) -> int:
+    """Smallest power of two >= n (static shapes are bucketed to limit recompilations)."""
+    n = max(int(n), minimum)
+    return 1 << (n - 1).bit_length()
+
+
+def _np_loss(u: float, s: np.ndarray, logp: np.ndarray) -> float:
+    z = logp + s * u - 0.5 * s * s
+    m = z.max()
+    return float(m + math.log(np.exp(z - m).sum()))
+
+
+def solver_for(c: np.ndarray) -> str:
+    if c.size == 1:
+        return "gauss"
+    if c.size == 2 and c[0] == 0.0:
+        return "poisson"
+    return "newton"
+
+
+def plan(canon: Canonical, sigma: float, h: float) -> tuple[int, int]:
+    s = canon.c / sigma
+    logp = np.log(canon.p)
+    l_lo = _np_loss(-Z_TRUNC, s, logp)
+    l_hi = _np_loss(float(s.max()) + Z_TRUNC, s, logp)
+    n_lo = math.floor(l_lo / h) - 1
+    n_hi = math.ceil(l_hi / h) + 1
+    k = n_hi - n_lo + 1
+    if k > MAX_GRID or max(abs(l_lo), abs(l_hi)) > 600:
+        raise ValueError(
+            f"sigma={sigma:g} is too small for value_discretization_interval={h:g}: the "
+            f"single-step privacy loss spans [{l_lo:.3g}, {l_hi:.3g}] ({k} grid points > {MAX_GRID}); "
+            "increase sigma or value_discretization_interval"
+        )
+    return n_lo, k
+
+
+def _padded_batches(n: int, size: int) -> list[np.ndarray]:
+    """Index batches of constant length ``size`` covering range(n) (last one padded by repetition)."""
+    out = []
+    for start in range(0, n, size):
+        idx = np.arange(start, min(start + size, n))
+        if idx.size < size:
+            idx = np.concatenate([idx, np.full(size - idx.size, idx[-1])])
+        out.append(idx)
+    return out
+
+
+def _batch_size(n: int, budget: int) -> int:
+    """Power-of-two batch size <= budget (>= 1) covering up to n items."""
+    size = 1
+    while size < n and 2 * size <= budget:
+        size *= 2
+    return size
+
+
+def _two_level(sizes: Sequence[int]) -> np.ndarray:
+    """Map power-of-two sizes to at most two levels: the maximum and half of it."""
+    arr = np.asarray(sizes, dtype=np.int64)
+    top = int(arr.max())
+    return np.where(arr > top // 2, top, max(top // 2, 1024)).astype(np.int64)
+
+
+def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
+         eps_q: float, delta_q: float, target: str = "delta") -> dict[str, np.ndarray]:
+    """Evaluate delta(eps_q) and eps(delta_q) for every sigma; arrays of shape (S, 2).
+
+    Only the ``target`` query is evaluated (``"delta"``: delta(eps_q); ``"epsilon"``:
+    eps(delta_q); the other array is ``nan``), with the exponential tilt chosen for it and
+    the rigorous round-off bound included. Also returns the round-off bound at the answer
+    (``rb_delta`` / ``rb_epsilon``) and, for ``"epsilon"``, the smallest certifiable delta
+    (``floor``).
+
+    Sigmas are grouped by their (power-of-two) grid size ``K`` and FFT size
+    ``N`` -- at most two levels each, the largest and half of it -- and are
+    processed in vmapped batches of one power-of-two size, so that a ladder
+    compiles few kernel shapes and small-sigma rungs do not inflate all others.
+    """
+    sigmas = np.asarray(sigmas, dtype=float)
+    n_sig = len(sigmas)
+    plans = [plan(canon, float(sg), h) for sg in sigmas]
+    k_of = _two_level([bucket(k) for _, k in plans])
+    logp = jnp.asarray(np.log(canon.p))
+    p = jnp.asarray(canon.p)
+    steps = jnp.asarray(canon.steps, dtype=jnp.int64)
+    solver = solver_for(canon.c)
+    s_all = canon.c[None, :] / sigmas[:, None]
+    n_lo_all = np.array([pl[0] for pl in plans], dtype=np.int64)
+    pmfs: list = [None] * n_sig
+    infs: list = [None] * n_sig
+    offs: list = [None] * n_sig
+    lms: list = [None] * n_sig
+    x_lo = np.zeros((n_sig, 2))
+    x_hi = np.zeros((n_sig, 2))
+    size = _batch_size(n_sig, max(1, CHUNK_BUDGET // (4 * int(k_of.max()) * canon.c.size)))
+    for k_stat in np.unique(k_of):
+        members = np.flatnonzero(k_of == k_stat)
+        for idx in _padded_batches(len(members), size):
+            ids = members[idx]
+            out = single_batch(jnp.asarray(s_all[ids]), logp, p, jnp.asarray(n_lo_all[ids]), steps, h,
+                                K=int(k_stat), method=method, solver=solver)
+            xl, xh = np.asarray(out[3]), np.asarray(out[4])
+            for r, i in enumerate(ids):
+                pmfs[i], infs[i], offs[i], lms[i] = out[0][r], out[1][r], out[2][r], out[5][r]
+                x_lo[i], x_hi[i] = xl[r], xh[r]
+    a_start = np.floor(x_lo / h).astype(np.int64) - 1
+    need = np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2, axis=1)
+    n_of = _two_level([bucket(int(v)) for v in need])
+    res = {name: np.zeros((n_sig, 2))
+           for name in ("delta", "epsilon", "inf", "tail", "rb_delta", "rb_epsilon", "floor")}
+    res["fft_size"] = n_of.copy()
+    size = _batch_size(n_sig, max(1, CHUNK_BUDGET // (2 * int(n_of.max()))))
+    for n_fft in np.unique(n_of):
+        members = np.flatnonzero(n_of == n_fft)
+        kmax = max(int(k_of[i]) for i in members)
+        for idx in _padded_batches(len(members), size):
+            ids = members[idx]
+            pm = jnp.stack([jnp.pad(pmfs[i], ((0, 0), (0, kmax - pmfs[i].shape[1]))) for i in ids])
+            outs = compose_query_batch(
+                pm, jnp.stack([offs[i] for i in ids]), jnp.stack([infs[i] for i in ids]),
+                jnp.stack([lms[i] for i in ids]), jnp.asarray(a_start[ids]), h,
+                float(eps_q), float(delta_q), N=int(n_fft), steps=canon.steps, for_delta=target == "delta")
+            for name, v in zip(("delta", "epsilon", "inf", "tail", "rb_delta", "rb_epsilon", "floor"), outs):
+                res[name][ids] = np.asarray(v)
+    return res
+
+
+def check_certifiable(r: dict[str, np.ndarray], delta: float, sigmas: np.ndarray) -> None:
+    """Refuse an epsilon query whose delta is above the mass at infinity but below the round-off floor."""
+    bad = np.isinf(r["epsilon"]) & (delta >= r["inf"] * (1 + 1e-9))
+    if bad.any():
+        i, d = np.argwhere(bad)[0]
+        raise ValueError(
+            f"delta={delta:g} is below what the PLD accountant can certify here (round-off bound "
+            f"{r['floor'][i, d] - r['inf'][i, d]:.2g}, mass at +infinity {r['inf'][i, d]:.2g}, smallest "
+            f"certifiable delta {r['floor'][i, d]:.2g} at sigma={sigmas[i]:g}); increase delta")
+
+
+def result(canon: Canonical, sigma: float, h: float, method: str, eps_q: float,
+            delta_q: float, estimate_error: bool, report: str) -> PLDResult:
+    r = run(canon, np.array([sigma]), h, method, eps_q, delta_q, report)
+    if report == "epsilon":
+        check_certifiable(r, delta_q, np.array([sigma]))
+    err = float("nan")
+    if estimate_error:
+        r2 = run(canon, np.array([sigma]), h / 2, method, eps_q, delta_q, report)
+        key = "delta" if report == "delta" else "epsilon"
+        x1, x2 = float(r[key][0].max()), float(r2[key][0].max())
+        err = 2.0 * abs(x1 - x2) if math.isfinite(x1) and math.isfinite(x2) else float("inf")
+    d, e = r["delta"][0], r["epsilon"][0]
+    rb = r["rb_delta"][0] if report == "delta" else r["rb_epsilon"][0]
+    if report == "delta":
+        eps_out, delta_out = eps_q, float(d.max())
+        e = np.array([eps_q, eps_q])
+    else:
+        eps_out, delta_out = float(e.max()), delta_q
+        d = np.array([delta_q, delta_q])
+    return PLDResult(
+        epsilon=float(eps_out), delta=float(delta_out),
+        epsilon_remove=float(e[0]), epsilon_add=float(e[1]),
+        delta_remove=float(d[0]), delta_add=float(d[1]),
+        infinity_mass=float(r["inf"][0].max()), tail_mass_bound=float(r["tail"][0].max()),
+        error_estimate=err, value_discretization_interval=h, discretization=method,
+        compositions=canon.steps, fft_size=int(r["fft_size"][0]),
+        roundoff_bound=float(np.nanmax(rb)) if np.isfinite(rb).any() else float("nan"),
+    )

@@ -1,0 +1,393 @@
+"""Mechanism specifications (dominating pairs of the mechanisms the PLD accountant composes), their canonical form for
+the kernels, and the result container :class:`PLDResult`."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Union
+
+import numpy as np
+
+from mcacct.validate import check_integer, check_positive, check_probability
+
+
+def _log_binom(n: int, k: int) -> float:
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianSpec:
+    r"""``steps``-fold composition of the Gaussian mechanism.
+
+    Output :math:`f(D) + \mathcal N(0, \sigma^2)` with
+    :math:`\|f(D)-f(D')\|_2\le` ``sensitivity``. Dominating pair
+    :math:`(\mathcal N(\Delta,\sigma^2), \mathcal N(0,\sigma^2))`; the PLD is
+    :math:`\mathcal N(\mu, 2\mu)`, :math:`\mu=\Delta^2/(2\sigma^2)`, in both
+    directions.
+
+    Parameters
+    ----------
+    sigma : float
+        Noise standard deviation (> 0).
+    sensitivity : float, default 1.0
+        L2 sensitivity :math:`\Delta` (> 0).
+    steps : int, default 1
+        Number of compositions (>= 1).
+    """
+
+    sigma: float
+    sensitivity: float = 1.0
+    steps: int = 1
+
+    def __post_init__(self) -> None:
+        check_positive("sigma", self.sigma)
+        check_positive("sensitivity", self.sensitivity)
+        check_integer("steps", self.steps)
+
+    def mixture(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(sensitivities, probabilities)`` of the scalar MoG (noise 1 per unit sigma)."""
+        return np.array([float(self.sensitivity)]), np.array([1.0])
+
+    @property
+    def compositions(self) -> int:
+        """Number of self-compositions."""
+        return int(self.steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class PoissonGaussianSpec:
+    r"""DP-SGD: ``steps`` compositions of the Poisson-subsampled Gaussian.
+
+    Each example is included independently with probability :math:`q`; the
+    summed clipped gradients (clip norm = ``sensitivity``) receive
+    :math:`\mathcal N(0, \sigma^2)` noise. Add/remove-one adjacency with the
+    dominating pair (remove direction)
+    :math:`P=(1-q)\mathcal N(0,\sigma^2)+q\mathcal N(\Delta,\sigma^2)`,
+    :math:`Q=\mathcal N(0,\sigma^2)` and :math:`(Q,P)` for add (Koskela, Jälkö & Honkela 2020 [arXiv:1906.03049],
+    Sec. 6.1).
+
+    Parameters
+    ----------
+    sampling_prob : float
+        :math:`q\in(0,1]`.
+    sigma : float
+        Noise standard deviation (> 0), in units of the clip norm when
+        ``sensitivity == 1``.
+    steps : int, default 1
+        Number of compositions :math:`T\ge1`.
+    sensitivity : float, default 1.0
+        Clip norm :math:`\Delta>0`.
+    """
+
+    sampling_prob: float
+    sigma: float
+    steps: int = 1
+    sensitivity: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_probability("sampling_prob", self.sampling_prob)
+        check_positive("sigma", self.sigma)
+        check_integer("steps", self.steps)
+        check_positive("sensitivity", self.sensitivity)
+
+    def mixture(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(sensitivities, probabilities)`` of the scalar MoG."""
+        q = float(self.sampling_prob)
+        if q == 1.0:
+            return np.array([float(self.sensitivity)]), np.array([1.0])
+        return np.array([0.0, float(self.sensitivity)]), np.array([1.0 - q, q])
+
+    @property
+    def compositions(self) -> int:
+        """Number of self-compositions."""
+        return int(self.steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupPoissonSpec:
+    r"""Group-level DP-SGD with Poisson sampling (Ganesh 2024 [arXiv:2401.10294], Thm. 3.1).
+
+    Adjacency: add-or-remove-up-to-:math:`k` examples. With clip norm 1 and
+    noise multiplier :math:`\sigma`, each step is dominated by the scalar MoG
+    mechanism with random sensitivity :math:`J\sim\mathrm{Binom}(k, q)`:
+
+    .. math::
+
+        P=\sum_{j=0}^{k}\binom{k}{j}q^j(1-q)^{k-j}\,\mathcal N(j,\sigma^2),
+        \qquad Q=\mathcal N(0,\sigma^2)
+
+    (remove direction; the add direction is the swapped pair). The
+    ``steps``-fold composition of this pair is a tight dominating pair.
+
+    Parameters
+    ----------
+    group_size : int
+        :math:`k\ge1` (``k = 1`` is example-level DP-SGD).
+    sampling_prob : float
+        :math:`q\in(0,1]`.
+    sigma : float
+        Noise multiplier (> 0).
+    steps : int, default 1
+        Number of DP-SGD steps :math:`T\ge1`.
+    """
+
+    group_size: int
+    sampling_prob: float
+    sigma: float
+    steps: int = 1
+
+    def __post_init__(self) -> None:
+        check_integer("group_size", self.group_size)
+        check_probability("sampling_prob", self.sampling_prob)
+        check_positive("sigma", self.sigma)
+        check_integer("steps", self.steps)
+
+    def mixture(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(sensitivities, probabilities)``: ``j`` w.p. ``Binom(j; k, q)``."""
+        k, q = int(self.group_size), float(self.sampling_prob)
+        if q == 1.0:
+            return np.array([float(k)]), np.array([1.0])
+        j = np.arange(k + 1)
+        logp = np.array(
+            [_log_binom(k, i) + i * math.log(q) + (k - i) * math.log1p(-q) for i in j]
+        )
+        return j.astype(float), np.exp(logp)
+
+    @property
+    def compositions(self) -> int:
+        """Number of self-compositions."""
+        return int(self.steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupFixedBatchSpec:
+    r"""Group-level DP-SGD with fixed-batch-size sampling (Ganesh 2024 [arXiv:2401.10294], Thm. 3.3).
+
+    Each step draws a uniformly random batch of exactly :math:`B` examples
+    (without replacement) from the current dataset, clips gradients to norm 1
+    and adds :math:`\mathcal N(0,\sigma^2)`. Adjacency: add-or-remove-up-to-
+    :math:`k`, i.e. :math:`D'=D\cup G`, :math:`|G|\le k`, where the *smaller*
+    dataset has :math:`|D|\ge n` (``dataset_size``). Coupling the two batches
+    (draw :math:`B` from :math:`D`, then overwrite the first
+    :math:`m\sim\mathrm{Hypergeom}(B, n+k, k)` slots with group members),
+    each step is dominated by the scalar MoG mechanism with sensitivity
+    :math:`2m` (a replaced example moves the sum by at most 2):
+
+    .. math::
+
+        P=\sum_{m}\frac{\binom{k}{m}\binom{n}{B-m}}{\binom{n+k}{B}}
+          \mathcal N(2m,\sigma^2),\qquad Q=\mathcal N(0,\sigma^2),
+
+    for the remove direction, and the swapped pair for the add direction.
+
+    Parameters
+    ----------
+    group_size : int
+        :math:`k\ge1`.
+    batch_size : int
+        :math:`B`, with ``1 <= B <= dataset_size``.
+    dataset_size : int
+        :math:`n\ge1`, a lower bound on the size of the smaller dataset.
+    sigma : float
+        Noise multiplier (> 0).
+    steps : int, default 1
+        Number of steps :math:`T\ge1`.
+    """
+
+    group_size: int
+    batch_size: int
+    dataset_size: int
+    sigma: float
+    steps: int = 1
+
+    def __post_init__(self) -> None:
+        check_integer("group_size", self.group_size)
+        check_integer("dataset_size", self.dataset_size)
+        b = check_integer("batch_size", self.batch_size)
+        if b > self.dataset_size:
+            raise ValueError(
+                f"batch_size must be in [1, dataset_size={self.dataset_size}], got {b}"
+            )
+        check_positive("sigma", self.sigma)
+        check_integer("steps", self.steps)
+
+    def mixture(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(sensitivities, probabilities)``: ``2m`` w.p. ``Hypergeom(m; B, n+k, k)``."""
+        k, b, n = int(self.group_size), int(self.batch_size), int(self.dataset_size)
+        ms = np.arange(max(0, b - n), min(k, b) + 1)
+        logp = np.array(
+            [_log_binom(k, m) + _log_binom(n, b - m) - _log_binom(n + k, b) for m in ms]
+        )
+        p = np.exp(logp)
+        return 2.0 * ms.astype(float), p / p.sum()
+
+    @property
+    def compositions(self) -> int:
+        """Number of self-compositions."""
+        return int(self.steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class CyclicPoissonBandMFSpec:
+    r"""DP-BandMF with cyclic Poisson sampling (Dong & Ganesh 2026 [arXiv:2602.09338], Sec. 3).
+
+    The data are split into ``min_sep`` = :math:`b` parts; iteration :math:`i`
+    Poisson-samples (probability :math:`q`) from part :math:`i \bmod b`. With a
+    :math:`b`-banded Toeplitz strategy :math:`\mathbf C`, the outputs touched by
+    one example's :math:`\lceil n/b\rceil` opportunities are disjoint, so the
+    mechanism is the composition of :math:`\lceil n/b\rceil` Poisson-subsampled
+    Gaussian mechanisms with sensitivity :math:`\|c_{\mathrm{col}}\|_2` and noise
+    :math:`\sigma` (equivalently noise multiplier
+    :math:`\sigma/\|c_{\mathrm{col}}\|_2`). ``c_col`` is a (the largest) column of
+    :math:`\mathbf C`, i.e. the band coefficients.
+
+    Parameters
+    ----------
+    iterations : int
+        :math:`n\ge1` training iterations.
+    min_sep : int
+        :math:`b\ge1` (number of bands / cyclic parts).
+    sampling_prob : float
+        Per-opportunity Poisson probability :math:`q\in(0,1]`.
+    c_col : sequence of float
+        Column of the strategy matrix; only its L2 norm (> 0) matters.
+    sigma : float
+        Noise standard deviation (> 0).
+    """
+
+    iterations: int
+    min_sep: int
+    sampling_prob: float
+    c_col: tuple[float, ...]
+    sigma: float
+
+    def __post_init__(self) -> None:
+        check_integer("iterations", self.iterations)
+        check_integer("min_sep", self.min_sep)
+        check_probability("sampling_prob", self.sampling_prob)
+        try:
+            col = tuple(float(v) for v in self.c_col)
+        except (TypeError, ValueError):
+            raise ValueError(f"c_col must be a non-empty sequence of finite numbers, got {self.c_col!r}") from None
+        if not col or not all(math.isfinite(v) for v in col) or math.sqrt(sum(v * v for v in col)) <= 0:
+            raise ValueError(
+                f"c_col must be a non-empty sequence of finite numbers with norm > 0, got {self.c_col!r}"
+            )
+        object.__setattr__(self, "c_col", col)
+        check_positive("sigma", self.sigma)
+
+    @property
+    def col_norm(self) -> float:
+        r""":math:`\|c_{\mathrm{col}}\|_2`."""
+        return math.sqrt(sum(v * v for v in self.c_col))
+
+    @property
+    def compositions(self) -> int:
+        r""":math:`\lceil n/b\rceil`."""
+        return -(-int(self.iterations) // int(self.min_sep))
+
+    def mixture(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(sensitivities, probabilities)`` of one Poisson-subsampled step."""
+        q = float(self.sampling_prob)
+        if q == 1.0:
+            return np.array([self.col_norm]), np.array([1.0])
+        return np.array([0.0, self.col_norm]), np.array([1.0 - q, q])
+
+
+MechanismSpec = Union[
+    GaussianSpec, PoissonGaussianSpec, GroupPoissonSpec, GroupFixedBatchSpec, CyclicPoissonBandMFSpec
+]
+MechanismOrFactory = Union[MechanismSpec, Callable[[float], MechanismSpec]]
+SPEC_TYPES = (GaussianSpec, PoissonGaussianSpec, GroupPoissonSpec, GroupFixedBatchSpec, CyclicPoissonBandMFSpec)
+
+
+@dataclasses.dataclass(frozen=True)
+class Canonical:
+    """Scalar MoG: sensitivities ``c`` (>= 0), probabilities ``p``, ``steps``."""
+
+    c: np.ndarray
+    p: np.ndarray
+    steps: int
+
+    @property
+    def key(self) -> tuple:
+        return (tuple(self.c.tolist()), tuple(self.p.tolist()), self.steps)
+
+
+def canonical(spec: MechanismSpec) -> Canonical:
+    if not isinstance(spec, SPEC_TYPES):
+        raise ValueError(
+            "mechanism must be one of GaussianSpec, PoissonGaussianSpec, GroupPoissonSpec, "
+            f"GroupFixedBatchSpec, CyclicPoissonBandMFSpec; got {type(spec).__name__}"
+        )
+    c, p = spec.mixture()
+    keep = p > 0
+    c, p = np.asarray(c, float)[keep], np.asarray(p, float)[keep]
+    # merge duplicate sensitivities, sort ascending
+    uc = np.unique(c)
+    up = np.array([p[c == v].sum() for v in uc])
+    if uc.max() <= 0:
+        raise ValueError("mechanism must have a positive sensitivity")
+    return Canonical(uc, up / up.sum(), int(spec.compositions))
+
+
+@dataclasses.dataclass(frozen=True)
+class PLDResult:
+    r"""Result of a PLD query.
+
+    Attributes
+    ----------
+    epsilon, delta : float
+        The reported pair (an upper bound on the true privacy curve at this
+        point): for :func:`pld_delta` ``epsilon`` is the query and ``delta`` the
+        answer, for :func:`pld_epsilon` the reverse.
+    epsilon_remove, epsilon_add, delta_remove, delta_add : float
+        Per-adjacency values (the reported value is the max).
+    infinity_mass : float
+        Mass at loss :math:`+\infty` of the composed PLD (max over directions),
+        including the pessimistically added window tail bound.
+    tail_mass_bound : float
+        Rigorous Chernoff bound on the mass cut off by the composition window
+        (above: added to ``infinity_mass``; below: aliased upwards) plus the
+        truncated noise tails, max over directions.
+    error_estimate : float
+        Paper-004 estimate ``2|x_h - x_{h/2}|`` of the discretisation error of
+        the reported quantity (``delta`` for :func:`pld_delta`, ``epsilon`` for
+        :func:`pld_epsilon`); ``nan`` when not requested.
+    value_discretization_interval : float
+        Grid spacing :math:`h`.
+    discretization : str
+        ``"connect_dots"`` or ``"round_up"``.
+    compositions : int
+        Number of self-compositions :math:`T`.
+    fft_size : int
+        Length of the FFT window.
+    roundoff_bound : float
+        Rigorous bound on the floating-point round-off of the FFT composition, already
+        included in the reported value (max over directions): added to ``delta`` by
+        :func:`pld_delta`; for :func:`pld_epsilon`, added to the curve
+        :math:`\delta(\cdot)` on the grid cell of the reported ``epsilon``. See "FFT
+        round-off" in the module docstring.
+    """
+
+    epsilon: float
+    delta: float
+    epsilon_remove: float
+    epsilon_add: float
+    delta_remove: float
+    delta_add: float
+    infinity_mass: float
+    tail_mass_bound: float
+    error_estimate: float
+    value_discretization_interval: float
+    discretization: str
+    compositions: int
+    fft_size: int
+    roundoff_bound: float = 0.0
+
+    def to_dict(self) -> dict:
+        """Return the fields as a JSON-serialisable ``dict``."""
+        return {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
+                for k, v in dataclasses.asdict(self).items()}
