@@ -2,6 +2,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+# the command line keeps compiled programs in a persistent cache; the suite runs without one (hermetic), and
+# tests/cli/test_cache.py checks the cache explicitly in a directory of its own
+os.environ.setdefault("MCACCT_CACHE_DIR", "off")
 import mcacct  # noqa: E402,F401  (enables float64 before any test builds arrays)
 
 import jax  # noqa: E402

@@ -12,8 +12,8 @@ import math
 import sys
 import time
 
-from mcacct.cli.flags import (add_distributed_flags, add_problem_flags, device_info, float_list, join_distributed,
-                              problem_from_args, sample_count, scheme_json)
+from mcacct.cli.flags import (add_distributed_flags, add_problem_flags, device_info, enable_compilation_cache,
+                              float_list, join_distributed, problem_from_args, sample_count, scheme_json)
 from mcacct.registry import DEFAULTS as SCHEME_DEFAULTS
 
 DEFAULTS = dict(SCHEME_DEFAULTS, epsilon=2.0, delta=1e-3)
@@ -262,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         import mcacct  # noqa: F401  (float64 on)
+        enable_compilation_cache()
         out = args.func(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -12,7 +12,8 @@ from mcacct.registry import add_scheme_flags, entry_for, problem_from_args, sche
 from mcacct.validate import parse_floats
 
 __all__ = ["add_problem_flags", "add_monte_carlo_flags", "problem_from_args", "scheme_json", "device_info",
-           "float_list", "sample_count", "add_distributed_flags", "join_distributed"]
+           "float_list", "sample_count", "add_distributed_flags", "join_distributed", "compilation_cache_dir",
+           "enable_compilation_cache", "ENV_CACHE"]
 
 
 def add_monte_carlo_flags(p: argparse.ArgumentParser) -> None:
@@ -75,6 +76,40 @@ def float_list(text: str) -> list[float]:
         return list(parse_floats("list", text))
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"expected numbers separated by commas; got {text!r}") from err
+
+
+ENV_CACHE = "MCACCT_CACHE_DIR"
+
+
+def compilation_cache_dir() -> str | None:
+    """Where compiled XLA programs are kept between runs: ``$MCACCT_CACHE_DIR`` (``off``, ``0`` or empty: no
+    cache), else ``$XDG_CACHE_HOME/mcacct/jax`` (default ``~/.cache/mcacct/jax``)."""
+    import os
+    v = os.environ.get(ENV_CACHE)
+    if v is not None:
+        return None if v.strip().lower() in ("", "0", "off", "none", "false") else v
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mcacct", "jax")
+
+
+def enable_compilation_cache() -> str | None:
+    """Turn on JAX's persistent compilation cache in :func:`compilation_cache_dir` (programs that took at least
+    0.2 s to compile), so repeated commands and shard jobs skip most of their start-up. Entries are keyed by the
+    program, the compile options, the backend and the JAX/XLA versions, and written atomically, so concurrent
+    jobs may share the directory; a cached program is the same executable, so results are bit-identical with or
+    without it. Returns the directory, or ``None`` when disabled or not writable (the run goes on without)."""
+    import os
+    d = compilation_cache_dir()
+    if d is None:
+        return None
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError:
+        return None
+    import jax
+    jax.config.update("jax_compilation_cache_dir", d)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    return d
 
 
 def add_distributed_flags(p: argparse.ArgumentParser) -> None:
