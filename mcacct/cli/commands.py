@@ -262,8 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         import mcacct  # noqa: F401  (float64 on)
+        from mcacct.engine.progress import CompileClock
         enable_compilation_cache()
+        clock = CompileClock.start()
         out = args.func(args)
+        if isinstance(out, dict) and args.command in ("calibrate", "delta", "epsilon"):
+            out["startup"] = CompileClock.since(clock)  # tracing + lowering + compiling, persistent-cache hits
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -28,6 +28,9 @@ def test_cache_is_filled_then_reused_with_identical_results(tmp_path):
     for k in ("delta_estimate", "delta_upper", "num_samples"):
         assert first[k] == second[k] == off[k]
     assert sorted(p.name for p in cache.iterdir()) == entries  # nothing recompiled on the second run
+    # start-up is reported apart: tracing + lowering + compiling, and the programs read from the cache
+    assert first["startup"]["cache_hits"] == 0 and second["startup"]["cache_hits"] >= 1
+    assert 0 < second["startup"]["compile_seconds"] < first["startup"]["compile_seconds"] <= first["seconds"]
 
 
 def test_cache_directory_resolution(monkeypatch, tmp_path):
