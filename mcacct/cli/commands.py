@@ -158,16 +158,22 @@ def cmd_delta(args) -> dict:
     problem, est = _estimate(args, (args.epsilon,))
     d = est.delta(0)
     out = {"sigma": args.sigma, "epsilon": args.epsilon, "delta_estimate": d["delta_estimate"],
-           "delta_upper": d["delta_upper"], "confidence": 1 - args.alpha, "num_samples": est.num_samples,
-           "directions": {k: d[k] for k in ("remove", "add")}, "scheme": scheme_json(problem),
-           "systematic_delta": est.systematic, "certified": est.certified,
-           "seed": args.seed, "seconds": time.perf_counter() - t0, **device_info()}
-    out["samples_per_second"] = 2 * est.num_samples / max(out["seconds"], 1e-9)
+           "delta_upper": d["delta_upper"], "directions": {k: d[k] for k in ("remove", "add")},
+           **_estimate_report(args, problem, est, t0)}
     if not args.json:
         print(f"delta({args.epsilon:g}) ~ {out['delta_estimate']:.4g}, upper {out['delta_upper']:.4g} "
               f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")
         _print_uncertified(est)
     return out
+
+
+def _estimate_report(args, problem, est, t0: float) -> dict:
+    """The fields every estimate report shares: confidence, samples, scheme, systematic term, certification,
+    seed, timing and devices."""
+    seconds = time.perf_counter() - t0
+    return {"confidence": 1 - args.alpha, "num_samples": est.num_samples, "scheme": scheme_json(problem),
+            "systematic_delta": est.systematic, "certified": est.certified, "seed": args.seed, "seconds": seconds,
+            "samples_per_second": 2 * est.num_samples / max(seconds, 1e-9), **device_info()}
 
 
 def cmd_epsilon(args) -> dict:
@@ -176,11 +182,7 @@ def cmd_epsilon(args) -> dict:
     check_real("delta", args.delta, low=0.0, high=1.0, low_open=True, high_open=True)
     problem, est = _estimate(args, (0.0,))
     e = est.epsilon(args.delta)
-    out = {"sigma": args.sigma, "delta": args.delta, **e, "confidence": 1 - args.alpha,
-           "num_samples": est.num_samples, "scheme": scheme_json(problem), "systematic_delta": est.systematic,
-           "certified": est.certified, "seed": args.seed,
-           "seconds": time.perf_counter() - t0, **device_info()}
-    out["samples_per_second"] = 2 * est.num_samples / max(out["seconds"], 1e-9)
+    out = {"sigma": args.sigma, "delta": args.delta, **e, **_estimate_report(args, problem, est, t0)}
     if not args.json:
         print(f"epsilon({args.delta:g}) ~ {e['epsilon_estimate']:.4g}, upper {e['epsilon_upper']:.4g} "
               f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")

@@ -132,6 +132,12 @@ def sample_participation_t(key: jax.Array, scheme: BMinSep, num_samples: int) ->
                                 num_samples, cap)
 
 
+def _check_output_args(scheme: BMinSep, strategy: BandedToeplitz, sigma, num_samples) -> None:
+    check_sigma("sigma", sigma)
+    check_int("num_samples", num_samples, low=1)
+    strategy.check_min_sep(scheme.min_sep)
+
+
 def sample_y(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: float | jax.Array,
              num_samples: int, positive: bool = True, dtype=jnp.float64) -> jax.Array:
     """Draw ``num_samples`` outputs ``y`` of shape ``(num_samples, n)`` under ``P`` or ``Q``.
@@ -144,9 +150,7 @@ def sample_y(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: f
     sigma: noise standard deviation (noise multiplier).
     positive: ``True`` samples ``P`` (``y = Cx + z``), ``False`` samples ``Q`` (``y = z``).
     """
-    check_sigma("sigma", sigma)
-    check_int("num_samples", num_samples, low=1)
-    strategy.check_min_sep(scheme.min_sep)
+    _check_output_args(scheme, strategy, sigma, num_samples)
     return _sample_y(key, scheme, strategy, sigma, num_samples, bool(positive), dtype)
 
 
@@ -160,9 +164,7 @@ def sample_y_t(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma:
                num_samples: int, positive: bool = True, dtype=jnp.float64) -> jax.Array:
     """Like :func:`sample_y` but time-major, shape ``(n, num_samples)`` (the engine's layout; for the same
     key the draws differ from :func:`sample_y`'s, the law is the same)."""
-    check_sigma("sigma", sigma)
-    check_int("num_samples", num_samples, low=1)
-    strategy.check_min_sep(scheme.min_sep)
+    _check_output_args(scheme, strategy, sigma, num_samples)
     return _sample_y_t(key, scheme, strategy, sigma, num_samples, bool(positive), dtype)
 
 
