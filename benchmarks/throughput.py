@@ -1,9 +1,13 @@
 """Throughput of mcacct's fused sampler + privacy-loss kernel against the jax-privacy NumPy reference.
 
-Both are timed in the same run on the same machine (positive direction: sample generation + privacy loss).
-Compilation / warm-up is reported separately. Figures go to benchmarks/results/throughput_<device>.json and a PNG.
+Both are timed in the same run on the same machine (positive direction: sample generation + privacy loss),
+together with the *noise-only ceiling*: the same chunk and block structure drawing only the ``(n, block)``
+standard normals (``noise_only``), so ``fraction_of_noise_floor = mcacct_float64 / noise_only``. Every figure is
+the median of ``--repeats`` timings (default 3). Compilation / warm-up is reported separately. ``--prng`` sets
+JAX's default PRNG implementation for the run (e.g. ``rbg``, ``philox4x32``) to compare generators. Figures go
+to benchmarks/results/throughput_<tag>.json and a PNG.
 
-    python benchmarks/throughput.py [--quick] [--no-reference] [--scaling] [--chunk-size 8192]
+    python benchmarks/throughput.py [--quick] [--no-reference] [--scaling] [--chunk-size 8192] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ import time
 import jax
 import numpy as np
 
+import jax.numpy as jnp
+
 import mcacct
-from mcacct.engine.problem import Problem, chunk_losses
+from mcacct.engine.problem import Problem, block_keys, block_size, chunk_losses
+from mcacct.kernels.normal import standard_normal
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 
@@ -37,15 +44,29 @@ def _problem(n, b, p, dtype, dot_method="auto"):
     return Problem(mcacct.BMinSep(p, b, n), mcacct.BandedToeplitz(c), dtype=dtype, dot_method=dot_method)
 
 
-def time_mcacct(problem, sigma, chunk, min_seconds):
+def _noise_chunk(problem, chunk):
+    """The noise-only ceiling: the chunk's blocks (same keys and shapes as :func:`chunk_losses`) draw their
+    ``(n, block)`` standard normals and return column sums, nothing else."""
+    n, bsize = problem.scheme.iterations, block_size(problem, chunk)
+
+    @jax.jit
+    def run(key, sigma):
+        one = lambda k: jnp.sum(standard_normal(k, (n, bsize)) * sigma, axis=0)  # noqa: E731
+        keys = block_keys(key, problem, chunk)
+        out = jax.lax.map(one, keys) if jax.default_backend() == "cpu" else jax.vmap(one)(keys)
+        return out.reshape(-1)[:chunk]
+    return run
+
+
+def _time_loop(fn, chunk, min_seconds):
     key = jax.random.key(0)
     t0 = time.perf_counter()
-    chunk_losses(jax.random.fold_in(key, 0), sigma, problem, chunk, True).block_until_ready()
+    fn(jax.random.fold_in(key, 0)).block_until_ready()
     compile_s = time.perf_counter() - t0
     done, c = 0, 1
     t0 = time.perf_counter()
     while True:
-        out = chunk_losses(jax.random.fold_in(key, c), sigma, problem, chunk, True)
+        out = fn(jax.random.fold_in(key, c))
         c += 1
         done += chunk
         if time.perf_counter() - t0 > min_seconds:
@@ -54,6 +75,23 @@ def time_mcacct(problem, sigma, chunk, min_seconds):
     out.block_until_ready()
     el = time.perf_counter() - t0
     return {"samples_per_s": done / el, "compile_s": compile_s, "timed_samples": done, "timed_s": el}
+
+
+def _median_of(runs):
+    rates = sorted(r["samples_per_s"] for r in runs)
+    return {"samples_per_s": rates[len(rates) // 2], "runs_samples_per_s": [r["samples_per_s"] for r in runs],
+            "compile_s": runs[0].get("compile_s", runs[0].get("warmup_s"))}
+
+
+def time_mcacct(problem, sigma, chunk, min_seconds, repeats=1):
+    fn = lambda k: chunk_losses(k, sigma, problem, chunk, True)  # noqa: E731
+    return _median_of([_time_loop(fn, chunk, min_seconds) for _ in range(repeats)])
+
+
+def time_noise_only(problem, sigma, chunk, min_seconds, repeats=1):
+    run = _noise_chunk(problem, chunk)
+    fn = lambda k: run(k, sigma)  # noqa: E731
+    return _median_of([_time_loop(fn, chunk, min_seconds) for _ in range(repeats)])
 
 
 def time_reference(n, b, p, sigma, num, min_seconds):
@@ -82,7 +120,11 @@ def main() -> None:
     ap.add_argument("--dtypes", default="float64,float32")
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--tag", default="")
+    ap.add_argument("--repeats", type=int, default=3, help="timings per figure; the median is reported")
+    ap.add_argument("--prng", default="", help="JAX default PRNG implementation for this run (default: threefry2x32)")
     args = ap.parse_args()
+    if args.prng:
+        jax.config.update("jax_default_prng_impl", args.prng)
     dev = jax.devices()[0]
     on_gpu = dev.platform != "cpu"
     chunk = args.chunk_size or (65536 if on_gpu else 4096)
@@ -90,17 +132,24 @@ def main() -> None:
     sigma = 1.0
     res = {"device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}", "device_count": jax.device_count(),
            "jax": jax.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
-           "chunk_size": chunk, "sigma": sigma, "c_col": "ones(b)/sqrt(b)", "warm_start": True, "results": []}
+           "chunk_size": chunk, "sigma": sigma, "c_col": "ones(b)/sqrt(b)", "warm_start": True,
+           "prng": str(jax.config.jax_default_prng_impl), "repeats": args.repeats, "statistic": "median",
+           "results": []}
     for name in args.configs.split(","):
         n, b, p = CONFIGS[name]
         row = {"config": name, "iterations": n, "min_sep": b, "sampling_prob": p}
         for dt in args.dtypes.split(","):
             for method in (["auto", "fft"] if b > 32 else ["auto"]):
                 key = f"mcacct_{dt}" + ("" if method == "auto" else f"_{method}")
-                row[key] = time_mcacct(_problem(n, b, p, dt, method), sigma, chunk, secs)
+                row[key] = time_mcacct(_problem(n, b, p, dt, method), sigma, chunk, secs, args.repeats)
                 print(name, key, row[key], file=sys.stderr, flush=True)
+        row["noise_only"] = time_noise_only(_problem(n, b, p, "float64"), sigma, chunk, secs, args.repeats)
+        print(name, "noise_only", row["noise_only"], file=sys.stderr, flush=True)
+        if "mcacct_float64" in row:
+            row["fraction_of_noise_floor"] = row["mcacct_float64"]["samples_per_s"] / row["noise_only"]["samples_per_s"]
         if not args.no_reference:
-            row["reference"] = time_reference(n, b, p, sigma, 2000 if n > 2000 else 5000, secs)
+            row["reference"] = _median_of([time_reference(n, b, p, sigma, 2000 if n > 2000 else 5000, secs)
+                                           for _ in range(args.repeats)])
             print(name, "reference", row["reference"], file=sys.stderr, flush=True)
             for k in list(row):
                 if k.startswith("mcacct_"):
@@ -136,7 +185,7 @@ def _plot(res, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rows = res["results"]
-    keys = sorted({k for r in rows for k in r if k.startswith("mcacct_") or k == "reference"})
+    keys = sorted({k for r in rows for k in r if k.startswith("mcacct_") or k in ("reference", "noise_only")})
     fig, ax = plt.subplots(figsize=(8, 4))
     w = 0.8 / max(len(keys), 1)
     for i, k in enumerate(keys):

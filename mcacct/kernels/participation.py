@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["geometric", "max_participations", "participation_times", "participation_mask",
-           "participation_cap", "participation_mask_t"]
+           "participation_cap", "participation_times_t", "participation_mask_t"]
 
 
 def geometric(key: jax.Array, p: float, shape: tuple[int, ...]) -> jax.Array:
@@ -90,6 +90,32 @@ def _mask_t(times: jax.Array, n: int) -> jax.Array:
     return jnp.zeros((n + 1, times.shape[0]), bool).at[times.T - 1, cols].set(True)[:n]
 
 
+def _capped_times(key, n, b, p, warm_start, num_samples, cap):
+    """The first ``cap`` participation times and a function drawing the rest (from an independent key)."""
+    k_first, k_more = jax.random.split(key)
+    times = participation_times(k_first, n, b, p, warm_start, num_samples, cap)
+
+    def all_times():
+        extra = geometric(k_more, p, (num_samples, max_participations(n, b) - cap))
+        more = times[:, -1:] + jnp.cumsum(jnp.minimum(extra + (b - 1), n + 1), axis=1)
+        return jnp.concatenate([times, jnp.minimum(more, n + 1)], axis=1)
+
+    return times, all_times
+
+
+@partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "cap"))
+def participation_times_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                          num_samples: int, cap: int) -> jax.Array:
+    """1-based participation times ``(num_samples, ceil(n/b))`` (entries ``> n`` unused): the draws behind
+    :func:`participation_mask_t` for the same key."""
+    n, k_max = iterations, max_participations(iterations, min_sep)
+    if cap >= k_max:
+        return participation_times(key, n, min_sep, sampling_prob, warm_start, num_samples)
+    times, all_times = _capped_times(key, n, min_sep, sampling_prob, warm_start, num_samples, cap)
+    padded = lambda: jnp.pad(times, [(0, 0), (0, k_max - cap)], constant_values=n + 1)  # noqa: E731
+    return jax.lax.cond(jnp.any(times[:, -1] <= n), all_times, padded)
+
+
 @partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "cap"))
 def participation_mask_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                          num_samples: int, cap: int) -> jax.Array:
@@ -99,16 +125,8 @@ def participation_mask_t(key: jax.Array, iterations: int, min_sep: int, sampling
     Draws ``cap`` gaps per sample (:func:`participation_cap`) and the remaining ``ceil(n/b) - cap`` (from an
     independent key) only when some sample's ``cap``-th participation is still within the horizon: the law is
     that of :func:`participation_times` with all gaps drawn."""
-    b, p, n = min_sep, sampling_prob, iterations
-    k_max = max_participations(n, b)
+    n, k_max = iterations, max_participations(iterations, min_sep)
     if cap >= k_max:
-        return _mask_t(participation_times(key, n, b, p, warm_start, num_samples), n)
-    k_first, k_more = jax.random.split(key)
-    times = participation_times(k_first, n, b, p, warm_start, num_samples, cap)
-
-    def with_more_gaps():
-        extra = geometric(k_more, p, (num_samples, k_max - cap))
-        more = times[:, -1:] + jnp.cumsum(jnp.minimum(extra + (b - 1), n + 1), axis=1)
-        return _mask_t(jnp.concatenate([times, jnp.minimum(more, n + 1)], axis=1), n)
-
-    return jax.lax.cond(jnp.any(times[:, -1] <= n), with_more_gaps, lambda: _mask_t(times, n))
+        return _mask_t(participation_times(key, n, min_sep, sampling_prob, warm_start, num_samples), n)
+    times, all_times = _capped_times(key, n, min_sep, sampling_prob, warm_start, num_samples, cap)
+    return jax.lax.cond(jnp.any(times[:, -1] <= n), lambda: _mask_t(all_times(), n), lambda: _mask_t(times, n))

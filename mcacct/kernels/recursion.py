@@ -33,15 +33,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
 from mcacct.validate import RECURSIONS, check_bool, check_int, check_prob
 
-__all__ = ["RECURSIONS", "recursion_log_ratio", "recursion_log_ratio_t", "ladder_losses_t", "shift_mixture_log_ratio",
+__all__ = ["RECURSIONS", "linear_block_init", "linear_block_step", "linear_block_finish", "start_log_ratio",
+           "linear_applicable", "range_floor", "recursion_log_ratio", "recursion_log_ratio_t", "ladder_losses_t", "shift_mixture_log_ratio",
            "scan_first_values", "blocked_first_values", "linear_first_values", "poisson_log_ratio_linear"]
 
 
 
-def _range_floor(b: int, dtype) -> float:
+def range_floor(b: int, dtype) -> float:
     """``(b + 1) tiny / eps``: a sum of ``b + 1`` non-negative terms that is at least this large lost at most
     one ulp (relative) to terms flushed to zero or to subnormals (each loses less than ``tiny`` absolute)."""
     finfo = jnp.finfo(dtype)
@@ -120,13 +122,13 @@ def blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Ar
     The sum is a reverse cumulative sum of non-negative terms ``exp(u_t - M)``, ``M`` the block maximum of
     the exponents (per sample), so nothing overflows and no partial sum is formed by a subtraction. A
     suffix sum far below ``M`` may have lost terms to underflow; ``ok`` is false wherever a suffix sum is
-    below :func:`_range_floor` (so flushing could have changed it by more than one ulp), and callers must
+    below :func:`range_floor` (so flushing could have changed it by more than one ulp), and callers must
     then fall back to an exact log-space recursion (:func:`recursion_log_ratio_t` does).
     """
     blocks, pad = _blocks(ell_t, b)
     lead = blocks.shape[2:]
     dtype = blocks.dtype
-    thr = _range_floor(b, dtype)
+    thr = range_floor(b, dtype)
     shape_t = (b,) + (1,) * len(lead)
     t_a = (jnp.arange(b, dtype=dtype) * log_q).reshape(shape_t)  # t * A
     b_a = jnp.asarray(b, dtype) * log_q
@@ -173,26 +175,15 @@ def _reverse_cumsum0(x: jax.Array) -> jax.Array:
     """Reverse cumulative sum along axis 0 of non-negative terms, every partial sum a sum of non-negative
     terms (no subtraction), so each has relative error at most ``(b + 1)`` ulps.
 
-    Long axes (``> 32``) go in two levels of 16 (XLA's CPU ``cumsum`` is a ``reduce_window`` whose cost
-    grows with the window; two short windows are ~2x faster at ``b = 256``): within-group sums plus the
-    *exclusive* prefix of the group totals, formed by shifting the inclusive prefix by one group. (Forming
-    it as ``inclusive - total`` would cancel catastrophically when a later group dwarfs the earlier ones.)
+    Short axes (``<= 32``) by ``cumsum``; longer ones by two levels of 0/1 triangular products
+    (:func:`mcacct.kernels.prefix.prefix_sums0`: ~``2 * 16`` multiply-adds per element, where XLA's CPU
+    ``cumsum`` is a ``reduce_window`` whose cost grows with the axis). (An earlier two-level form built
+    the group offsets as ``inclusive - total``, which cancels catastrophically when a later group dwarfs
+    the earlier ones; every output here is a sum of a subset of the terms.)
     """
-    b = x.shape[0]
-    if b <= 32:
+    if x.shape[0] <= 32:
         return jnp.cumsum(x[::-1], axis=0)[::-1]
-    k = 16
-    m = -(-b // k)
-    pad = m * k - b
-    xr = x[::-1]
-    if pad:
-        xr = jnp.concatenate([xr, jnp.zeros((pad,) + x.shape[1:], x.dtype)], axis=0)
-    xr = xr.reshape((m, k) + x.shape[1:])
-    inner = jnp.cumsum(xr, axis=1)
-    tot = inner[:, -1]
-    offsets = jnp.concatenate([jnp.zeros_like(tot[:1]), jnp.cumsum(tot[:-1], axis=0)], axis=0)
-    out = (inner + offsets[:, None]).reshape((m * k,) + x.shape[1:])[:b]
-    return out[::-1]
+    return prefix_sums0(x, reverse=True)
 
 
 def _suffix_sums_consistent(terms: jax.Array, sums: jax.Array, tail: jax.Array) -> jax.Array:
@@ -213,7 +204,7 @@ def _suffix_sums_consistent(terms: jax.Array, sums: jax.Array, tail: jax.Array) 
 _LINEAR_MAX_SPAN = {np.dtype(np.float64): 300.0, np.dtype(np.float32): 20.0}
 
 
-def _linear_applicable(b: int, log_q, dtype):
+def linear_applicable(b: int, log_q, dtype):
     """Whether :func:`linear_first_values` may run: ``(b - 1) |ln(1 - p)|`` within the dtype's span
     (a Python bool for a number ``log_q``, a traced bool for a traced one)."""
     span = _LINEAR_MAX_SPAN[np.dtype(dtype)]
@@ -243,41 +234,60 @@ def linear_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Arr
     subtraction, :func:`_reverse_cumsum0`), so each block sum has relative error at most ``(b + 1)`` ulps
     plus ``(b + 1) tiny / S_j`` from terms flushed to zero or subnormals. The function also returns ``ok``
     (per sample), true only if (i) every block sum and every stored value is at least
-    :func:`_range_floor` (flushing changed nothing by more than one ulp) and (ii) every block's suffix sums
+    :func:`range_floor` (flushing changed nothing by more than one ulp) and (ii) every block's suffix sums
     pass :func:`_suffix_sums_consistent` (no mass lost by the summation, whatever order the backend used).
     Callers must fall back to a log-space recursion where ``ok`` is false (:func:`recursion_log_ratio_t`
-    does, exactly). Requires :func:`_linear_applicable` (else ``e^{-jA}`` could overflow).
+    does, exactly). Requires :func:`linear_applicable` (else ``e^{-jA}`` could overflow).
     """
     blocks, pad = _blocks(ell_t, b)
-    lead = blocks.shape[2:]
-    dtype = blocks.dtype
-    thr = _range_floor(b, dtype)
+    init = linear_block_init(b, blocks.shape[2:], blocks.dtype)
+    carry, _ = jax.lax.scan(lambda c, blk: (linear_block_step(c, blk, log_p, log_q), None), init, blocks,
+                            reverse=True)
+    return linear_block_finish(carry, pad)
+
+
+def linear_block_init(b: int, lead: tuple[int, ...], dtype):
+    """The state of :func:`linear_block_step` beyond the horizon (``f = 1``): ``(v, s, v_prev, s_prev, ok)``,
+    ``v`` the block's scaled values ``(b, *lead)``, ``s`` its float64 log scale, the previous block's pair, and
+    the running ``ok`` flags."""
+    ones = jnp.ones((b,) + tuple(lead), dtype)
+    zero = jnp.zeros(tuple(lead), jnp.float64)
+    return ones, zero, ones, zero, jnp.ones(tuple(lead), bool)
+
+
+def linear_block_step(carry, blk: jax.Array, log_p, log_q):
+    """One block of :func:`linear_first_values`: ``blk`` holds the block's terms ``ell`` ``(b, *lead)``, the
+    carry the next block (:func:`linear_block_init`); returns the new carry. Pure: the fused kernel
+    (:mod:`mcacct.kernels.fused`) runs the same step."""
+    g, s, _, _, ok = carry
+    b = blk.shape[0]
+    lead = blk.shape[1:]
+    dtype = blk.dtype
+    thr = range_floor(b, dtype)
     shape_t = (b,) + (1,) * len(lead)
     tt = jnp.arange(b, dtype=jnp.float64)
     lq = jnp.asarray(log_q, jnp.float64)
-    t_a = (tt * lq).astype(dtype).reshape(shape_t)          # t A
-    inv_q_t = jnp.exp(-tt * lq).astype(dtype).reshape(shape_t)  # e^{-t A}
+    t_a = (tt * lq).astype(dtype).reshape(shape_t)               # t A
+    inv_q_t = jnp.exp(-tt * lq).astype(dtype).reshape(shape_t)   # e^{-t A}
     b_a = (b * lq).astype(dtype)
+    u = log_p + blk + t_a
+    m = jnp.maximum(jnp.max(u, axis=0), b_a)
+    terms = jnp.exp(u - m) * g
+    tail = jnp.exp(b_a - m) * g[0]
+    sums = _reverse_cumsum0(terms) + tail
+    v = sums * inv_q_t
+    mx = jnp.max(v, axis=0)
+    v = v * (1.0 / mx)
+    ok = (ok & (jnp.min(sums, axis=0) >= thr) & (jnp.min(v, axis=0) >= thr)
+          & _suffix_sums_consistent(terms, sums, tail))
+    s_new = s + m.astype(jnp.float64) + jnp.log(mx).astype(jnp.float64)
+    return v, s_new, g, s, ok
 
-    def body(carry, blk):
-        g, s, _, _, ok = carry
-        u = log_p + blk + t_a
-        m = jnp.maximum(jnp.max(u, axis=0), b_a)
-        terms = jnp.exp(u - m) * g
-        tail = jnp.exp(b_a - m) * g[0]
-        sums = _reverse_cumsum0(terms) + tail
-        v = sums * inv_q_t
-        mx = jnp.max(v, axis=0)
-        v = v * (1.0 / mx)
-        ok = (ok & (jnp.min(sums, axis=0) >= thr) & (jnp.min(v, axis=0) >= thr)
-              & _suffix_sums_consistent(terms, sums, tail))
-        s_new = s + m.astype(jnp.float64) + jnp.log(mx).astype(jnp.float64)
-        return (v, s_new, g, s, ok), None
 
-    ones = jnp.ones((b,) + lead, dtype)
-    zero = jnp.zeros(lead, jnp.float64)
-    init = (ones, zero, ones, zero, jnp.ones(lead, bool))
-    (v0, s0, v1, s1, ok), _ = jax.lax.scan(body, init, blocks, reverse=True)
+def linear_block_finish(carry, pad: int) -> tuple[jax.Array, jax.Array]:
+    """``(log f_1..log f_b, ok)`` from the carry after the first block (``pad`` dummy rows in front of it)."""
+    v0, s0, v1, s1, ok = carry
+    dtype = v0.dtype
     first = jnp.concatenate([jnp.log(v0[pad:]).astype(jnp.float64) + s0,
                              jnp.log(v1[:pad]).astype(jnp.float64) + s1], axis=0)
     return first.astype(dtype), ok
@@ -340,7 +350,7 @@ def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_st
 
     def general():  # p < 1
         if recursion == "linear":
-            applicable = _linear_applicable(b, log_q64, dtype)
+            applicable = linear_applicable(b, log_q64, dtype)
             if applicable is False:
                 return scan()
 
@@ -362,10 +372,18 @@ def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_st
         f_first = _p_one_first_values(ell_t, b, log_p) if sampling_prob >= 1.0 else general()
     else:
         f_first = jax.lax.cond(p64 >= 1.0, lambda: _p_one_first_values(ell_t, b, log_p), general)
+    return start_log_ratio(f_first, sampling_prob, warm_start)
+
+
+def start_log_ratio(f_first: jax.Array, sampling_prob, warm_start: bool) -> jax.Array:
+    r"""``L`` from ``log f_1..log f_b`` (axis 0): :math:`\ln f_1` for the cold start, and for the warm start
+    (Alg. 2) :math:`\ln\big((f_1 + p \sum_{i=2}^{b} f_i) / (1 + (b - 1) p)\big)`."""
     if not warm_start:
         return f_first[0]
-    # warm start (Alg. 2): (f_1 + p sum_{i=2..b} f_i) / (1 + (b - 1) p)
-    shape_t = (b,) + (1,) * len(lead)
+    b = f_first.shape[0]
+    dtype = f_first.dtype
+    p64 = jnp.asarray(sampling_prob, jnp.float64)
+    shape_t = (b,) + (1,) * (f_first.ndim - 1)
     w = jnp.where(jnp.arange(b) == 0, 0.0, jnp.log(p64)).astype(dtype).reshape(shape_t)
     norm = jnp.log1p((b - 1) * p64).astype(dtype)
     return jax.scipy.special.logsumexp(f_first + w, axis=0) - norm

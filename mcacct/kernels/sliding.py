@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.prefix import prefix_sums0
 from mcacct.validate import DOT_METHODS
 
 __all__ = ["DOT_METHODS", "choose_dot_method", "sliding_dot", "sliding_dot_t", "column_sq_norms",
@@ -68,10 +69,8 @@ def sliding_dot_t(y_t: jax.Array, c_col: tuple[float, ...], method: str = "auto"
         # head of block q+1 before j. Prefix sums stay inside a block (short sums: accurate in float32).
         m = -(-n // k)
         blk = jnp.pad(y_t, [(0, (m + 1) * k - n)] + pad_rest).reshape((m + 1, k) + rest)
-        if jax.default_backend() == "cpu":  # XLA:CPU runs the small matrix product faster than cumsum
-            upper = jnp.asarray(np.triu(np.ones((k, k)), 1), dtype)  # upper[t, j] = 1 if t < j
-            excl = jnp.moveaxis(jnp.tensordot(upper, blk, axes=[[0], [1]],
-                                              precision=jax.lax.Precision.HIGHEST), 0, 1)
+        if jax.default_backend() == "cpu":  # XLA:CPU: two-level 0/1 products beat cumsum (reduce_window)
+            excl = prefix_sums0(blk, exclusive=True, axis=1)
         else:
             excl = jnp.cumsum(blk, axis=1) - blk
         total = jnp.sum(blk, axis=1, keepdims=True)
