@@ -17,7 +17,7 @@ PKG = ROOT / "mcacct"
 # depend on nothing but the floor; PLD compositions with Monte Carlo estimates sit beside evr.
 LAYERS = [
     ("mcacct.validate", 0),
-    ("mcacct.kernels", 1), ("mcacct.training", 1), ("mcacct.evr.bounds", 1),
+    ("mcacct.kernels", 1), ("mcacct.training", 1), ("mcacct.evr.bounds", 1), ("mcacct.strategies", 1),
     ("mcacct.pld.composition", 5), ("mcacct.pld", 1),
     ("mcacct.schemes", 2),
     ("mcacct.engine", 3),

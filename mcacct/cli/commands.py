@@ -252,8 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     from mcacct.cli.compare import add_compare_parser
     from mcacct.cli.jobs import add_parsers as add_job_parsers
     from mcacct.cli.pld import add_pld_parser
+    from mcacct.cli.mse_study import add_mse_study_parser
+    from mcacct.cli.strategy import add_strategy_parser
 
     add_pld_parser(sub)
+    add_strategy_parser(sub)
+    add_mse_study_parser(sub)
     add_compare_parser(sub)
     add_job_parsers(sub)
     return parser

@@ -32,17 +32,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.kernels.normal import normal_from_bits
-from mcacct.kernels.participation import max_participations, participation_cap, participation_times_t
+from mcacct.kernels.participation import (NO_PARTICIPATION, block_participation, max_participations, participation_cap,
+                                          participation_times_t)
 from mcacct.kernels.recursion import (linear_applicable, linear_block_finish, linear_block_init, linear_block_step,
                                       start_log_ratio)
-from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
+from mcacct.kernels.sliding import block_mean, column_sq_norms, sliding_dot_t
 
-__all__ = ["threefry2x32", "counter_bits", "block_participation", "fused_supported", "tile_constants",
+__all__ = ["threefry2x32", "counter_bits", "fused_supported", "tile_constants",
            "fused_tile_losses",
            "fused_ladder_losses"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-_NONE = -(2 ** 30)  # "no participation in this block"
 
 
 def _rotl(x: jax.Array, r: int) -> jax.Array:
@@ -82,30 +82,6 @@ def fused_supported() -> bool:
             and bool(jax.config.jax_threefry_partitionable))
 
 
-def block_participation(times: jax.Array, iterations: int, min_sep: int) -> jax.Array:
-    """Per block, the participation in it: ``(nblk, B)`` int32 real 0-based times (``_NONE`` if none), from
-    1-based ``times`` ``(B, K)`` (entries ``> n`` unused). Blocks of ``b`` rows are aligned at the end
-    (``pad = nblk b - n`` dummy rows in front); a block holds at most one participation (gaps ``>= b``)."""
-    n, b = iterations, min_sep
-    nblk = -(-n // b)
-    pad = nblk * b - n
-    t0 = times - 1                                               # 0-based; >= n: unused
-    q = jnp.where(t0 < n, (t0 + pad) // b, nblk)                 # unused -> dummy row nblk
-    cols = jnp.broadcast_to(jnp.arange(times.shape[0])[:, None], times.shape)
-    out = jnp.full((nblk + 1, times.shape[0]), _NONE, jnp.int32).at[q, cols].set(t0.astype(jnp.int32))
-    return out[:nblk]
-
-
-def _block_mean(tau_in, tau_prev, rows, c):
-    """``C x`` on the rows of one block: ``c[t - tau]`` for the participation ``tau`` in this block at or before
-    ``t``, else the one in the previous block, when the lag is below ``len(c)``."""
-    k = c.shape[0]
-    lag_in = rows - tau_in
-    lag_prev = rows - tau_prev
-    lag = jnp.where((lag_in >= 0) & (tau_in != _NONE), lag_in, lag_prev)
-    return jnp.where((lag >= 0) & (lag < k), c[jnp.clip(lag, 0, k - 1)], 0.0)
-
-
 def fused_tile_losses(noise_key: jax.Array, tau: jax.Array, sigmas: jax.Array, consts: jax.Array, col0, width: int,
                       iterations: int, min_sep: int, sampling_prob: float, warm_start: bool, c_col: tuple[float, ...],
                       dot_method: str = "auto") -> tuple[jax.Array, jax.Array]:
@@ -136,9 +112,9 @@ def fused_tile_losses(noise_key: jax.Array, tau: jax.Array, sigmas: jax.Array, c
         valid = (rows >= 0) & (rows < n)
         z = normal_from_bits(counter_bits(noise_key, jnp.clip(rows, 0, n - 1).astype(jnp.int64) * width + cols))
         prev = jax.lax.dynamic_index_in_dim(tau, jnp.maximum(q - 1, 0), 0, keepdims=False)
-        prev = jnp.where(q > 0, prev, _NONE)
+        prev = jnp.where(q > 0, prev, NO_PARTICIPATION)
         here = jax.lax.dynamic_index_in_dim(tau, q, 0, keepdims=False)
-        m = _block_mean(here[None, :], prev[None, :], rows, c)
+        m = block_mean(here[None, :], prev[None, :], rows, c)
         return jnp.where(valid, z, 0.0), jnp.where(valid, m, 0.0), valid
 
     def step(carry, q):
@@ -208,6 +184,10 @@ def fused_ladder_losses(key: jax.Array, sigmas: jax.Array, iterations: int, min_
     from mcacct.kernels.recursion import ladder_losses_t
 
     n, b, p = iterations, min_sep, sampling_prob
+    if not fused_supported() or jax.random.key_data(key).shape != (2,):
+        raise ValueError("the fused kernel reproduces JAX's threefry2x32 generator in the partitionable layout; "
+                         f"this run uses {jax.config.jax_default_prng_impl} (partitionable="
+                         f"{jax.config.jax_threefry_partitionable})")
     if not (0.0 < p < 1.0) or not linear_applicable(b, math.log1p(-p), jnp.float64) or len(c_col) > b:
         raise ValueError("the fused kernel needs 0 < sampling_prob < 1, (b - 1)|ln(1 - p)| <= 300 and "
                          f"len(c_col) <= min_sep; got p={p}, b={b}, len(c_col)={len(c_col)}")

@@ -20,8 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["geometric", "max_participations", "participation_times", "participation_mask",
+__all__ = ["NO_PARTICIPATION", "block_participation", "geometric", "max_participations", "participation_times", "participation_mask",
            "participation_cap", "participation_times_t", "participation_mask_t"]
+
+
+NO_PARTICIPATION = -(2 ** 30)  # "no participation in this block" (block_participation)
 
 
 def geometric(key: jax.Array, p: float, shape: tuple[int, ...]) -> jax.Array:
@@ -130,3 +133,18 @@ def participation_mask_t(key: jax.Array, iterations: int, min_sep: int, sampling
         return _mask_t(participation_times(key, n, min_sep, sampling_prob, warm_start, num_samples), n)
     times, all_times = _capped_times(key, n, min_sep, sampling_prob, warm_start, num_samples, cap)
     return jax.lax.cond(jnp.any(times[:, -1] <= n), lambda: _mask_t(all_times(), n), lambda: _mask_t(times, n))
+
+
+def block_participation(times: jax.Array, iterations: int, min_sep: int) -> jax.Array:
+    """Per block of ``b`` iterations, the participation in it: ``(nblk, B)`` int32 real 0-based times
+    (``NO_PARTICIPATION`` if none), from 1-based ``times`` ``(B, K)`` (entries ``> n`` unused). Blocks are aligned
+    at the end (``pad = nblk b - n`` dummy rows in front, as in the recursion); a block holds at most one
+    participation, since consecutive ones are at least ``b`` apart."""
+    n, b = iterations, min_sep
+    nblk = -(-n // b)
+    pad = nblk * b - n
+    t0 = times - 1                                               # 0-based; >= n: unused
+    q = jnp.where(t0 < n, (t0 + pad) // b, nblk)                 # unused -> dummy row nblk
+    cols = jnp.broadcast_to(jnp.arange(times.shape[0])[:, None], times.shape)
+    out = jnp.full((nblk + 1, times.shape[0]), NO_PARTICIPATION, jnp.int32).at[q, cols].set(t0.astype(jnp.int32))
+    return out[:nblk]

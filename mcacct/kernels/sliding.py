@@ -23,12 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.participation import NO_PARTICIPATION, block_participation
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.validate import DOT_METHODS
 
 __all__ = ["DOT_METHODS", "choose_dot_method", "sliding_dot", "sliding_dot_t", "column_sq_norms",
            "participation_log_ratios", "participation_log_ratios_t", "mean_shift", "mean_shift_t",
-           "mean_shift_amplitudes", "shift_down"]
+           "mean_shift_amplitudes", "shift_down", "block_mean", "mean_shift_from_times_t"]
 
 
 
@@ -169,3 +170,32 @@ def mean_shift_amplitudes(a: jax.Array, c_col: tuple[float, ...]) -> jax.Array:
     c = jnp.asarray(c_col, dtype)
     k = len(c_col)
     return jnp.where(lag < k, c[jnp.clip(lag, 0, k - 1)] * amp, jnp.zeros((), dtype))
+
+
+def block_mean(tau_in: jax.Array, tau_prev: jax.Array, rows: jax.Array, c: jax.Array) -> jax.Array:
+    """``C x`` on the rows of a block of ``b >= len(c)`` iterations: ``c[t - tau]`` for the participation ``tau``
+    in the block at or before row ``t``, else the one in the previous block, when the lag is below ``len(c)``
+    (``NO_PARTICIPATION``: none). ``tau_in``, ``tau_prev`` broadcast against ``rows`` (real 0-based rows)."""
+    k = c.shape[0]
+    lag_in = rows - tau_in
+    lag = jnp.where((lag_in >= 0) & (tau_in != NO_PARTICIPATION), lag_in, rows - tau_prev)
+    return jnp.where((lag >= 0) & (lag < k), c[jnp.clip(lag, 0, k - 1)], jnp.zeros((), c.dtype))
+
+
+def mean_shift_from_times_t(times: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
+                            dtype) -> jax.Array:
+    """:func:`mean_shift_t` of the participation ``times`` (1-based, ``(B, K)``, entries ``> n`` unused; gaps
+    ``>= min_sep >= len(c_col)``), time-major ``(n, B)``, without forming the mask: per block of ``min_sep``
+    rows only the participation in the block and the one in the block before can reach a row
+    (:func:`mcacct.kernels.participation.block_participation`). Equal to ``mean_shift_t`` of the mask, value
+    for value."""
+    n, b = iterations, min_sep
+    if len(c_col) > b:
+        raise ValueError(f"len(c_col) must be at most min_sep; got {len(c_col)} > {b}")
+    tau = block_participation(times, n, b)                        # (nblk, B)
+    nblk = tau.shape[0]
+    pad = nblk * b - n
+    prev = jnp.concatenate([jnp.full_like(tau[:1], NO_PARTICIPATION), tau[:-1]], axis=0)
+    rows = (jnp.arange(nblk)[:, None] * b - pad + jnp.arange(b)[None, :])[:, :, None]  # (nblk, b, 1)
+    m = block_mean(tau[:, None, :], prev[:, None, :], rows, jnp.asarray(c_col, dtype))
+    return m.reshape((nblk * b,) + tau.shape[1:])[pad:]

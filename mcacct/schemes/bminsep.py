@@ -22,9 +22,11 @@ import jax
 import jax.numpy as jnp
 
 from mcacct.kernels.output import gaussian_output, standardised_draws_t
-from mcacct.kernels.participation import participation_cap, participation_mask, participation_mask_t
+from mcacct.kernels.participation import (participation_cap, participation_mask, participation_mask_t,
+                                          participation_times_t)
 from mcacct.kernels.recursion import RECURSIONS, ladder_losses_t, recursion_log_ratio, recursion_log_ratio_t
-from mcacct.kernels.sliding import mean_shift, mean_shift_t, participation_log_ratios, participation_log_ratios_t
+from mcacct.kernels.sliding import (mean_shift, mean_shift_from_times_t, participation_log_ratios,
+                                    participation_log_ratios_t)
 from mcacct.schemes.base import MinSepAccounting
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.validate import (check_bool, check_call, check_count, check_fields, check_int, check_prob, check_real,
@@ -170,8 +172,14 @@ def sample_y_t(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma:
 
 @partial(jax.jit, static_argnames=("scheme", "strategy", "num_samples", "positive", "dtype"))
 def _sample_y_t(key, scheme, strategy, sigma, num_samples, positive, dtype):
-    return gaussian_output(key, (scheme.iterations, num_samples), sigma, dtype, positive,
-                           lambda k: mean_shift_t(sample_participation_t(k, scheme, num_samples), strategy.c_col, dtype))
+    cap = participation_cap(scheme.iterations, scheme.min_sep, scheme.participation_rate)
+
+    def mean(k):  # C x from the participation times (the draws of sample_participation_t), no mask formed
+        times = participation_times_t(k, scheme.iterations, scheme.min_sep, scheme.sampling_prob, scheme.warm_start,
+                                      num_samples, cap)
+        return mean_shift_from_times_t(times, scheme.iterations, scheme.min_sep, strategy.c_col, dtype)
+
+    return gaussian_output(key, (scheme.iterations, num_samples), sigma, dtype, positive, mean)
 
 
 def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
