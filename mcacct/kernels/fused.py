@@ -32,8 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.kernels.normal import normal_from_bits
-from mcacct.kernels.participation import (NO_PARTICIPATION, block_participation, max_participations, participation_cap,
-                                          participation_times_t)
+from mcacct.kernels.participation import NO_PARTICIPATION, participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import (linear_applicable, linear_block_finish, linear_block_init, linear_block_step,
                                       start_log_ratio)
 from mcacct.kernels.sliding import block_mean, column_sq_norms, sliding_dot_t
@@ -193,8 +192,7 @@ def fused_ladder_losses(key: jax.Array, sigmas: jax.Array, iterations: int, min_
                          f"len(c_col) <= min_sep; got p={p}, b={b}, len(c_col)={len(c_col)}")
     kx, kz = jax.random.split(key)
     cap = participation_cap(n, b, participation_rate)
-    times = participation_times_t(kx, n, b, p, warm_start, num_samples, min(cap, max_participations(n, b)))
-    tau = block_participation(times, n, b)
+    tau = participation_blocks_t(kx, n, b, p, warm_start, num_samples, cap)
     noise_key = jax.random.key_data(kz)
     sigmas = jnp.asarray(sigmas, jnp.float64)
     static = (n, b, p, warm_start, tuple(c_col), dot_method)

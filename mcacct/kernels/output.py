@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 
 from mcacct.kernels.normal import standard_normal
-from mcacct.kernels.participation import participation_cap, participation_times_t
-from mcacct.kernels.sliding import mean_shift_from_times_t
+from mcacct.kernels.participation import participation_blocks_t, participation_cap
+from mcacct.kernels.sliding import mean_shift_from_blocks_t
 
 __all__ = ["gaussian_output", "standardised_draws_t"]
 
@@ -39,5 +39,5 @@ def standardised_draws_t(key: jax.Array, iterations: int, min_sep: int, sampling
     kx, kz = jax.random.split(key)
     z = standard_normal(kz, (iterations, num_samples), dtype)
     cap = participation_cap(iterations, min_sep, participation_rate)
-    times = participation_times_t(kx, iterations, min_sep, sampling_prob, warm_start, num_samples, cap)
-    return mean_shift_from_times_t(times, iterations, min_sep, c_col, dtype), z
+    tau = participation_blocks_t(kx, iterations, min_sep, sampling_prob, warm_start, num_samples, cap)
+    return mean_shift_from_blocks_t(tau, iterations, min_sep, c_col, dtype), z

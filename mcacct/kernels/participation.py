@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["NO_PARTICIPATION", "block_participation", "geometric", "max_participations", "participation_times", "participation_mask",
-           "participation_cap", "participation_times_t", "participation_mask_t"]
+           "participation_cap", "participation_blocks_t", "participation_mask_t"]
 
 
 NO_PARTICIPATION = -(2 ** 30)  # "no participation in this block" (block_participation)
@@ -107,16 +107,17 @@ def _capped_times(key, n, b, p, warm_start, num_samples, cap):
 
 
 @partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "cap"))
-def participation_times_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
-                          num_samples: int, cap: int) -> jax.Array:
-    """1-based participation times ``(num_samples, ceil(n/b))`` (entries ``> n`` unused): the draws behind
-    :func:`participation_mask_t` for the same key."""
-    n, k_max = iterations, max_participations(iterations, min_sep)
+def participation_blocks_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                           num_samples: int, cap: int) -> jax.Array:
+    """:func:`block_participation` of the draws behind :func:`participation_mask_t` for the same key:
+    ``(ceil(n/b), num_samples)`` int32, the participation time in each block of ``b`` iterations or
+    ``NO_PARTICIPATION``."""
+    n, b, k_max = iterations, min_sep, max_participations(iterations, min_sep)
     if cap >= k_max:
-        return participation_times(key, n, min_sep, sampling_prob, warm_start, num_samples)
-    times, all_times = _capped_times(key, n, min_sep, sampling_prob, warm_start, num_samples, cap)
-    padded = lambda: jnp.pad(times, [(0, 0), (0, k_max - cap)], constant_values=n + 1)  # noqa: E731
-    return jax.lax.cond(jnp.any(times[:, -1] <= n), all_times, padded)
+        return block_participation(participation_times(key, n, b, sampling_prob, warm_start, num_samples), n, b)
+    times, all_times = _capped_times(key, n, b, sampling_prob, warm_start, num_samples, cap)
+    return jax.lax.cond(jnp.any(times[:, -1] <= n), lambda: block_participation(all_times(), n, b),
+                        lambda: block_participation(times, n, b))
 
 
 @partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "cap"))

@@ -23,13 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.kernels.participation import NO_PARTICIPATION, block_participation
+from mcacct.kernels.participation import NO_PARTICIPATION
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.validate import DOT_METHODS
 
 __all__ = ["DOT_METHODS", "choose_dot_method", "sliding_dot", "sliding_dot_t", "column_sq_norms",
            "participation_log_ratios", "participation_log_ratios_t", "mean_shift", "mean_shift_t",
-           "mean_shift_amplitudes", "shift_down", "block_mean", "mean_shift_from_times_t"]
+           "mean_shift_amplitudes", "shift_down", "block_mean", "mean_shift_from_blocks_t"]
 
 
 
@@ -182,17 +182,15 @@ def block_mean(tau_in: jax.Array, tau_prev: jax.Array, rows: jax.Array, c: jax.A
     return jnp.where((lag >= 0) & (lag < k), c[jnp.clip(lag, 0, k - 1)], jnp.zeros((), c.dtype))
 
 
-def mean_shift_from_times_t(times: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
-                            dtype) -> jax.Array:
-    """:func:`mean_shift_t` of the participation ``times`` (1-based, ``(B, K)``, entries ``> n`` unused; gaps
-    ``>= min_sep >= len(c_col)``), time-major ``(n, B)``, without forming the mask: per block of ``min_sep``
-    rows only the participation in the block and the one in the block before can reach a row
-    (:func:`mcacct.kernels.participation.block_participation`). Equal to ``mean_shift_t`` of the mask, value
-    for value."""
+def mean_shift_from_blocks_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
+                             dtype) -> jax.Array:
+    """:func:`mean_shift_t` from the per-block participation ``tau`` (``(ceil(n/b), B)``,
+    :func:`mcacct.kernels.participation.block_participation`; gaps ``>= min_sep >= len(c_col)``), time-major
+    ``(n, B)``, without forming the mask: only the participation in a row's block and the one in the block before
+    can reach it. Equal to ``mean_shift_t`` of the mask, value for value."""
     n, b = iterations, min_sep
     if len(c_col) > b:
         raise ValueError(f"len(c_col) must be at most min_sep; got {len(c_col)} > {b}")
-    tau = block_participation(times, n, b)                        # (nblk, B)
     nblk = tau.shape[0]
     pad = nblk * b - n
     prev = jnp.concatenate([jnp.full_like(tau[:1], NO_PARTICIPATION), tau[:-1]], axis=0)

@@ -22,10 +22,10 @@ import jax
 import jax.numpy as jnp
 
 from mcacct.kernels.output import gaussian_output, standardised_draws_t
-from mcacct.kernels.participation import (participation_cap, participation_mask, participation_mask_t,
-                                          participation_times_t)
+from mcacct.kernels.participation import (participation_cap, participation_mask, participation_blocks_t,
+                                          participation_mask_t)
 from mcacct.kernels.recursion import RECURSIONS, ladder_losses_t, recursion_log_ratio, recursion_log_ratio_t
-from mcacct.kernels.sliding import (mean_shift, mean_shift_from_times_t, participation_log_ratios,
+from mcacct.kernels.sliding import (mean_shift, mean_shift_from_blocks_t, participation_log_ratios,
                                     participation_log_ratios_t)
 from mcacct.schemes.base import MinSepAccounting
 from mcacct.schemes.strategy import BandedToeplitz
@@ -174,10 +174,10 @@ def sample_y_t(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma:
 def _sample_y_t(key, scheme, strategy, sigma, num_samples, positive, dtype):
     cap = participation_cap(scheme.iterations, scheme.min_sep, scheme.participation_rate)
 
-    def mean(k):  # C x from the participation times (the draws of sample_participation_t), no mask formed
-        times = participation_times_t(k, scheme.iterations, scheme.min_sep, scheme.sampling_prob, scheme.warm_start,
-                                      num_samples, cap)
-        return mean_shift_from_times_t(times, scheme.iterations, scheme.min_sep, strategy.c_col, dtype)
+    def mean(k):  # C x from the participation per block (the draws of sample_participation_t), no mask formed
+        tau = participation_blocks_t(k, scheme.iterations, scheme.min_sep, scheme.sampling_prob, scheme.warm_start,
+                                     num_samples, cap)
+        return mean_shift_from_blocks_t(tau, scheme.iterations, scheme.min_sep, strategy.c_col, dtype)
 
     return gaussian_output(key, (scheme.iterations, num_samples), sigma, dtype, positive, mean)
 
