@@ -11,6 +11,8 @@ import numpy as np
 DOT_METHODS = ("auto", "direct", "fft", "prefix")
 #: The privacy-loss recursions (:mod:`mcacct.kernels.recursion`).
 RECURSIONS = ("auto", "scan", "blocked", "assoc", "linear")
+#: The two adjacency directions: ``remove`` (y ~ P, loss ln P/Q) and ``add`` (y ~ Q, loss ln Q/P).
+DIRECTIONS = ("remove", "add")
 
 
 def _is_real(x: Any) -> bool:

@@ -18,7 +18,7 @@ PKG = ROOT / "mcacct"
 LAYERS = [
     ("mcacct.validate", 0),
     ("mcacct.kernels", 1), ("mcacct.training", 1), ("mcacct.evr.bounds", 1), ("mcacct.strategies", 1),
-    ("mcacct.pld.composition", 5), ("mcacct.pld", 1),
+    ("mcacct.pld.composition", 5), ("mcacct.pld", 1), ("mcacct.individual", 1),
     ("mcacct.schemes", 2),
     ("mcacct.engine", 3),
     ("mcacct.registry", 4),
@@ -154,7 +154,7 @@ def test_no_private_name_is_used_across_modules():
 def test_modules_are_small_or_homogeneous():
     """About 400 lines per module; the exceptions are lists of one class per mechanism or per sampler."""
     allowed = {"mcacct.registry", "mcacct.training.batching", "mcacct.jobs.shards", "mcacct.kernels.recursion",
-               "mcacct.pld.kernels", "mcacct.pld.composition"}
+               "mcacct.pld.kernels", "mcacct.pld.composition", "mcacct.pld.specs"}
     long = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()}
     big = {m: n for m, n in long.items() if n > 450 and m not in allowed}
     assert big == {}, big

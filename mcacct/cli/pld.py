@@ -33,6 +33,12 @@ def _common_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("mechanism")
     g.add_argument("--scheme", choices=_SCHEMES, default="poisson",
                    help="sampling scheme (default: poisson)")
+    g.add_argument("--events", default=None, metavar="FILE.json",
+                   help="epsilon|delta of a heterogeneous composition: a JSON list of events such as "
+                        '[{"mechanism": "poisson_gaussian", "sampling_prob": 0.01, "sigma": 1.0, "count": 500}, '
+                        '{"mechanism": "gaussian", "sigma": 5.0, "count": 1}]; mechanisms: gaussian, '
+                        "poisson_gaussian, mixture_of_gaussians, group_poisson, group_fixed_batch, "
+                        "cyclic_poisson_bandmf (replaces the mechanism flags)")
     g.add_argument("--sampling-prob", "-q", type=float, default=None, metavar="Q",
                    help="Poisson sampling probability q in (0, 1]")
     g.add_argument("--steps", "-T", type=int, default=None, metavar="T",
@@ -201,6 +207,8 @@ def run_pld(args: argparse.Namespace) -> int:
         opts = dict(value_discretization_interval=args.value_discretization_interval,
                     discretization=args.discretization)
         if cmd == "calibrate":
+            if args.events is not None:
+                raise ValueError("--events goes with pld epsilon and pld delta (calibrate takes one mechanism)")
             eps = _require(args.epsilon, "--epsilon", "calibrate")
             dl = _require(args.delta, "--delta", "calibrate")
             spec = build_spec(args, 1.0)
@@ -213,6 +221,8 @@ def run_pld(args: argparse.Namespace) -> int:
                 print(f"sigma = {sigma:.6g}  (certified: ({_fmt(eps)}, {dl:g})-DP, "
                       f"{spec.compositions} compositions, {type(spec).__name__})")
             return 0
+        if args.events is not None:
+            return _run_events(args, cmd, opts)
         sigma = args.sigma
         if sigma is None:
             raise ValueError(f"--sigma is required for pld {cmd}")
@@ -247,6 +257,36 @@ def run_pld(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _run_events(args: argparse.Namespace, cmd: str, opts: dict) -> int:
+    """``mcacct pld epsilon|delta --events FILE``: the heterogeneous composition of :mod:`mcacct.pld.events`."""
+    from mcacct import pld
+
+    events = pld.load_events(args.events)
+    if cmd == "epsilon":
+        dl = _require(args.delta, "--delta", "epsilon")
+        res = pld.events_epsilon(events, dl, estimate_error=not args.no_error_estimate, **opts)
+        if math.isinf(res.epsilon):
+            raise ValueError(
+                f"delta={dl:g} is below what the PLD accountant can certify for these events (mass at +infinity "
+                f"{res.infinity_mass:.2g}: window tails and the l1 round-off bounds of the compositions); increase "
+                "delta")
+    else:
+        res = pld.events_delta(events, _require(args.epsilon, "--epsilon", "delta"),
+                               estimate_error=not args.no_error_estimate, **opts)
+    out = res.to_dict()
+    if args.json:
+        print(json.dumps(out))
+    else:
+        err = "n/a" if math.isnan(res.error_estimate) else f"{res.error_estimate:.2g}"
+        val = f"epsilon = {_fmt(res.epsilon)} at delta={res.delta:g}" if cmd == "epsilon" else \
+            f"delta = {res.delta:.6g} at epsilon={_fmt(res.epsilon)}"
+        print(f"{val}  [{len(res.events)} distinct events, {sum(e['count'] for e in res.events)} in all]")
+        print(f"  per adjacency: remove {_fmt(res.epsilon_remove) if cmd == 'epsilon' else f'{res.delta_remove:.6g}'}"
+              f" / add {_fmt(res.epsilon_add) if cmd == 'epsilon' else f'{res.delta_add:.6g}'}; error estimate "
+              f"{err}; mass at +inf {res.infinity_mass:.2g}; {res.discretization} h={res.value_discretization_interval:g}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,11 +31,11 @@ import numpy as np
 
 from mcacct.evr.bounds import kl_lower_confidence, kl_upper_confidence
 from mcacct.engine.systematic import chunk_sum_slack
+from mcacct.validate import DIRECTIONS  # remove: y ~ P, loss L; add: y ~ Q, loss -L
 
 __all__ = ["HistogramSpec", "DirectionStats", "chunk_statistics", "FIXED_BITS", "DIRECTIONS"]
 
 FIXED_BITS = 80
-DIRECTIONS = ("remove", "add")  # remove: y ~ P, loss L; add: y ~ Q, loss -L
 
 
 @dataclass(frozen=True)

@@ -156,16 +156,22 @@ error, obtained by re-running the accountant with half the grid spacing.
 Layout (data flow): :mod:`~mcacct.pld.constants` and :mod:`~mcacct.pld.specs` (mechanisms and their canonical
 form) -> :mod:`~mcacct.pld.kernels` (jitted discretisation, window, tilt, FFT powers, queries) ->
 :mod:`~mcacct.pld.plan` (grid sizes, batching, results) -> :mod:`~mcacct.pld.accountant` (public API),
-:mod:`~mcacct.pld.group` (group privacy by conversion) and :mod:`~mcacct.pld.composition` (compositions with
+:mod:`~mcacct.pld.group` (group privacy by conversion), :mod:`~mcacct.pld.discrete` (discrete PLDs and their
+convolution, with round-off bounds), :mod:`~mcacct.pld.events` (heterogeneous compositions of events, and
+:mod:`~mcacct.pld.interop` for ``dp_accounting`` events) and :mod:`~mcacct.pld.composition` (compositions with
 Monte Carlo estimates). References: Koskela, Jälkö & Honkela 2020 (arXiv:1906.03049) for the FFT accountant;
 Ganesh 2024 (arXiv:2401.10294) for the group-level mixtures; Dong & Ganesh 2026 (arXiv:2602.09338) for
 cyclic-Poisson BandMF.
 """
 
 from mcacct.pld.specs import (CyclicPoissonBandMFSpec, GaussianSpec, GroupFixedBatchSpec, GroupPoissonSpec,
-                              MechanismOrFactory, MechanismSpec, PLDResult, PoissonGaussianSpec)
+                              MechanismOrFactory, MechanismSpec, MixtureOfGaussiansSpec, PLDResult,
+                              PoissonGaussianSpec)
 from mcacct.pld.accountant import deltas_for_sigmas, epsilons_for_sigmas, pld_calibrate, pld_delta, pld_epsilon
 from mcacct.pld.group import group_privacy_conversion_epsilon
+from mcacct.pld.events import (EVENT_KINDS, Event, EventsResult, composed_pld, event_from_dict, events_delta,
+                               events_epsilon, load_events)
+from mcacct.pld.interop import from_dp_event
 
 __all__ = [
     "GaussianSpec",
@@ -173,6 +179,7 @@ __all__ = [
     "GroupPoissonSpec",
     "GroupFixedBatchSpec",
     "CyclicPoissonBandMFSpec",
+    "MixtureOfGaussiansSpec",
     "MechanismSpec",
     "MechanismOrFactory",
     "PLDResult",
@@ -182,4 +189,13 @@ __all__ = [
     "epsilons_for_sigmas",
     "pld_calibrate",
     "group_privacy_conversion_epsilon",
+    "EVENT_KINDS",
+    "Event",
+    "EventsResult",
+    "event_from_dict",
+    "load_events",
+    "composed_pld",
+    "events_delta",
+    "events_epsilon",
+    "from_dp_event",
 ]

@@ -74,7 +74,8 @@ Grid
 Everything lives on the PLD grid :math:`\ell_j=jh` (``value_discretization_interval``). For MC
 input the default is :math:`h=w/8` with :math:`w` the histogram bin width (``2**-10``), so every
 upper bin edge is a grid point; for other :math:`h` the edges are rounded *up* to the grid.
-Convolutions are linear (zero-padded) FFTs; the mass at :math:`+\infty` composes as
+Convolutions are linear (zero-padded) FFTs with a rigorous round-off bound added to the mass at
+:math:`+\infty` (:mod:`mcacct.pld.discrete`); the mass at :math:`+\infty` composes as
 :math:`1-\prod_i(1-\omega_{\infty,i})` (for probability measures; the linear extension for the
 empirical "mirror" measures, whose total mass is only approximately 1).
 """
@@ -87,13 +88,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
-import scipy.fft
 
-from mcacct.pld.kernels import compose_arrays_batch, query_one, single_batch
-from mcacct.pld.plan import bucket, plan, solver_for
-from mcacct.pld.specs import SPEC_TYPES, canonical
+from mcacct.pld.constants import DEFAULT_H
+from mcacct.pld.discrete import (DirectionPLD, DiscretePLD, compose, identity_pld, mechanism_pld,
+                                 privacy_parameters_pld, same_grid)
+from mcacct.pld.specs import SPEC_TYPES
 from mcacct.validate import check_delta, check_discretization, check_epsilon, check_value_interval, is_real_number
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, epsilon_from_delta_curve
 from mcacct.evr.bounds import kl_lower_confidence, kl_upper_confidence
@@ -113,9 +113,6 @@ __all__ = [
     "certified_composition",
 ]
 
-_DEFAULT_H = 1e-4
-# Below this length a direct convolution is used (exact, no FFT round-off).
-_DIRECT_CONV = 64
 
 
 # --------------------------------------------------------------------------
@@ -131,162 +128,6 @@ def _check_query(epsilon: Any, delta: Any) -> tuple[float | None, float | None]:
     if epsilon is not None:
         return check_epsilon(epsilon), None
     return None, check_delta(delta)
-
-
-def _same_h(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
-
-
-# --------------------------------------------------------------------------
-# Discrete PLDs
-# --------------------------------------------------------------------------
-def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Linear convolution of two non-negative vectors (zero-padded FFT; negatives from round-off -> 0)."""
-    if min(a.size, b.size) <= _DIRECT_CONV:
-        return np.convolve(a, b)
-    n = a.size + b.size - 1
-    nfft = scipy.fft.next_fast_len(n, real=True)
-    out = scipy.fft.irfft(scipy.fft.rfft(a, nfft) * scipy.fft.rfft(b, nfft), nfft)[:n]
-    return np.maximum(out, 0.0)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class DirectionPLD:
-    r"""One direction of a discrete privacy-loss distribution.
-
-    Mass ``pmf[i]`` sits at loss :math:`(\mathrm{offset}+i)\,h`, ``infinity_mass`` at
-    :math:`+\infty`; the total may be below 1 only through mass at :math:`-\infty` (which never
-    contributes to :math:`\delta`). ``certified`` is ``False`` when any Monte Carlo data went in.
-    """
-
-    value_discretization_interval: float
-    offset: int
-    pmf: np.ndarray
-    infinity_mass: float
-    certified: bool
-
-    def __post_init__(self) -> None:
-        pmf = np.asarray(self.pmf, dtype=np.float64)
-        if pmf.ndim != 1 or pmf.size == 0 or not np.all(np.isfinite(pmf)) or np.any(pmf < 0):
-            raise ValueError("pmf must be a non-empty 1-D array of finite masses >= 0")
-        pmf = pmf.copy()
-        pmf.setflags(write=False)
-        object.__setattr__(self, "pmf", pmf)
-        object.__setattr__(self, "value_discretization_interval", _check_h(self.value_discretization_interval))
-        inf = float(self.infinity_mass)
-        if not 0.0 <= inf <= 1.0:
-            raise ValueError(f"infinity_mass must be in [0, 1], got {self.infinity_mass!r}")
-        object.__setattr__(self, "infinity_mass", inf)
-        object.__setattr__(self, "offset", int(self.offset))
-
-    @property
-    def losses(self) -> np.ndarray:
-        """The grid losses of ``pmf``."""
-        return (self.offset + np.arange(self.pmf.size)) * self.value_discretization_interval
-
-    def compose(self, other: "DirectionPLD") -> "DirectionPLD":
-        """The PLD of the composition (same direction; independent noise): a convolution."""
-        if not isinstance(other, DirectionPLD):
-            raise ValueError(f"can only compose with a DirectionPLD, got {type(other).__name__}")
-        h = self.value_discretization_interval
-        if not _same_h(h, other.value_discretization_interval):
-            raise ValueError(
-                "cannot compose PLDs on different grids: value_discretization_interval "
-                f"{h!r} vs {other.value_discretization_interval!r}")
-        # mass at +inf of the product measure: (+inf, anything) or (finite, +inf); equals
-        # 1 - (1 - a)(1 - b) for probability measures, and stays linear for empirical (sub/super) ones
-        a, b = self.infinity_mass, other.infinity_mass
-        inf = a * (float(other.pmf.sum()) + b) + float(self.pmf.sum()) * b
-        return DirectionPLD(h, self.offset + other.offset, _convolve(self.pmf, other.pmf),
-                            min(inf, 1.0), self.certified and other.certified)
-
-    def delta(self, epsilon: float | np.ndarray) -> np.ndarray:
-        r""":math:`\delta(\varepsilon)=\sum_j\omega_j(1-e^{\varepsilon-\ell_j})_++\omega_\infty` per epsilon.
-
-        Summed directly (no suffix-sum cancellation), capped at 1.
-        """
-        eps = np.atleast_1d(np.asarray(epsilon, dtype=np.float64))
-        l = self.losses
-        out = np.empty_like(eps)
-        for i, e in enumerate(eps):
-            k = int(np.searchsorted(l, e, side="right"))
-            out[i] = float(np.sum(self.pmf[k:] * -np.expm1(e - l[k:]))) + self.infinity_mass
-        return np.minimum(out, 1.0)
-
-    def epsilon(self, delta: float) -> float:
-        r"""Smallest :math:`\varepsilon\ge0` with :math:`\delta(\varepsilon)\le` ``delta``.
-
-        Solved exactly inside the grid cell by :mod:`mcacct.pld`'s query; ``inf`` if none.
-        """
-        _, e = query_one(jnp.asarray(self.pmf), jnp.asarray(self.infinity_mass), jnp.asarray(self.offset),
-                               self.value_discretization_interval, 0.0, float(delta))
-        return float(e)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class DiscretePLD:
-    """A discrete PLD per direction (``"remove"``: y ~ P, loss ln P/Q; ``"add"``: y ~ Q, loss ln Q/P)."""
-
-    directions: Mapping[str, DirectionPLD]
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.directions, Mapping) or not self.directions:
-            raise ValueError("directions must be a non-empty mapping direction -> DirectionPLD")
-        hs = set()
-        for d, p in self.directions.items():
-            if d not in DIRECTIONS:
-                raise ValueError(f"direction must be one of {DIRECTIONS}; got {d!r}")
-            if not isinstance(p, DirectionPLD):
-                raise ValueError(f"directions[{d!r}] must be a DirectionPLD, got {type(p).__name__}")
-            hs.add(p.value_discretization_interval)
-        h0 = next(iter(hs))
-        if not all(_same_h(h0, h) for h in hs):
-            raise ValueError("all directions must share one value_discretization_interval")
-        object.__setattr__(self, "directions", dict(self.directions))
-
-    @property
-    def value_discretization_interval(self) -> float:
-        return next(iter(self.directions.values())).value_discretization_interval
-
-    @property
-    def certified(self) -> bool:
-        """``True`` iff no Monte Carlo data went into this PLD (then it is a pessimistic bound)."""
-        return all(p.certified for p in self.directions.values())
-
-    def __getitem__(self, direction: str) -> DirectionPLD:
-        return self.directions[direction]
-
-    def compose(self, other: "DiscretePLD") -> "DiscretePLD":
-        """Composition, direction by direction (directions present in both)."""
-        if not isinstance(other, DiscretePLD):
-            raise ValueError(f"can only compose with a DiscretePLD, got {type(other).__name__}")
-        common = [d for d in DIRECTIONS if d in self.directions and d in other.directions]
-        if not common:
-            raise ValueError("the two PLDs have no direction in common")
-        return DiscretePLD({d: self.directions[d].compose(other.directions[d]) for d in common})
-
-    def delta(self, epsilon: float) -> float:
-        """Max over directions of :meth:`DirectionPLD.delta`."""
-        eps = check_epsilon(epsilon)
-        return max(float(p.delta(eps)[0]) for p in self.directions.values())
-
-    def epsilon(self, delta: float) -> float:
-        """Max over directions of :meth:`DirectionPLD.epsilon`."""
-        dl = check_delta(delta)
-        return max(p.epsilon(dl) for p in self.directions.values())
-
-
-def identity_pld(value_discretization_interval: float = _DEFAULT_H) -> DiscretePLD:
-    """The no-op mechanism: loss 0 with probability 1 in both directions (neutral for composition)."""
-    h = _check_h(value_discretization_interval)
-    return DiscretePLD({d: DirectionPLD(h, 0, np.ones(1), 0.0, True) for d in DIRECTIONS})
-
-
-def compose(*plds: DiscretePLD) -> DiscretePLD:
-    """Composition of several :class:`DiscretePLD` (at least one)."""
-    if not plds:
-        raise ValueError("compose needs at least one DiscretePLD")
-    return functools.reduce(lambda a, b: a.compose(b), plds)
 
 
 # --------------------------------------------------------------------------
@@ -470,98 +311,6 @@ def empirical_pld(estimate_or_stats: Any, value_discretization_interval: float |
                         for d, s in stats.items()})
 
 
-# --------------------------------------------------------------------------
-# PLD-analysed mechanisms (adapter to mcacct.pld internals)
-# --------------------------------------------------------------------------
-@functools.lru_cache(maxsize=32)
-def _mechanism_pld_cached(spec, h: float, method: str) -> DiscretePLD:
-    canon = canonical(spec)
-    sigma = float(spec.sigma)
-    n_lo, kk = plan(canon, sigma, h)
-    k_stat = bucket(kk)
-    steps = jnp.asarray(canon.steps, dtype=jnp.int64)
-    pmfs, infs, offs, x_lo, x_hi, lms = single_batch(
-        jnp.asarray(canon.c[None, :] / sigma), jnp.asarray(np.log(canon.p)), jnp.asarray(canon.p),
-        jnp.asarray([n_lo]), steps, h, K=k_stat, method=method, solver=solver_for(canon.c))
-    x_lo, x_hi = np.asarray(x_lo), np.asarray(x_hi)
-    a_start = np.floor(x_lo / h).astype(np.int64) - 1
-    n_fft = bucket(int(np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2)))
-    # window [a_start, a_start + n_fft): mass above it is added to `inf`, mass below aliases upwards
-    out, inf, _, _, _ = compose_arrays_batch(pmfs, offs, infs, lms, jnp.asarray(a_start), steps, h, N=n_fft)
-    out, inf = np.asarray(out)[0], np.asarray(inf)[0]
-    return DiscretePLD({d: DirectionPLD(h, int(a_start[0, i]), out[i], float(min(inf[i], 1.0)), True)
-                        for i, d in enumerate(DIRECTIONS)})
-
-
-def mechanism_pld(spec: Any, value_discretization_interval: float = _DEFAULT_H,
-                  discretization: str = "connect_dots") -> DiscretePLD:
-    """The pessimistic, already self-composed PLD of an :mod:`mcacct.pld` ``*Spec`` (both directions).
-
-    Built with the internals of :mod:`mcacct.pld` (same discretisation, FFT power and Chernoff
-    window as :func:`mcacct.pld.pld_delta`, whose value it reproduces), returned on its window
-    instead of being queried.
-    """
-    if isinstance(spec, DiscretePLD):
-        raise ValueError("mechanism_pld expects a *Spec; a DiscretePLD can be composed directly")
-    if not isinstance(spec, SPEC_TYPES):
-        raise ValueError("PLD mechanisms must be mcacct.pld *Spec instances (GaussianSpec, PoissonGaussianSpec, "
-                         f"...) or DiscretePLD; got {type(spec).__name__}")
-    h = _check_h(value_discretization_interval)
-    method = check_discretization(discretization)
-    try:
-        hash(spec)
-    except TypeError:  # pragma: no cover - specs are frozen dataclasses
-        return _mechanism_pld_cached.__wrapped__(spec, h, method)
-    return _mechanism_pld_cached(spec, h, method)
-
-
-def _atom(x: float, a: float, h: float, method: str) -> dict[int, float]:
-    """A loss atom at ``x`` with P-mass ``a`` (Q-mass ``a e^{-x}``) moved pessimistically onto the grid."""
-    j1 = math.ceil(x / h)
-    if method == "round_up" or j1 * h == x:
-        return {j1: a}
-    j0 = j1 - 1
-    # connect-the-dots: keep the P- and Q-mass of the atom on its cell's end points (chord bound)
-    beta = a * (-math.expm1(j0 * h - x)) / (-math.expm1(-h))
-    beta = min(max(beta, 0.0), a)
-    return {j1: beta, j0: a - beta}
-
-
-def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_interval: float = _DEFAULT_H,
-                           discretization: str = "connect_dots") -> DiscretePLD:
-    r"""Pessimistic PLD of *any* :math:`(\varepsilon,\delta)`-DP mechanism (a certificate).
-
-    The four-point dominating pair (Kairouz et al. 2015; ``dp_accounting``'s
-    ``from_privacy_parameters``): loss :math:`+\infty` w.p. :math:`\delta`,
-    :math:`+\varepsilon` w.p. :math:`(1-\delta)/(1+e^{-\varepsilon})`, :math:`-\varepsilon` w.p.
-    :math:`(1-\delta)/(1+e^{\varepsilon})`; the pair is symmetric, so both directions agree. The
-    two atoms are put on the grid by ``"connect_dots"`` (default; keeps their P- and Q-mass, a
-    chord bound, slightly tighter) or ``"round_up"`` (``dp_accounting``'s rule: loss rounded up).
-
-    Parameters
-    ----------
-    epsilon : float
-        :math:`\varepsilon\ge0`.
-    delta : float
-        :math:`\delta\in[0,1)`.
-    """
-    eps = check_epsilon(epsilon)
-    if not is_real_number(delta) or not math.isfinite(delta) or not 0.0 <= delta < 1.0:
-        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
-    dl = float(delta)
-    h = _check_h(value_discretization_interval)
-    method = check_discretization(discretization)
-    masses: dict[int, float] = {}
-    for x, a in ((eps, (1.0 - dl) / (1.0 + math.exp(-eps))), (-eps, (1.0 - dl) / (1.0 + math.exp(eps)))):
-        for j, m in _atom(x, a, h, method).items():
-            masses[j] = masses.get(j, 0.0) + m
-    lo, hi = min(masses), max(masses)
-    pmf = np.zeros(hi - lo + 1)
-    for j, m in masses.items():
-        pmf[j - lo] += m
-    return DiscretePLD({d: DirectionPLD(h, lo, pmf, dl, True) for d in DIRECTIONS})
-
-
 def _pld_part(pld_mechanisms: Any, h: float, method: str) -> DiscretePLD:
     """Composed PLD of the (certified) PLD mechanisms; the identity for an empty sequence."""
     if isinstance(pld_mechanisms, (DiscretePLD,) + SPEC_TYPES):
@@ -575,7 +324,7 @@ def _pld_part(pld_mechanisms: Any, h: float, method: str) -> DiscretePLD:
             if not m.certified:
                 raise ValueError("pld_mechanisms must be certified PLDs; an empirical (Monte Carlo) PLD "
                                  "cannot be composed here (its sampling error would not be accounted)")
-            if not _same_h(m.value_discretization_interval, h):
+            if not same_grid(m.value_discretization_interval, h):
                 raise ValueError(
                     f"DiscretePLD has value_discretization_interval {m.value_discretization_interval!r}, "
                     f"expected {h!r}")
@@ -798,7 +547,7 @@ def compose_mc_with_pld(estimate_or_stats: Any, pld_mechanisms: Any = (), epsilo
 def certified_composition(mc_epsilon: float, mc_delta: float, pld_mechanisms: Any = (),
                           epsilon: float | None = None, delta: float | None = None, *,
                           method: str = "dominating_pair",
-                          value_discretization_interval: float = _DEFAULT_H,
+                          value_discretization_interval: float = DEFAULT_H,
                           discretization: str = "connect_dots",
                           pair_discretization: str | None = None) -> CompositionCertificate:
     r"""*Certified* :math:`\delta(\varepsilon)` or :math:`\varepsilon(\delta)` of an

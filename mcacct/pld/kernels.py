@@ -40,7 +40,9 @@ def _inverse_loss(l: jax.Array, s: jax.Array, logp: jax.Array, solver: str) -> j
     u0 = jnp.min(jnp.where(pos[None, :], (l[:, None] - logp[None, :] + s2h[None, :]) / jnp.where(pos, s, 1.0)[None, :], jnp.inf), axis=1)
     has_zero = jnp.any(~pos)
     logp0 = jnp.where(has_zero, jnp.max(jnp.where(pos, -jnp.inf, logp)), -jnp.inf)
-    valid = l > logp0 + 1e-15 * jnp.maximum(1.0, jnp.abs(logp0))
+    # without a zero component L maps onto the whole real line (and -inf + inf would make every l invalid)
+    valid = jnp.where(has_zero, l > logp0 + 1e-15 * jnp.maximum(1.0, jnp.abs(jnp.where(has_zero, logp0, 0.0))),
+                      True)
 
     def body(state):
         u, it, _ = state
@@ -390,9 +392,15 @@ def _query_epsilon(out, inf, a_start, h, delta_q, rb=None, rho=0.0):
     return eps, rb_e, jnp.minimum(d0, d_grid[-1])
 
 
-def query_one(out, inf, a_start, h, eps_q, delta_q):
-    """``(delta(eps_q), eps(delta_q))`` of a discrete PLD (no round-off terms; used by mcacct.composition)."""
-    return _query_delta(out, inf, a_start, h, eps_q)[0], _query_epsilon(out, inf, a_start, h, delta_q)[0]
+def query_one(out, inf, a_start, h, eps_q, delta_q, rho=None):
+    """``(delta(eps_q), eps(delta_q))`` of a discrete PLD (used by :mod:`mcacct.pld.discrete`). With ``rho`` (the
+    relative round-off of the pmf's own evaluation) both are certified as in :func:`_query_epsilon`
+    (suffix sums inflated, the solution rounded up); without it, plain values."""
+    if rho is None:
+        return _query_delta(out, inf, a_start, h, eps_q)[0], _query_epsilon(out, inf, a_start, h, delta_q)[0]
+    rb = jnp.zeros(out.shape[0])
+    return (_query_delta(out, inf, a_start, h, eps_q, rb, rho)[0],
+            _query_epsilon(out, inf, a_start, h, delta_q, rb, rho)[0])
 
 
 def _tilted_one(pmf, off, inf1, lm, a_start, h, s0, *, steps, N: int):

@@ -296,11 +296,71 @@ class CyclicPoissonBandMFSpec:
         return np.array([0.0, self.col_norm]), np.array([1.0 - q, q])
 
 
+@dataclasses.dataclass(frozen=True)
+class MixtureOfGaussiansSpec:
+    r"""``steps`` compositions of a general mixture-of-Gaussians mechanism.
+
+    One step releases :math:`\mathcal N(\Delta, \sigma^2)` where the (data-independent) random sensitivity
+    :math:`\Delta` equals ``sensitivities[i]`` with probability ``probs[i]`` for the differing example, against
+    :math:`\mathcal N(0, \sigma^2)` without it: the dominating pair (remove direction)
+    :math:`P=\sum_ip_i\,\mathcal N(c_i,\sigma^2)`, :math:`Q=\mathcal N(0,\sigma^2)`, and :math:`(Q, P)` for add
+    (Ganesh 2024 [arXiv:2401.10294], Def. 2.3; Poisson subsampling is ``sensitivities=(0, 1)``,
+    ``probs=(1-q, q)``). Sensitivities must be non-negative (then the privacy loss is monotone, which the
+    accountant's discretisation needs); probabilities must sum to 1 (within ``1e-9``; they are renormalised).
+
+    Parameters
+    ----------
+    sigma : float
+        Noise standard deviation (> 0).
+    sensitivities : sequence of float
+        :math:`c_i\ge0`, at least one positive.
+    probs : sequence of float
+        :math:`p_i\ge0`, :math:`\sum_ip_i=1`.
+    steps : int, default 1
+        Number of compositions (>= 1).
+    """
+
+    sigma: float
+    sensitivities: tuple[float, ...]
+    probs: tuple[float, ...]
+    steps: int = 1
+
+    def __post_init__(self) -> None:
+        check_positive("sigma", self.sigma)
+        check_integer("steps", self.steps)
+        try:
+            c = tuple(float(v) for v in self.sensitivities)
+            p = tuple(float(v) for v in self.probs)
+        except (TypeError, ValueError):
+            raise ValueError("sensitivities and probs must be sequences of numbers; got "
+                             f"{self.sensitivities!r} and {self.probs!r}") from None
+        if not c or len(c) != len(p):
+            raise ValueError(f"sensitivities and probs must be non-empty and of equal length; got {len(c)} and "
+                             f"{len(p)}")
+        if not all(math.isfinite(v) and v >= 0 for v in c) or max(c) <= 0:
+            raise ValueError(f"sensitivities must be finite and >= 0 with at least one > 0; got {c!r}")
+        if not all(math.isfinite(v) and v >= 0 for v in p) or abs(sum(p) - 1.0) > 1e-9:
+            raise ValueError(f"probs must be >= 0 and sum to 1 (within 1e-9); got {p!r} (sum {sum(p)!r})")
+        object.__setattr__(self, "sensitivities", c)
+        object.__setattr__(self, "probs", p)
+
+    def mixture(self) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(sensitivities, probabilities)`` of the scalar MoG."""
+        return np.array(self.sensitivities), np.array(self.probs)
+
+    @property
+    def compositions(self) -> int:
+        """Number of self-compositions."""
+        return int(self.steps)
+
+
 MechanismSpec = Union[
-    GaussianSpec, PoissonGaussianSpec, GroupPoissonSpec, GroupFixedBatchSpec, CyclicPoissonBandMFSpec
+    GaussianSpec, PoissonGaussianSpec, GroupPoissonSpec, GroupFixedBatchSpec, CyclicPoissonBandMFSpec,
+    MixtureOfGaussiansSpec
 ]
 MechanismOrFactory = Union[MechanismSpec, Callable[[float], MechanismSpec]]
-SPEC_TYPES = (GaussianSpec, PoissonGaussianSpec, GroupPoissonSpec, GroupFixedBatchSpec, CyclicPoissonBandMFSpec)
+SPEC_TYPES = (GaussianSpec, PoissonGaussianSpec, GroupPoissonSpec, GroupFixedBatchSpec, CyclicPoissonBandMFSpec,
+              MixtureOfGaussiansSpec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,7 +380,7 @@ def canonical(spec: MechanismSpec) -> Canonical:
     if not isinstance(spec, SPEC_TYPES):
         raise ValueError(
             "mechanism must be one of GaussianSpec, PoissonGaussianSpec, GroupPoissonSpec, "
-            f"GroupFixedBatchSpec, CyclicPoissonBandMFSpec; got {type(spec).__name__}"
+            f"GroupFixedBatchSpec, CyclicPoissonBandMFSpec, MixtureOfGaussiansSpec; got {type(spec).__name__}"
         )
     c, p = spec.mixture()
     keep = p > 0

@@ -1,0 +1,339 @@
+r"""Discrete privacy-loss distributions on a uniform loss grid, and their composition.
+
+A :class:`DirectionPLD` holds the masses :math:`\omega_j` at losses :math:`\ell_j=(\mathrm{offset}+j)h` and a
+mass :math:`\omega_\infty` at :math:`+\infty`; a :class:`DiscretePLD` holds one per adjacency direction
+(``"remove"``: :math:`y\sim P`, loss :math:`\ln P/Q`; ``"add"``: :math:`y\sim Q`, loss :math:`\ln Q/P`).
+:func:`mechanism_pld` gives the pessimistic, self-composed PLD of an :mod:`mcacct.pld` ``*Spec`` (the same
+discretisation, window and FFT power as :func:`mcacct.pld.pld_delta`), :func:`privacy_parameters_pld` the
+dominating PLD of any :math:`(\varepsilon,\delta)`-DP mechanism, and :meth:`DiscretePLD.compose` /
+:func:`compose` the PLD of a composition (independent noise): a linear convolution per direction.
+
+Round-off (every value stays an upper bound)
+--------------------------------------------
+* **Convolution** (:func:`convolve_with_bound`). Direct sums (one operand of at most 64 entries): each output
+  is a sum of at most :math:`m` non-negative products, so :math:`\|\hat y-y\|_1\le\gamma_{m+1}\|a\|_1\|b\|_1`,
+  :math:`\gamma_k=ku/(1-ku)` (Higham 2002, §3.1). Zero-padded FFT of power-of-two length :math:`N`: with the
+  transform model of :mod:`mcacct.pld` ("FFT round-off": :math:`\|\mathrm{fl}(Fv)-Fv\|_2\le\epsilon_F\|Fv\|_2`,
+  :math:`\epsilon_F=c_F(\log_2N+1)u`, and complex products with relative error :math:`\le c_\times u`),
+  :math:`|(Fa)_k|\le\|a\|_1` and :math:`\|Fv\|_2=\sqrt N\|v\|_2` give
+
+  .. math::
+
+      \|\hat y-y\|_2\le(1+10^{-6})\big[\epsilon_F\|a\|_2\|b\|_1+(2\epsilon_F+c_\times u)\|a\|_1\|b\|_2\big]
+
+  (transform errors of each operand, of the product and of the inverse transform, whose output has norm
+  :math:`\le\min(X,Y)` by Young's inequality; either operand may play either role; second-order terms absorbed
+  by the factor, valid for :math:`N\le2^{40}`), and the kept :math:`n` entries
+  have :math:`\|\hat y-y\|_1\le\sqrt n\|\hat y-y\|_2`; negative outputs are set to 0, which only moves
+  them towards the true non-negative values. The bound (plus :data:`~mcacct.pld.constants.UNDERFLOW`) is
+  **added to the mass at** :math:`+\infty` of the result: for every :math:`\varepsilon`,
+  :math:`\delta(\varepsilon)=\sum_jw_j\omega_j+\omega_\infty` with weights :math:`w_j\in[0,1]`, so this
+  dominates the error of every later query, and it composes (a later convolution with a sub-probability
+  vector cannot enlarge an :math:`\ell_1` error).
+* **Queries**. :meth:`DirectionPLD.delta` sums :math:`n` non-negative products (each with relative error at
+  most :math:`2u`, ``expm1`` included) and multiplies by :math:`1+(n+4)u`; :meth:`DirectionPLD.epsilon`
+  uses the certified query of :mod:`mcacct.pld.kernels` with the same relative term (suffix sums inflated,
+  the solution rounded up).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import scipy.fft
+
+from mcacct.pld.constants import CMUL_C, DEFAULT_H, FFT_C, U, UNDERFLOW
+from mcacct.pld.kernels import compose_arrays_batch, query_one, single_batch
+from mcacct.pld.plan import bucket, plan, solver_for
+from mcacct.pld.specs import SPEC_TYPES, canonical
+from mcacct.validate import (DIRECTIONS, check_delta, check_discretization, check_epsilon, check_value_interval,
+                             is_real_number)
+
+__all__ = ["DIRECTIONS", "DirectionPLD", "DiscretePLD", "identity_pld", "compose", "mechanism_pld",
+           "privacy_parameters_pld", "convolve_with_bound", "same_grid"]
+
+# Below this length a direct convolution is used.
+_DIRECT_CONV = 64
+
+
+def same_grid(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
+
+
+# --------------------------------------------------------------------------
+# Discrete PLDs
+# --------------------------------------------------------------------------
+def convolve_with_bound(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
+    """Linear convolution of two non-negative vectors and a rigorous bound on the l1 norm of its round-off
+    (module docstring): direct sums when one operand has at most 64 entries, else a zero-padded power-of-two
+    FFT (negative outputs set to 0)."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    n = a.size + b.size - 1
+    l1a, l1b = float(np.sum(a)), float(np.sum(b))
+    if a.size == 1 and a[0] == 1.0 or b.size == 1 and b[0] == 1.0:  # the identity: exact
+        return (b if a.size == 1 and a[0] == 1.0 else a).copy(), 0.0
+    if min(a.size, b.size) <= _DIRECT_CONV:
+        m = min(a.size, b.size) + 1
+        return np.convolve(a, b), (m * U / (1.0 - m * U)) * l1a * l1b * (1.0 + 4 * U) + n * UNDERFLOW
+    nfft = 1 << (n - 1).bit_length()
+    out = scipy.fft.irfft(scipy.fft.rfft(a, nfft) * scipy.fft.rfft(b, nfft), nfft)[:n]
+    eps_f = FFT_C * (math.log2(nfft) + 1) * U
+    l2a, l2b = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    x, y = l2a * l1b, l1a * l2b  # the two Young-type products; the cheaper assignment is taken
+    e2 = (1.0 + 1e-6) * (eps_f * max(x, y) + (2 * eps_f + CMUL_C * U) * min(x, y))
+    return np.maximum(out, 0.0), math.sqrt(n) * e2 * (1.0 + 1e-6) + n * UNDERFLOW
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DirectionPLD:
+    r"""One direction of a discrete privacy-loss distribution.
+
+    Mass ``pmf[i]`` sits at loss :math:`(\mathrm{offset}+i)\,h`, ``infinity_mass`` at
+    :math:`+\infty`; the total may be below 1 only through mass at :math:`-\infty` (which never
+    contributes to :math:`\delta`). ``certified`` is ``False`` when any Monte Carlo data went in.
+    """
+
+    value_discretization_interval: float
+    offset: int
+    pmf: np.ndarray
+    infinity_mass: float
+    certified: bool
+
+    def __post_init__(self) -> None:
+        pmf = np.asarray(self.pmf, dtype=np.float64)
+        if pmf.ndim != 1 or pmf.size == 0 or not np.all(np.isfinite(pmf)) or np.any(pmf < 0):
+            raise ValueError("pmf must be a non-empty 1-D array of finite masses >= 0")
+        pmf = pmf.copy()
+        pmf.setflags(write=False)
+        object.__setattr__(self, "pmf", pmf)
+        object.__setattr__(self, "value_discretization_interval", check_value_interval(self.value_discretization_interval))
+        inf = float(self.infinity_mass)
+        if not 0.0 <= inf <= 1.0:
+            raise ValueError(f"infinity_mass must be in [0, 1], got {self.infinity_mass!r}")
+        object.__setattr__(self, "infinity_mass", inf)
+        object.__setattr__(self, "offset", int(self.offset))
+
+    @property
+    def losses(self) -> np.ndarray:
+        """The grid losses of ``pmf``."""
+        return (self.offset + np.arange(self.pmf.size)) * self.value_discretization_interval
+
+    def compose(self, other: "DirectionPLD") -> "DirectionPLD":
+        """The PLD of the composition (same direction; independent noise): a convolution."""
+        if not isinstance(other, DirectionPLD):
+            raise ValueError(f"can only compose with a DirectionPLD, got {type(other).__name__}")
+        h = self.value_discretization_interval
+        if not same_grid(h, other.value_discretization_interval):
+            raise ValueError(
+                "cannot compose PLDs on different grids: value_discretization_interval "
+                f"{h!r} vs {other.value_discretization_interval!r}")
+        # mass at +inf of the product measure: (+inf, anything) or (finite, +inf); equals
+        # 1 - (1 - a)(1 - b) for probability measures, and stays linear for empirical (sub/super) ones
+        a, b = self.infinity_mass, other.infinity_mass
+        inf = a * (float(other.pmf.sum()) + b) + float(self.pmf.sum()) * b
+        pmf, roundoff = convolve_with_bound(self.pmf, other.pmf)
+        return DirectionPLD(h, self.offset + other.offset, pmf, min(inf + roundoff, 1.0),
+                            self.certified and other.certified)
+
+    def _roundoff(self) -> tuple[float, float]:
+        """``(rho, slack)`` of a query: the relative round-off of its sum (``n`` products with relative error
+        <= 2u, summed in any order) and an absolute slack for the rounding of the computed grid losses
+        (``|l_j| u`` moves a weight ``1 - e^(eps - l_j)`` by at most ``|l_j| u``); both 0 for an empirical
+        (uncertified) PLD, whose queries are estimates."""
+        if not self.certified:  # an empirical (Monte Carlo) PLD: a plain estimate, no round-off terms
+            return 0.0, 0.0
+        top = float(np.max(np.abs(self.losses)))
+        return (self.pmf.size + 4) * U, (top + 1.0) * U * (1.0 + 1e-6) * float(np.sum(self.pmf))
+
+    def delta(self, epsilon: float | np.ndarray) -> np.ndarray:
+        r""":math:`\delta(\varepsilon)=\sum_j\omega_j(1-e^{\varepsilon-\ell_j})_++\omega_\infty` per epsilon.
+
+        Summed directly (no suffix-sum cancellation) and certified: :math:`(1+\rho)(\cdot)` plus the slack of
+        the grid's rounding (:meth:`_roundoff`), capped at 1.
+        """
+        eps = np.atleast_1d(np.asarray(epsilon, dtype=np.float64))
+        l = self.losses
+        rho, slack = self._roundoff()
+        out = np.empty_like(eps)
+        for i, e in enumerate(eps):
+            k = int(np.searchsorted(l, e, side="right"))
+            out[i] = (1.0 + rho) * (float(np.sum(self.pmf[k:] * -np.expm1(e - l[k:]))) + self.infinity_mass) + slack
+        return np.minimum(out, 1.0)
+
+    def epsilon(self, delta: float) -> float:
+        r"""Smallest :math:`\varepsilon\ge0` with :math:`\delta(\varepsilon)\le` ``delta``, certified: the query
+        of :mod:`mcacct.pld.kernels` with the relative round-off of :meth:`delta` (suffix sums inflated, solution
+        rounded up) against ``delta`` less the grid slack; ``inf`` if none.
+        """
+        rho, slack = self._roundoff()
+        target = float(delta) - slack
+        if target <= 0.0:
+            return math.inf
+        _, e = query_one(jnp.asarray(self.pmf), jnp.asarray(self.infinity_mass), jnp.asarray(self.offset),
+                         self.value_discretization_interval, 0.0, target, rho=rho if self.certified else None)
+        return float(e)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DiscretePLD:
+    """A discrete PLD per direction (``"remove"``: y ~ P, loss ln P/Q; ``"add"``: y ~ Q, loss ln Q/P)."""
+
+    directions: Mapping[str, DirectionPLD]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.directions, Mapping) or not self.directions:
+            raise ValueError("directions must be a non-empty mapping direction -> DirectionPLD")
+        hs = set()
+        for d, p in self.directions.items():
+            if d not in DIRECTIONS:
+                raise ValueError(f"direction must be one of {DIRECTIONS}; got {d!r}")
+            if not isinstance(p, DirectionPLD):
+                raise ValueError(f"directions[{d!r}] must be a DirectionPLD, got {type(p).__name__}")
+            hs.add(p.value_discretization_interval)
+        h0 = next(iter(hs))
+        if not all(same_grid(h0, h) for h in hs):
+            raise ValueError("all directions must share one value_discretization_interval")
+        object.__setattr__(self, "directions", dict(self.directions))
+
+    @property
+    def value_discretization_interval(self) -> float:
+        return next(iter(self.directions.values())).value_discretization_interval
+
+    @property
+    def certified(self) -> bool:
+        """``True`` iff no Monte Carlo data went into this PLD (then it is a pessimistic bound)."""
+        return all(p.certified for p in self.directions.values())
+
+    def __getitem__(self, direction: str) -> DirectionPLD:
+        return self.directions[direction]
+
+    def compose(self, other: "DiscretePLD") -> "DiscretePLD":
+        """Composition, direction by direction (directions present in both)."""
+        if not isinstance(other, DiscretePLD):
+            raise ValueError(f"can only compose with a DiscretePLD, got {type(other).__name__}")
+        common = [d for d in DIRECTIONS if d in self.directions and d in other.directions]
+        if not common:
+            raise ValueError("the two PLDs have no direction in common")
+        return DiscretePLD({d: self.directions[d].compose(other.directions[d]) for d in common})
+
+    def delta(self, epsilon: float) -> float:
+        """Max over directions of :meth:`DirectionPLD.delta`."""
+        eps = check_epsilon(epsilon)
+        return max(float(p.delta(eps)[0]) for p in self.directions.values())
+
+    def epsilon(self, delta: float) -> float:
+        """Max over directions of :meth:`DirectionPLD.epsilon`."""
+        dl = check_delta(delta)
+        return max(p.epsilon(dl) for p in self.directions.values())
+
+
+def identity_pld(value_discretization_interval: float = DEFAULT_H) -> DiscretePLD:
+    """The no-op mechanism: loss 0 with probability 1 in both directions (neutral for composition)."""
+    h = check_value_interval(value_discretization_interval)
+    return DiscretePLD({d: DirectionPLD(h, 0, np.ones(1), 0.0, True) for d in DIRECTIONS})
+
+
+def compose(*plds: DiscretePLD) -> DiscretePLD:
+    """Composition of several :class:`DiscretePLD` (at least one)."""
+    if not plds:
+        raise ValueError("compose needs at least one DiscretePLD")
+    return functools.reduce(lambda a, b: a.compose(b), plds)
+
+
+# --------------------------------------------------------------------------
+# PLD-analysed mechanisms (adapter to mcacct.pld internals)
+# --------------------------------------------------------------------------
+@functools.lru_cache(maxsize=32)
+def _mechanism_pld_cached(spec, h: float, method: str) -> DiscretePLD:
+    canon = canonical(spec)
+    sigma = float(spec.sigma)
+    n_lo, kk = plan(canon, sigma, h)
+    k_stat = bucket(kk)
+    steps = jnp.asarray(canon.steps, dtype=jnp.int64)
+    pmfs, infs, offs, x_lo, x_hi, lms = single_batch(
+        jnp.asarray(canon.c[None, :] / sigma), jnp.asarray(np.log(canon.p)), jnp.asarray(canon.p),
+        jnp.asarray([n_lo]), steps, h, K=k_stat, method=method, solver=solver_for(canon.c))
+    x_lo, x_hi = np.asarray(x_lo), np.asarray(x_hi)
+    a_start = np.floor(x_lo / h).astype(np.int64) - 1
+    n_fft = bucket(int(np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2)))
+    # window [a_start, a_start + n_fft): mass above it is added to `inf`, mass below aliases upwards
+    out, inf, _, _, _ = compose_arrays_batch(pmfs, offs, infs, lms, jnp.asarray(a_start), steps, h, N=n_fft)
+    out, inf = np.asarray(out)[0], np.asarray(inf)[0]
+    return DiscretePLD({d: DirectionPLD(h, int(a_start[0, i]), out[i], float(min(inf[i], 1.0)), True)
+                        for i, d in enumerate(DIRECTIONS)})
+
+
+def mechanism_pld(spec: Any, value_discretization_interval: float = DEFAULT_H,
+                  discretization: str = "connect_dots") -> DiscretePLD:
+    """The pessimistic, already self-composed PLD of an :mod:`mcacct.pld` ``*Spec`` (both directions).
+
+    Built with the internals of :mod:`mcacct.pld` (same discretisation, FFT power and Chernoff
+    window as :func:`mcacct.pld.pld_delta`, whose value it reproduces), returned on its window
+    instead of being queried.
+    """
+    if isinstance(spec, DiscretePLD):
+        raise ValueError("mechanism_pld expects a *Spec; a DiscretePLD can be composed directly")
+    if not isinstance(spec, SPEC_TYPES):
+        raise ValueError("PLD mechanisms must be mcacct.pld *Spec instances (GaussianSpec, PoissonGaussianSpec, "
+                         f"...) or DiscretePLD; got {type(spec).__name__}")
+    h = check_value_interval(value_discretization_interval)
+    method = check_discretization(discretization)
+    try:
+        hash(spec)
+    except TypeError:  # pragma: no cover - specs are frozen dataclasses
+        return _mechanism_pld_cached.__wrapped__(spec, h, method)
+    return _mechanism_pld_cached(spec, h, method)
+
+
+def _atom(x: float, a: float, h: float, method: str) -> dict[int, float]:
+    """A loss atom at ``x`` with P-mass ``a`` (Q-mass ``a e^{-x}``) moved pessimistically onto the grid."""
+    j1 = math.ceil(x / h)
+    if method == "round_up" or j1 * h == x:
+        return {j1: a}
+    j0 = j1 - 1
+    # connect-the-dots: keep the P- and Q-mass of the atom on its cell's end points (chord bound)
+    beta = a * (-math.expm1(j0 * h - x)) / (-math.expm1(-h))
+    beta = min(max(beta, 0.0), a)
+    return {j1: beta, j0: a - beta}
+
+
+def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_interval: float = DEFAULT_H,
+                           discretization: str = "connect_dots") -> DiscretePLD:
+    r"""Pessimistic PLD of *any* :math:`(\varepsilon,\delta)`-DP mechanism (a certificate).
+
+    The four-point dominating pair (Kairouz et al. 2015; ``dp_accounting``'s
+    ``from_privacy_parameters``): loss :math:`+\infty` w.p. :math:`\delta`,
+    :math:`+\varepsilon` w.p. :math:`(1-\delta)/(1+e^{-\varepsilon})`, :math:`-\varepsilon` w.p.
+    :math:`(1-\delta)/(1+e^{\varepsilon})`; the pair is symmetric, so both directions agree. The
+    two atoms are put on the grid by ``"connect_dots"`` (default; keeps their P- and Q-mass, a
+    chord bound, slightly tighter) or ``"round_up"`` (``dp_accounting``'s rule: loss rounded up).
+
+    Parameters
+    ----------
+    epsilon : float
+        :math:`\varepsilon\ge0`.
+    delta : float
+        :math:`\delta\in[0,1)`.
+    """
+    eps = check_epsilon(epsilon)
+    if not is_real_number(delta) or not math.isfinite(delta) or not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+    dl = float(delta)
+    h = check_value_interval(value_discretization_interval)
+    method = check_discretization(discretization)
+    masses: dict[int, float] = {}
+    for x, a in ((eps, (1.0 - dl) / (1.0 + math.exp(-eps))), (-eps, (1.0 - dl) / (1.0 + math.exp(eps)))):
+        for j, m in _atom(x, a, h, method).items():
+            masses[j] = masses.get(j, 0.0) + m
+    lo, hi = min(masses), max(masses)
+    pmf = np.zeros(hi - lo + 1)
+    for j, m in masses.items():
+        pmf[j - lo] += m
+    return DiscretePLD({d: DirectionPLD(h, lo, pmf, dl, True) for d in DIRECTIONS})
