@@ -53,7 +53,7 @@ from mcacct.schemes.truncated import TruncatedBMinSep
 
 __all__ = ["Flag", "SchemeEntry", "SchemeArgs", "CompareSetting", "ComparePlan", "SCHEMES", "COMMON_FLAGS",
            "DEFAULTS", "DEFAULT_SCHEME", "names", "get", "entry_for", "all_flags", "compare_flags",
-           "add_scheme_flags", "problem_from_args", "scheme_to_dict", "scheme_from_dict", "baseline_sigmas",
+           "add_scheme_flags", "problem_from_args", "scheme_to_dict", "scheme_from_dict", "baseline_sigmas", "top_pld",
            "AccountedScheme"]
 
 #: Defaults of the common scheme flags (the built-in demo configuration).
@@ -244,6 +244,10 @@ class SchemeEntry:
         same expected batch size, reported by ``mcacct calibrate``.
     hints:
         Optional words added when a common flag (by dest) is refused for this scheme.
+    top_pld:
+        Optional ``top_pld(problem) -> spec | None``: an :mod:`mcacct.pld` spec (at ``sigma = 1``) whose PLD is
+        exactly the privacy curve of the scheme as run, when there is one (b-min-sep with ``b = 1`` is Poisson
+        DP-SGD); ``calibrate`` then certifies its top candidate with the PLD accountant.
     """
 
     name: str
@@ -257,6 +261,7 @@ class SchemeEntry:
     label: str | None = None
     baselines: Callable[[Problem, float, float], dict] | None = None
     hints: Mapping[str, str] = field(default_factory=dict)
+    top_pld: Callable[[Problem], Any] | None = None
 
     @property
     def row_name(self) -> str:
@@ -419,10 +424,20 @@ def _plan_inverse(s: CompareSetting) -> ComparePlan:
 
 _ALL = frozenset(_COMMON)
 
+
+def _top_pld_bminsep(problem: Problem):
+    """b-min-sep with ``b = 1`` is Poisson subsampling with ``C = c_0 I``: ``n`` Poisson-subsampled Gaussians of
+    sensitivity ``c_0``."""
+    from mcacct.pld import PoissonGaussianSpec
+    scheme = problem.scheme
+    if scheme.min_sep != 1:
+        return None
+    return PoissonGaussianSpec(scheme.sampling_prob, 1.0, steps=scheme.iterations, sensitivity=problem.strategy.c_col[0])
+
 #: Every scheme, in command-line order. Append an entry here to add a scheme (see the module docstring).
 SCHEMES: tuple[SchemeEntry, ...] = (
     SchemeEntry("bminsep", BMinSep, "b-min-sep subsampling (Alg. 1/2)", _build_bminsep, _ALL, _plan_bminsep,
-                compare_default=True, label="b-min-sep", baselines=_baselines_bminsep),
+                compare_default=True, label="b-min-sep", baselines=_baselines_bminsep, top_pld=_top_pld_bminsep),
     SchemeEntry("truncated", TruncatedBMinSep, "b-min-sep truncated to a maximum batch size (App. D)",
                 _build_truncated, _ALL, _plan_truncated,
                 flags=(Flag("--max-batch-size", int, "truncated: maximum batch size B_max (>= 1; default "
@@ -588,6 +603,12 @@ def scheme_from_dict(d: dict):
 
 
 # -- PLD baselines -----------------------------------------------------------------------------------------
+def top_pld(problem: Problem):
+    """The scheme entry's exact PLD spec (``top_pld`` hook) for this problem, or ``None``."""
+    entry = entry_for(problem.scheme)
+    return None if entry is None or entry.top_pld is None else entry.top_pld(problem)
+
+
 def baseline_sigmas(problem: Problem, epsilon: float, delta: float) -> dict:
     """The baseline sigmas of the scheme's entry (its ``baselines`` hook), or ``{}`` when it has none."""
     entry = entry_for(problem.scheme)

@@ -56,6 +56,7 @@ def _plan_only(args, problem) -> dict:
     chunks = -(-plan.num_samples // plan.chunk_size)
     out["verification"] = {"chunks": chunks, "samples_drawn": chunks * plan.chunk_size,
                            "evaluations_at_most": 2 * plan.num_samples * len(plan.ladder)}
+    out["total_samples"] = plan.pilot_samples_drawn + chunks * plan.chunk_size  # pilot + verification draws
     if plan.ladder:
         probe = dict(problem=problem, sigmas=plan.ladder, key=jax.random.key(args.seed + 1),
                      num_samples=plan.chunk_size * devices, epsilons=(plan.epsilon,), chunk_size=plan.chunk_size,
@@ -67,12 +68,17 @@ def _plan_only(args, problem) -> dict:
         out["probe"] = {"draws_per_second": rate, "draws_per_second_per_device": rate / devices,
                         "devices": devices, "candidates": len(plan.ladder)}
         out["expected_seconds_at_most"] = {"verification": chunks * plan.chunk_size / rate,
-                                           "note": "every candidate to the end; candidates that fail leave early"}
+                                           "verification_one_device": chunks * plan.chunk_size * devices / rate,
+                                           "note": "every candidate to the end; candidates that fail leave early; "
+                                                   "one_device: the same work on one device of this kind (shard "
+                                                   "jobs divide it by their number)"}
     if args.out:
         from mcacct.jobs.calibration import write_plan
         out["plan_path"] = write_plan(args.out, plan, problem)
     out.update(device_info())
     if not args.json:
+        print(f"plan: {out['total_samples']:,} samples in all (pilot {plan.pilot_samples_drawn:,}, verification "
+              f"{chunks * plan.chunk_size:,}, shared by both directions and every candidate)")
         print(f"plan: {plan.num_samples:,} samples per direction, {len(plan.ladder)} candidates "
               f"[{plan.ladder[0] if plan.ladder else float('nan'):.6g} .. "
               f"{plan.ladder[-1] if plan.ladder else float('nan'):.6g}], {chunks:,} chunks of {plan.chunk_size}")
@@ -80,7 +86,8 @@ def _plan_only(args, problem) -> dict:
             print(f"note: {out['note']}")
         if "probe" in out:
             print(f"probe: {out['probe']['draws_per_second']:,.0f} draws/s on {devices} device(s); verification "
-                  f"at most {out['expected_seconds_at_most']['verification']:,.0f}s here")
+                  f"at most {out['expected_seconds_at_most']['verification']:,.0f}s here, "
+                  f"{out['expected_seconds_at_most']['verification_one_device']:,.0f}s on one device")
         if args.out:
             print(f"wrote {out['plan_path']}; run `mcacct sample --plan {args.out} --shard i --num-shards k`, then "
                   f"`mcacct calibrate --from {args.out}`")
@@ -254,8 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
     from mcacct.cli.pld import add_pld_parser
     from mcacct.cli.mse_study import add_mse_study_parser
     from mcacct.cli.strategy import add_strategy_parser
+    from mcacct.cli.individual import add_individual_parser
 
     add_pld_parser(sub)
+    add_individual_parser(sub)
     add_strategy_parser(sub)
     add_mse_study_parser(sub)
     add_compare_parser(sub)

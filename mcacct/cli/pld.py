@@ -68,7 +68,7 @@ def _common_parser() -> argparse.ArgumentParser:
     n.add_argument("--discretization", choices=("connect_dots", "round_up"), default="connect_dots",
                    help="pessimistic discretisation rule (default connect_dots)")
     n.add_argument("--no-error-estimate", action="store_true",
-                   help="skip the h/2 re-run that gives the paper-004 error estimate")
+                   help="skip the h/2 re-run that gives the error estimate of Koskela, Jälkö & Honkela (arXiv:1906.03049)")
     n.add_argument("--json", action="store_true", help="print JSON instead of a summary")
     return p
 

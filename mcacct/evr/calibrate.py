@@ -52,8 +52,7 @@ from mcacct.engine.statistics import FIXED_BITS, HistogramSpec
 from mcacct.engine.runner import LadderStats, run_ladder
 from mcacct import registry
 from mcacct.evr import bounds as evr
-from mcacct.pld import PoissonGaussianSpec, pld_calibrate
-from mcacct.schemes.bminsep import BMinSep
+from mcacct.pld import pld_calibrate
 from mcacct.engine.systematic import systematic_bound
 
 __all__ = ["calibrate", "CalibrationResult", "CalibrationPlan", "plan_calibration", "apply_verdicts",
@@ -88,15 +87,13 @@ def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, st
     for the mechanism actually run:
 
     * always: the unamplified Gaussian mechanism with the scheme's worst-case sensitivity (exact, Balle & Wang);
-    * b-min-sep with ``b = 1`` is Poisson subsampling with ``C = c_0 I``: the pessimistic PLD accountant of
-      :mod:`mcacct.pld` for ``n`` compositions of the Poisson-subsampled Gaussian (sensitivity ``c_0``).
+    * where the scheme's registry entry gives an exact PLD (``top_pld``; b-min-sep with ``b = 1`` is Poisson
+      subsampling with ``C = c_0 I``): the pessimistic PLD accountant of :mod:`mcacct.pld` for it.
     """
     sens = problem.scheme.sensitivity_bound(problem.strategy)
     best = (evr.gaussian_sigma(sens, epsilon, delta), "gaussian-worst-case-sensitivity")
-    scheme = problem.scheme
-    if isinstance(scheme, BMinSep) and scheme.min_sep == 1:
-        c0 = problem.strategy.c_col[0]
-        spec = PoissonGaussianSpec(scheme.sampling_prob, 1.0, steps=scheme.iterations, sensitivity=c0)
+    spec = registry.top_pld(problem)  # the scheme's exact PLD, where it has one (registry hook)
+    if spec is not None:
         sig = pld_calibrate(spec, epsilon, delta)
         if sig < best[0]:
             best = (sig, "pld-poisson-subsampled-gaussian")

@@ -149,7 +149,7 @@ which bounds every later :math:`\delta` and composition.
 
 Error estimate
 --------------
-Besides the rigorous tail terms, :class:`PLDResult` reports the paper-004
+Besides the rigorous tail terms, :class:`PLDResult` reports the Koskela-Jälkö-Honkela
 estimate (eq. 7.4) :math:`\mathrm{err}=2|I_h - I_{h/2}|` of the discretisation
 error, obtained by re-running the accountant with half the grid spacing.
 

@@ -21,7 +21,7 @@ Method (pessimistic at every step)
    included, epsilon rounded up). Dominating pairs compose (Ganesh 2024 [arXiv:2401.10294], Lemma 2.6), so the
    result is an upper bound on the privacy curve of the composition.
 
-The paper-004 error estimate (Koskela, Jälkö & Honkela 2020 [arXiv:1906.03049], eq. 7.4),
+The error estimate of Koskela, Jälkö & Honkela 2020 (arXiv:1906.03049, eq. 7.4),
 :math:`2|x_h-x_{h/2}|`, comes from a second run with half the grid spacing. The :math:`\ell_1` round-off terms
 are absolute (about ``1e-10`` for a few thousand Poisson steps at ``h = 1e-4``), so a delta below the mass at
 :math:`+\infty` gives ``epsilon = inf`` (the CLI refuses it, naming the level); for tinier deltas use
@@ -217,7 +217,7 @@ def composed_pld(events: Any, value_discretization_interval: float = DEFAULT_H,
 class EventsResult:
     """A certified point of the privacy curve of a composition of events: ``(epsilon, delta)`` (the larger of
     the two directions), the per-direction values, the mass at ``+inf`` (round-off bounds and window tails
-    included), the paper-004 error estimate of the reported quantity (``nan`` when not requested), the grid, and
+    included), the error estimate of Koskela, Jälkö & Honkela (arXiv:1906.03049) of the reported quantity (``nan`` when not requested), the grid, and
     the events (merged) as JSON objects."""
 
     epsilon: float

@@ -78,3 +78,54 @@ def test_cli_plan_sample_from(tmp_path, capsys):
         if b["samples_remove"] == direct["num_samples"]:  # complete in process: identical statistics
             assert a == b
     assert main(["sample", "--plan", str(tmp_path / "nope"), "--quiet"]) == 2
+
+
+def test_sigkill_plan_shard_then_resume_equals_in_process(tmp_path, capsys):
+    """SIGKILL `mcacct sample --plan` once its checkpoint holds a completed group; resume; merge = in process."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    d = str(tmp_path / "plan")
+    flags = [*FLAGS[:-1], "--samples", str(512 * 600), "--sigmas", "1.2,1.4,1.6", "--no-baselines"]
+    assert main(["calibrate", "--plan-only", "--out", d, "--json", "--quiet", *flags]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["total_samples"] == planned["verification"]["samples_drawn"]  # explicit ladder: no pilot
+    path = os.path.join(d, cj.shard_filename(0, 1))
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.pop("XLA_FLAGS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "mcacct", "sample", "--plan", d, "--shard", "0", "--num-shards",
+                             "1", "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if os.path.exists(path):
+                with open(path) as f:
+                    done = json.load(f)["done"]
+                if done[1] > done[0]:
+                    break
+            time.sleep(0.005)
+        assert proc.poll() is None, f"shard ended before it could be killed: {proc.stderr.read()[-2000:]}"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    with open(path) as f:
+        killed = json.load(f)  # a complete, valid checkpoint
+    assert killed["done"][1] < killed["planned"][1]
+    assert main(["sample", "--plan", d, "--shard", "0", "--num-shards", "1", "--quiet"]) == 0  # resume
+    capsys.readouterr()
+    assert main(["calibrate", "--from", d, "--json", "--quiet", "--no-baselines"]) == 0
+    merged = json.loads(capsys.readouterr().out)
+    assert main(["calibrate", "--json", "--quiet", *flags]) == 0
+    direct = json.loads(capsys.readouterr().out)
+    assert merged["sigma"] == direct["sigma"]
+    for a, b in zip(merged["candidates"], direct["candidates"]):
+        assert a["passed"] == b["passed"]
+        if b["samples_remove"] == direct["num_samples"]:  # complete in process: identical statistics
+            assert a == b

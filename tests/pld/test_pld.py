@@ -82,7 +82,7 @@ def test_paper_004_table_value():
     res = pld.pld_delta(pld.PoissonGaussianSpec(0.01, 1.5, 10_000), 1.0)
     # pessimistic: never below the tight value (up to the paper's own ~1e-11)
     assert res.delta_remove >= tight - 1e-10
-    # our discretisation error is covered by our own paper-004 style estimate
+    # our discretisation error is covered by our own Koskela-Jälkö-Honkela style estimate
     assert res.delta_remove - tight <= res.error_estimate
     assert abs(res.delta_remove - tight) <= 1e-4 * tight
     # paper: generally delta_{X/Y} (remove) > delta_{Y/X} (add); we report the max
