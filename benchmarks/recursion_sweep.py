@@ -26,6 +26,7 @@ import numpy as np
 import mcacct
 from mcacct.schemes.bminsep import log_ratio_from_terms_t
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "kernels"))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from test_recursion_regimes import C_FOR_B, _draws, oracle_log_ratio, oracle_terms  # noqa: E402
 

@@ -432,7 +432,8 @@ def _top_pld_bminsep(problem: Problem):
     scheme = problem.scheme
     if scheme.min_sep != 1:
         return None
-    return PoissonGaussianSpec(scheme.sampling_prob, 1.0, steps=scheme.iterations, sensitivity=problem.strategy.c_col[0])
+    return PoissonGaussianSpec(scheme.sampling_prob, 1.0, steps=scheme.iterations,
+                               sensitivity=problem.strategy.c_col[0])
 
 #: Every scheme, in command-line order. Append an entry here to add a scheme (see the module docstring).
 SCHEMES: tuple[SchemeEntry, ...] = (

@@ -15,7 +15,8 @@ __all__ = ["add_mse_study_parser", "cmd_mse_study"]
 
 def add_mse_study_parser(subparsers):
     p = subparsers.add_parser(
-        "mse-study", help="MSE of b-min-sep vs cyclic Poisson vs balls-in-bins (Dong & Ganesh 2026, arXiv:2602.09338, §7.1), resumable",
+        "mse-study", help="MSE of b-min-sep vs cyclic Poisson vs balls-in-bins (Dong & Ganesh 2026, "
+                          "arXiv:2602.09338, §7.1), resumable",
         description="For each (epsilon, epoch length) the best MSE = error(C) sigma(C)^2 over bands (and b) of "
                     "b-min-sep and balls-in-bins (sigma by EVR calibration) and cyclic Poisson (PLD); every "
                     "calibration is cached in --cache, so a rerun resumes. Writes study.json and two heatmaps "

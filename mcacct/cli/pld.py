@@ -68,7 +68,8 @@ def _common_parser() -> argparse.ArgumentParser:
     n.add_argument("--discretization", choices=("connect_dots", "round_up"), default="connect_dots",
                    help="pessimistic discretisation rule (default connect_dots)")
     n.add_argument("--no-error-estimate", action="store_true",
-                   help="skip the h/2 re-run that gives the error estimate of Koskela, Jälkö & Honkela (arXiv:1906.03049)")
+                   help="skip the h/2 re-run that gives the error estimate of Koskela, Jälkö & Honkela "
+                        "(arXiv:1906.03049)")
     n.add_argument("--json", action="store_true", help="print JSON instead of a summary")
     return p
 
@@ -252,7 +253,8 @@ def run_pld(args: argparse.Namespace) -> int:
                   f"[{type(spec).__name__}, sigma={sigma:g}, {spec.compositions} compositions]")
             err = "n/a" if math.isnan(res.error_estimate) else f"{res.error_estimate:.2g}"
             print(f"  per adjacency: {per}; error estimate {err}; tail bound {res.tail_mass_bound:.2g}; "
-                  f"round-off bound {res.roundoff_bound:.2g}; {res.discretization} h={res.value_discretization_interval:g}")
+                  f"round-off bound {res.roundoff_bound:.2g}; {res.discretization} "
+                  f"h={res.value_discretization_interval:g}")
         return 0
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -285,7 +287,8 @@ def _run_events(args: argparse.Namespace, cmd: str, opts: dict) -> int:
         print(f"{val}  [{len(res.events)} distinct events, {sum(e['count'] for e in res.events)} in all]")
         print(f"  per adjacency: remove {_fmt(res.epsilon_remove) if cmd == 'epsilon' else f'{res.delta_remove:.6g}'}"
               f" / add {_fmt(res.epsilon_add) if cmd == 'epsilon' else f'{res.delta_add:.6g}'}; error estimate "
-              f"{err}; mass at +inf {res.infinity_mass:.2g}; {res.discretization} h={res.value_discretization_interval:g}")
+              f"{err}; mass at +inf {res.infinity_mass:.2g}; {res.discretization} "
+              f"h={res.value_discretization_interval:g}")
     return 0
 
 

@@ -74,7 +74,8 @@ the mass below the window can only alias onto larger losses (pessimistic).
 
 For a query the power is taken of the exponentially tilted pmf
 :math:`z_i=x_ie^{\lambda\ell_i}/M(\lambda)`, :math:`M(\lambda)=\sum_ix_ie^{\lambda\ell_i}`
-(the Esscher transform, as in Koskela et al. 2021, arXiv:2102.12412, Koskela, Jälkö & Honkela 2020 [arXiv:1906.03049]): since
+(the Esscher transform, as in Koskela & Honkela 2021, arXiv:2102.12412, and Koskela, Jälkö & Honkela 2020,
+arXiv:1906.03049): since
 :math:`e^{\lambda\sum_t\ell_t}=\prod_te^{\lambda\ell_t}`, the composed pmf at loss :math:`s` is
 :math:`\omega_s=M(\lambda)^Te^{-\lambda s}\,(z^{*T})_s` exactly, and undoing the tilt after the
 inverse transform scales the absolute round-off at :math:`s\ge\varepsilon` by

@@ -23,7 +23,8 @@ Estimate-Verify-Release certificates.
 **Certificates** (:func:`certified_composition` -> :class:`CompositionCertificate`,
 ``certified=True``). Input: an :math:`(\varepsilon_1,\delta_1)` pair for which the MC-analysed
 mechanism is *certified* DP, e.g. ``(result.epsilon, result.overall_delta)`` from
-:func:`mcacct.calibrate` (EVR, Theorem A.1 of Dong & Ganesh 2026 [arXiv:2602.09338]: the released mechanism as a whole is
+:func:`mcacct.calibrate` (EVR, Theorem A.1 of Dong & Ganesh 2026 [arXiv:2602.09338]: the released mechanism as a
+whole is
 :math:`(\varepsilon_1,\delta_1)`-DP). Two rules:
 
 * ``method="dominating_pair"`` (default, what ``dp_accounting`` allows through

@@ -113,7 +113,8 @@ class DirectionPLD:
         pmf = pmf.copy()
         pmf.setflags(write=False)
         object.__setattr__(self, "pmf", pmf)
-        object.__setattr__(self, "value_discretization_interval", check_value_interval(self.value_discretization_interval))
+        h = check_value_interval(self.value_discretization_interval)
+        object.__setattr__(self, "value_discretization_interval", h)
         inf = float(self.infinity_mass)
         if not 0.0 <= inf <= 1.0:
             raise ValueError(f"infinity_mass must be in [0, 1], got {self.infinity_mass!r}")

@@ -217,8 +217,8 @@ def composed_pld(events: Any, value_discretization_interval: float = DEFAULT_H,
 class EventsResult:
     """A certified point of the privacy curve of a composition of events: ``(epsilon, delta)`` (the larger of
     the two directions), the per-direction values, the mass at ``+inf`` (round-off bounds and window tails
-    included), the error estimate of Koskela, Jälkö & Honkela (arXiv:1906.03049) of the reported quantity (``nan`` when not requested), the grid, and
-    the events (merged) as JSON objects."""
+    included), the error estimate of Koskela, Jälkö & Honkela (arXiv:1906.03049) of the reported quantity
+    (``nan`` when not requested), the grid, and the events (merged) as JSON objects."""
 
     epsilon: float
     delta: float
