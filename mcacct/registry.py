@@ -43,6 +43,7 @@ import numpy as np
 
 from mcacct.validate import check_count, check_real, parse_floats
 from mcacct.engine.problem import Problem
+from mcacct.pld.specs import PoissonGaussianSpec as _ExactPoissonSpec  # the top candidate's exact PLD
 from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse
 from mcacct.schemes.baselines import BallsInBins, CyclicPoisson
 from mcacct.schemes.multi_attribution import MultiAttribution
@@ -428,12 +429,11 @@ _ALL = frozenset(_COMMON)
 def _top_pld_bminsep(problem: Problem):
     """b-min-sep with ``b = 1`` is Poisson subsampling with ``C = c_0 I``: ``n`` Poisson-subsampled Gaussians of
     sensitivity ``c_0``."""
-    from mcacct.pld import PoissonGaussianSpec
     scheme = problem.scheme
     if scheme.min_sep != 1:
         return None
-    return PoissonGaussianSpec(scheme.sampling_prob, 1.0, steps=scheme.iterations,
-                               sensitivity=problem.strategy.c_col[0])
+    return _ExactPoissonSpec(sampling_prob=scheme.sampling_prob, sigma=1.0, steps=scheme.iterations,
+                             sensitivity=problem.strategy.c_col[0])
 
 #: Every scheme, in command-line order. Append an entry here to add a scheme (see the module docstring).
 SCHEMES: tuple[SchemeEntry, ...] = (
