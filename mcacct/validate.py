@@ -23,6 +23,21 @@ def _is_real(x: Any) -> bool:
     return not isinstance(x, bool)
 
 
+def read_json(path: Any, what: str) -> Any:
+    """The JSON content of the file ``path``; ``ValueError`` naming ``what`` (e.g. ``"events file"``) and the path when
+    it cannot be read or is not valid JSON."""
+    import json
+    import os
+    name = os.fspath(path)
+    try:
+        with open(name) as f:
+            return json.load(f)
+    except OSError as err:
+        raise ValueError(f"{what} {name!r} cannot be read: {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{what} {name!r} is not valid JSON: {err}") from None
+
+
 def parse_floats(name: str, value: Any) -> tuple[float, ...]:
     """The one list parser: ``"v1,v2,..."`` (blank items skipped), a sequence, an array or a scalar, as a tuple of
     floats; ``ValueError`` naming ``name`` when an item is not a number. Range checks are the caller's."""

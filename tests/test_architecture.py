@@ -18,7 +18,7 @@ PKG = ROOT / "mcacct"
 LAYERS = [
     ("mcacct.validate", 0),
     ("mcacct.kernels", 1), ("mcacct.training", 1), ("mcacct.evr.bounds", 1), ("mcacct.strategies", 1),
-    ("mcacct.pld.composition", 5), ("mcacct.pld", 1), ("mcacct.individual", 1),
+    ("mcacct.pld.composition", 5), ("mcacct.pld", 1), ("mcacct.individual", 1), ("mcacct.dpis", 1),
     ("mcacct.schemes", 2),
     ("mcacct.engine", 3),
     ("mcacct.registry", 4),

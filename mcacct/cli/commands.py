@@ -262,9 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
     from mcacct.cli.mse_study import add_mse_study_parser
     from mcacct.cli.strategy import add_strategy_parser
     from mcacct.cli.individual import add_individual_parser
+    from mcacct.cli.dpis import add_dpis_parser
 
     add_pld_parser(sub)
     add_individual_parser(sub)
+    add_dpis_parser(sub)
     add_strategy_parser(sub)
     add_mse_study_parser(sub)
     add_compare_parser(sub)

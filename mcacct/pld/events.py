@@ -35,7 +35,6 @@ with, ``count``: the event is then ``steps * count`` compositions).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Iterable, Sequence
@@ -47,7 +46,7 @@ from mcacct.pld.constants import DEFAULT_H
 from mcacct.pld.discrete import DIRECTIONS, DirectionPLD, DiscretePLD, compose, identity_pld, mechanism_pld
 from mcacct.pld.specs import (SPEC_TYPES, CyclicPoissonBandMFSpec, GaussianSpec, GroupFixedBatchSpec,
                               GroupPoissonSpec, MechanismSpec, MixtureOfGaussiansSpec, PoissonGaussianSpec)
-from mcacct.validate import check_delta, check_discretization, check_epsilon, check_value_interval
+from mcacct.validate import check_delta, check_discretization, check_epsilon, check_value_interval, read_json
 
 __all__ = ["EVENT_KINDS", "Event", "EventsResult", "as_events", "event_from_dict", "event_to_dict", "load_events",
            "composed_pld", "events_delta", "events_epsilon", "trim"]
@@ -146,13 +145,7 @@ def event_to_dict(event: Event) -> dict:
 
 def load_events(path: str | os.PathLike) -> list[Event]:
     """Events from a JSON file holding a list of event objects (:func:`event_from_dict`)."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except OSError as err:
-        raise ValueError(f"events file {os.fspath(path)!r} cannot be read: {err.strerror}") from None
-    except json.JSONDecodeError as err:
-        raise ValueError(f"events file {os.fspath(path)!r} is not valid JSON: {err}") from None
+    data = read_json(path, "events file")
     if not isinstance(data, list):
         raise ValueError(f"events file {os.fspath(path)!r} must hold a JSON list of events")
     return as_events([event_from_dict(e, i) for i, e in enumerate(data)])

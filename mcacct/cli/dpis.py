@@ -1,0 +1,171 @@
+"""``mcacct dpis``: privacy accounting for DPIS (Wei, Bao, Xiao & Yang 2022, arXiv:2210.09634; :mod:`mcacct.dpis`).
+
+* ``mcacct dpis epsilon --run FILE.json --delta D`` accounts a run (the JSON format of
+  :mod:`mcacct.dpis.runfile`) with the PLD accountant (both directions) and the paper's RDP accountant.
+* ``mcacct dpis calibrate --dataset-size N --batch-size B --epochs E --epsilon EPS --delta D ...`` prints the
+  pre-committed noise plan from the PLD accountant next to the same plan from the RDP accountant and the paper's
+  adaptive schedule (Sec. 4.2) under RDP.
+
+Handlers return a dict (printed as JSON by the main entry point with ``--json``) and raise ``ValueError`` for bad
+input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from mcacct.validate import check_int, check_real, parse_floats
+
+__all__ = ["add_dpis_parser", "cmd_dpis_epsilon", "cmd_dpis_calibrate", "expand_kappas"]
+
+_NOTE = ("the composition of the run's values as if fixed in advance; for sigma_g or k_tilde chosen from released "
+         "values this is the realized-parameter epsilon, and the guarantee is that of the plan the run followed "
+         "(mcacct dpis calibrate; docs/dpis.md)")
+
+
+def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``dpis`` with the sub-commands ``epsilon`` and ``calibrate``."""
+    p = subparsers.add_parser("dpis", help="DPIS (DP-SGD with importance sampling): epsilon of a run, noise plan",
+                              description="Privacy accounting for DPIS (Wei, Bao, Xiao & Yang 2022, "
+                                          "arXiv:2210.09634) with the PLD accountant and the paper's RDP one.")
+    sub = p.add_subparsers(dest="dpis_command", required=True)
+
+    e = sub.add_parser("epsilon", help="epsilon(delta) of a DPIS run given as a JSON file",
+                       description="epsilon(delta) of a DPIS run (max over add/remove) with the PLD accountant and "
+                                   "the paper's RDP accountant (eq. 13 + Lemma 2.5). FILE: {\"n_tilde\", "
+                                   "\"batch_size\", \"clip\", \"epochs\": [{\"iterations\", \"k_tilde\", "
+                                   "\"sigma_g\"}, ...], optional \"sigma_n\", \"sigma_k\", \"p_k\", \"k_releases\", "
+                                   "\"k_star_releases\", \"rejection_k\"} (docs/dpis.md).")
+    e.add_argument("--run", required=True, metavar="FILE.json", help="the run's per-epoch (or per-iteration) values")
+    e.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    e.add_argument("--accountant", choices=("both", "pld", "rdp"), default="both", help="default both")
+    e.add_argument("--value-discretization-interval", type=float, default=1e-4, metavar="H",
+                   help="PLD loss grid spacing (default 1e-4)")
+    e.add_argument("--no-error-estimate", action="store_true", help="skip the PLD h/2 re-run")
+    e.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    e.set_defaults(func=cmd_dpis_epsilon)
+
+    c = sub.add_parser("calibrate", help="noise plan for a target (epsilon, delta): PLD vs RDP",
+                       description="Smallest pre-committed DPIS noise plan meeting (epsilon, delta), from the PLD "
+                                   "accountant and from the paper's RDP accountant, and the paper's adaptive "
+                                   "schedule under RDP (a Renyi filter at a fixed order). At run time: floor k_tilde "
+                                   "at kappa_e*N*C and use sigma_g = s_e * k_tilde / (n_tilde * C).")
+    c.add_argument("--dataset-size", type=int, required=True, help="public planning size N (>= 1)")
+    c.add_argument("--batch-size", type=float, required=True, help="expected batch size b in (0, N]")
+    c.add_argument("--epochs", type=int, required=True, help="number of epochs E (>= 1)")
+    c.add_argument("--iterations-per-epoch", type=int, default=None, help="T (default floor(N / b))")
+    c.add_argument("--epsilon", type=float, required=True, help="target epsilon (> 0)")
+    c.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
+    c.add_argument("--clip", type=float, default=1.0, help="clip bound C (> 0; only scales the k_tilde floors)")
+    c.add_argument("--kappas", default="1", metavar="K1,K2,...",
+                   help="anticipated k_tilde / (N C) per epoch, in (0, 1]: E values, or m values with m dividing E "
+                        "(each repeated E/m times); default 1 (worst case = Poisson DP-SGD)")
+    c.add_argument("--rule", choices=("constant_sigma", "constant_multiplier"), default="constant_sigma",
+                   help="plan shape: equal anticipated sigma_g (default) or equal effective multiplier")
+    c.add_argument("--sigma-n", type=float, default=None, help="noise std of N~ (default 0.02 N; 0: not released)")
+    c.add_argument("--sigma-k", type=float, default=None, help="sigma_K of K' (default 0.02 N; 0: not released)")
+    c.add_argument("--p-k", type=float, default=None, help="sampling rate of K' (default b / N)")
+    c.add_argument("--k-star-releases", type=int, default=0, help="adaptive-clipping releases K* (default 0)")
+    c.add_argument("--rejection-k", type=float, default=None, help="rejection-sampling multiplier k (>= 1)")
+    c.add_argument("--a-e", type=float, default=1.0, help="phase divider a_E of the paper's schedule (default 1)")
+    c.add_argument("--accountant", choices=("both", "pld", "rdp"), default="both", help="default both")
+    c.add_argument("--value-discretization-interval", type=float, default=1e-3, metavar="H",
+                   help="PLD loss grid spacing of the calibration (default 1e-3)")
+    c.add_argument("--rtol", type=float, default=1e-3, help="relative bracket width of the PLD bisection")
+    c.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    c.set_defaults(func=cmd_dpis_calibrate)
+    return p
+
+
+def cmd_dpis_epsilon(args: argparse.Namespace) -> dict:
+    from mcacct.dpis import dpis_epsilon, dpis_events, dpis_rdp_epsilon, load_run
+    from mcacct.pld.events import event_to_dict
+    delta = check_real("delta", args.delta, low=0.0, high=1.0, low_open=True, high_open=True)
+    run = load_run(args.run)
+    out: dict = {"delta": delta, "iterations": run.iterations, "epochs": len(run.epochs),
+                 "events": [event_to_dict(e) for e in dpis_events(run)], "note": _NOTE}
+    if args.accountant in ("both", "pld"):
+        r = dpis_epsilon(run, delta, value_discretization_interval=args.value_discretization_interval,
+                         estimate_error=not args.no_error_estimate)
+        out["epsilon_pld"] = r.epsilon
+        out["pld"] = {k: v for k, v in r.to_dict().items() if k != "events"}
+    if args.accountant in ("both", "rdp"):
+        rr = dpis_rdp_epsilon(run, delta)
+        out["epsilon_rdp"], out["rdp_order"] = rr.epsilon, rr.order
+    if not args.json:
+        parts = []
+        if "epsilon_pld" in out:
+            parts.append(f"PLD epsilon = {out['epsilon_pld']:.6g}")
+        if "epsilon_rdp" in out:
+            parts.append(f"RDP epsilon = {out['epsilon_rdp']:.6g} (order {out['rdp_order']})")
+        print(f"DPIS run: {run.iterations} iterations in {len(run.epochs)} entries, delta = {delta:g}: "
+              + "; ".join(parts))
+        print(f"  {len(out['events'])} distinct events; note: {_NOTE}")
+    return out
+
+
+def expand_kappas(value: Any, epochs: int) -> tuple[float, ...]:
+    """``--kappas``: E values, or m values with m dividing E, each repeated E/m times."""
+    vals = parse_floats("kappas", value)
+    if not vals or epochs % len(vals):
+        raise ValueError(f"kappas must hold E = {epochs} values or a number of values dividing E; got {len(vals)}")
+    return tuple(v for v in vals for _ in range(epochs // len(vals)))
+
+
+def _aux(value: float | None, n: int, name: str) -> float | None:
+    if value is None:
+        return 0.02 * n
+    v = check_real(name, value, low=0.0)
+    return None if v == 0 else v
+
+
+def cmd_dpis_calibrate(args: argparse.Namespace) -> dict:
+    from mcacct.dpis import calibrate_plan, paper_schedule
+    n = check_int("dataset_size", args.dataset_size, low=1)
+    e_count = check_int("epochs", args.epochs, low=1)
+    clip = check_real("clip", args.clip, low=0.0, low_open=True)
+    kappas = expand_kappas(args.kappas, e_count)
+    common = dict(iterations_per_epoch=args.iterations_per_epoch, kappas=kappas,
+                  sigma_n=_aux(args.sigma_n, n, "sigma_n"), sigma_k=_aux(args.sigma_k, n, "sigma_k"), p_k=args.p_k,
+                  k_star_releases=args.k_star_releases)
+    out: dict = {"dataset_size": n, "batch_size": args.batch_size, "epochs": e_count, "epsilon": args.epsilon,
+                 "delta": args.delta, "clip": clip, "kappas": list(kappas), "rule": args.rule,
+                 "runtime_rule": "k_tilde <- max(k_tilde, kappa_e * N * C); sigma_g = s_e * k_tilde / (n_tilde * C)"}
+    plans = {}
+    for acc in ("pld", "rdp"):
+        if args.accountant in ("both", acc):
+            plans[acc] = calibrate_plan(n, args.batch_size, e_count, args.epsilon, args.delta,
+                                        rejection_k=args.rejection_k, accountant=acc, rule=args.rule,
+                                        value_discretization_interval=args.value_discretization_interval,
+                                        rtol=args.rtol, **common)
+            out[acc] = plans[acc].to_dict()
+    first = next(iter(plans.values()))
+    out["k_tilde_floors"] = [first.k_tilde_floor(e, clip) for e in range(e_count)]
+    if args.accountant in ("both", "rdp"):
+        rest = {k: v for k, v in common.items() if k != "kappas"}
+        ps = paper_schedule(kappas, n, args.batch_size, e_count, args.epsilon, args.delta, a_e=args.a_e, **rest)
+        out["paper_rdp"] = {"sigma_g": list(ps.sigma_g), "phases": list(ps.phases), "order": ps.order,
+                            "epsilon": ps.epsilon, "guarantee": ps.guarantee,
+                            "note": "Sec. 4.2 of the paper on the anticipated kappas, budget checked at one fixed "
+                                    "RDP order (a Renyi filter)"}
+    if not args.json:
+        _print_schedule(out, plans, e_count)
+    return out
+
+
+def _print_schedule(out: dict, plans: dict, e_count: int) -> None:
+    head = f"DPIS noise plan ({out['rule']}): N = {out['dataset_size']}, b = {out['batch_size']:g}, E = {e_count}, "
+    print(head + f"target ({out['epsilon']:g}, {out['delta']:g})")
+    for acc, plan in plans.items():
+        print(f"  {acc.upper()}: certified epsilon {plan.epsilon:.6g}" + (f" (order {plan.order})" if plan.order
+                                                                          else ""))
+    cols = ["epoch", "kappa"] + [f"sigma_g {a.upper()}" for a in plans] + (["paper RDP"] if "paper_rdp" in out else [])
+    print("  " + " | ".join(f"{c:>12}" for c in cols))
+    rows = sorted({0, e_count - 1} | {e for e in range(1, e_count) if out["kappas"][e] != out["kappas"][e - 1]})
+    for e in rows:
+        vals = [f"{e + 1:>12d}", f"{out['kappas'][e]:>12.4g}"] + [f"{p.sigma_g[e]:>12.5g}" for p in plans.values()]
+        if "paper_rdp" in out:
+            vals.append(f"{out['paper_rdp']['sigma_g'][e]:>12.5g}")
+        print("  " + " | ".join(vals))
+    print(f"  runtime rule: {out['runtime_rule']}")

@@ -1,0 +1,333 @@
+r"""Dominating pairs of a DPIS run as :mod:`mcacct.pld` events.
+
+DPIS (Wei, Bao, Xiao & Yang 2022, "DPIS: An Enhanced Mechanism for Differentially Private SGD with Importance
+Sampling", CCS 2022, arXiv:2210.09634) releases, under add/remove-one adjacency:
+
+* once, the noisy record count :math:`\tilde N = N + \mathcal N(0, \sigma_N^2)` (eq. 10, sensitivity 1);
+* per epoch, the noisy gradient-norm sum of eq. (11),
+  :math:`K' = \frac{1}{p_K}\sum_{i\in B_K}\|\bar g_i\| + \mathcal N(0, \sigma_K^2 C^2)` with :math:`B_K` a
+  Poisson sample of rate :math:`p_K`, refined by eq. (12) to :math:`\tilde K` (post-processing);
+* optionally (adaptive clipping, Sec. 3.5 / Alg. 1 line 35), per epoch
+  :math:`\tilde K^*_e = \sum_{i=1}^N\|\mathrm{Clip}(g_i; C^*)\| + \mathcal N(0, \sigma_K^2 C^{*2})`;
+* per iteration, the importance-sampled noisy gradient sum
+  :math:`\sum_{i\in\mathcal B} w_i \bar g_i + \mathcal N(0, \sigma_G^2 C^2 I)`: record :math:`i` is included
+  with probability :math:`\pi_i = b\|\bar g_i\|/\tilde K` and weighted :math:`w_i = b/(\tilde N \pi_i)`
+  (eq. 7 with :math:`p(x_i) = \pi_i/b` and :math:`N \to \tilde N`; see docs/dpis.md for this reading).
+
+Dominating pair of one iteration
+--------------------------------
+With :math:`\tilde K, \tilde N, \sigma_G` fixed, the contribution of the differing record :math:`z` is
+:math:`w_z\bar g_z = \tilde K \bar g_z / (\tilde N \|\bar g_z\|)`, a vector of norm exactly
+:math:`\tilde K/\tilde N`, present with probability :math:`\pi_z \le bC/\tilde K`. Conditioned on the other
+records' batch (which has the same law with and without :math:`z`) and after rotating :math:`\bar g_z` onto
+the first axis, the output is :math:`(1-\pi_z)\mathcal N(0, \sigma_G^2C^2) + \pi_z\mathcal N(\tilde K/\tilde N,
+\sigma_G^2C^2)` against :math:`\mathcal N(0, \sigma_G^2C^2)` (the joint quasi-convexity step of the paper's
+Sec. 4.1, here for the hockey-stick divergence). The hockey-stick divergence of this pair is non-decreasing
+in :math:`\pi_z` in both directions (the pair at :math:`\pi` is a mixture of the pair at :math:`\pi_{\max}`
+and the identical pair :math:`(Q, Q)`, and hockey-stick divergences are jointly convex), so the iteration is
+dominated by the Poisson-subsampled Gaussian
+
+.. math:: P = (1-q)\mathcal N(0, s^2) + q\,\mathcal N(1, s^2),\quad Q = \mathcal N(0, s^2),\qquad
+          q = \frac{bC}{\tilde K},\quad s = \sigma_G\,\frac{\tilde N C}{\tilde K},
+
+i.e. :class:`mcacct.pld.PoissonGaussianSpec` ``(q, s)``. Its Renyi divergence of integer order is eq. (13)
+of the paper; at :math:`\tilde K = \tilde NC` it is DP-SGD's pair with :math:`q = b/\tilde N`.
+
+Rejection sampling (Sec. 3.4) gives the same inclusion probability and weight, hence the same pair, **if the
+filter probability never caps at 1**: :math:`q_t(x) = b\hat g_t(x)/\tilde K \le 1` with
+:math:`\hat g_t \le kC`, i.e. :math:`\tilde K \ge k\,b\,C`. The per-record state :math:`\hat g_t` is hidden
+(not released); it only changes the *clipped* norm (clip bound :math:`\min(\hat g_t, C)`), so conditioned on the
+released history the differing record is included with some probability :math:`\bar\pi \le bC/\tilde K` and
+contributes a vector of norm :math:`\tilde K/\tilde N` along its current gradient: the same pair. Below
+:math:`kbC` the analysis does not apply (capped records are included with probability up to 1 and weight
+:math:`b\hat g/\tilde N > \tilde K/\tilde N`); ``rejection_k`` makes this module refuse such iterations.
+
+Auxiliary releases: :math:`\tilde N` is ``GaussianSpec(sigma_n)``; :math:`K'` of eq. (11) has sensitivity
+:math:`C/p_K` and noise :math:`\sigma_K C`, so it is ``PoissonGaussianSpec(p_k, sigma_k * p_k)`` (not eq. (19)'s
+sensitivity :math:`C`); :math:`\tilde K^*_e` sums over *all* records, so it is ``GaussianSpec(sigma_k)`` without
+amplification (not eq. (19)'s :math:`b/\tilde N`). See docs/dpis.md.
+
+Composition of these events (:func:`mcacct.pld.events_epsilon`) is valid when every parameter was fixed
+before the run or the run follows a pre-committed plan (:mod:`mcacct.dpis.calibrate`); accounting the
+*realized* :math:`\tilde K_e`, :math:`\sigma_{G,e}` of an adaptive run is the paper's ex-post accounting, not
+a guarantee by itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from mcacct import pld
+from mcacct.validate import check_delta, check_epsilon, check_int, check_real
+
+__all__ = ["DPISEpoch", "DPISRun", "iteration_spec", "count_spec", "norm_sum_spec", "norm_sum_star_spec",
+           "dpis_events", "merge_events", "dpis_epsilon", "dpis_delta"]
+
+
+def _pos(name: str, value: Any) -> float:
+    return check_real(name, value, low=0.0, low_open=True)
+
+
+def _opt_pos(name: str, value: Any) -> float | None:
+    return None if value is None else _pos(name, value)
+
+
+def iteration_spec(k_tilde: float, n_tilde: float, batch_size: float, clip: float, sigma_g: float, *,
+                   rejection_k: float | None = None) -> pld.PoissonGaussianSpec:
+    r"""The dominating pair of one DPIS iteration (module docstring).
+
+    .. math:: q = \frac{bC}{\tilde K},\qquad s = \frac{\sigma_G}{r},\qquad r = \frac{\tilde K}{\tilde N C},
+
+    computed as ``q = b / (n_tilde * r)`` and ``sigma = sigma_g / r`` so that :math:`\tilde K = \tilde N C`
+    gives exactly ``PoissonGaussianSpec(b / n_tilde, sigma_g)`` (Poisson DP-SGD).
+
+    Parameters
+    ----------
+    k_tilde : float
+        :math:`\tilde K > 0`, the normaliser of the sampling probabilities (eq. 12); must be
+        :math:`\ge bC` (every probability :math:`\le 1`), and :math:`\ge kbC` with ``rejection_k``.
+    n_tilde : float
+        :math:`\tilde N > 0`, the released count used in the weights.
+    batch_size : float
+        Expected batch size :math:`b > 0`.
+    clip : float
+        Clip bound :math:`C > 0` of this iteration.
+    sigma_g : float
+        Noise multiplier :math:`\sigma_G > 0` (noise standard deviation :math:`\sigma_G C`).
+    rejection_k : float, optional
+        The rejection-sampling multiplier :math:`k \ge 1` of Sec. 3.4, if the batch was drawn with it.
+
+    Returns
+    -------
+    mcacct.pld.PoissonGaussianSpec
+        ``PoissonGaussianSpec(q, s)`` (sensitivity 1, one step).
+
+    Raises
+    ------
+    ValueError
+        If a value is outside its range, or :math:`\tilde K < bC` (resp. :math:`< kbC`).
+    """
+    kt, nt = _pos("k_tilde", k_tilde), _pos("n_tilde", n_tilde)
+    b, c, sg = _pos("batch_size", batch_size), _pos("clip", clip), _pos("sigma_g", sigma_g)
+    k = 1.0 if rejection_k is None else check_real("rejection_k", rejection_k, low=1.0)
+    if kt < k * b * c:
+        what = (f"rejection_k*batch_size*clip = {k * b * c!r} (below it the rejection filter caps at 1 and the "
+                "analysis of Sec. 3.4 does not apply)") if rejection_k is not None else (
+                f"batch_size*clip = {b * c!r} (every sampling probability b*||g||/k_tilde must be <= 1)")
+        raise ValueError(f"k_tilde must be >= {what}; got {kt!r}")
+    r = kt / (nt * c)
+    return pld.PoissonGaussianSpec(min(b / (nt * r), 1.0), sg / r)
+
+
+def count_spec(sigma_n: float) -> pld.GaussianSpec:
+    r"""The release of :math:`\tilde N = N + \mathcal N(0, \sigma_N^2)` (eq. 10): sensitivity 1,
+    ``GaussianSpec(sigma_n)``. ``sigma_n > 0`` is the absolute noise standard deviation."""
+    return pld.GaussianSpec(_pos("sigma_n", sigma_n))
+
+
+def norm_sum_spec(p_k: float, sigma_k: float) -> pld.PoissonGaussianSpec:
+    r"""The release of :math:`K'` of eq. (11): a Poisson sample of rate :math:`p_K`, the norm sum scaled by
+    :math:`1/p_K` (sensitivity :math:`C/p_K`), noise :math:`\sigma_K C`; noise multiplier
+    :math:`\sigma_K p_K`:
+
+    .. math:: P = (1-p_K)\mathcal N(0, (\sigma_K p_K)^2) + p_K\mathcal N(1, (\sigma_K p_K)^2).
+
+    Parameters
+    ----------
+    p_k : float
+        Sampling rate :math:`p_K \in (0, 1]` (the paper: :math:`b/\tilde N`).
+    sigma_k : float
+        :math:`\sigma_K > 0` (noise standard deviation :math:`\sigma_K C`; the paper uses :math:`0.02N`).
+    """
+    p = check_real("p_k", p_k, low=0.0, high=1.0, low_open=True)
+    return pld.PoissonGaussianSpec(p, _pos("sigma_k", sigma_k) * p)
+
+
+def norm_sum_star_spec(sigma_k: float) -> pld.GaussianSpec:
+    r"""The release of :math:`\tilde K^*_e = \sum_{i=1}^{N}\|\mathrm{Clip}(g_i; C^*)\| + \mathcal N(0,
+    \sigma_K^2C^{*2})` (Alg. 1 line 35, adaptive clipping): a sum over *all* records, sensitivity
+    :math:`C^*`, no amplification by sampling: ``GaussianSpec(sigma_k)``."""
+    return pld.GaussianSpec(_pos("sigma_k", sigma_k))
+
+
+@dataclasses.dataclass(frozen=True)
+class DPISEpoch:
+    r"""A segment of ``iterations`` DPIS iterations sharing :math:`\tilde K`, :math:`\sigma_G` and :math:`C`
+    (Alg. 1 fixes them per epoch; a per-iteration run uses ``iterations=1`` entries).
+
+    Attributes
+    ----------
+    iterations : int
+        Number of iterations :math:`\ge 0`.
+    k_tilde : float
+        :math:`\tilde K > 0` used by the sampler in these iterations.
+    sigma_g : float
+        Noise multiplier :math:`\sigma_G > 0`.
+    clip : float or None
+        Clip bound :math:`C_e > 0`; ``None`` takes the run's ``clip``.
+    """
+
+    iterations: int
+    k_tilde: float
+    sigma_g: float
+    clip: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "iterations", check_int("iterations", self.iterations, low=0))
+        object.__setattr__(self, "k_tilde", _pos("k_tilde", self.k_tilde))
+        object.__setattr__(self, "sigma_g", _pos("sigma_g", self.sigma_g))
+        object.__setattr__(self, "clip", _opt_pos("clip", self.clip))
+
+
+@dataclasses.dataclass(frozen=True)
+class DPISRun:
+    r"""The values of one DPIS run that its privacy depends on.
+
+    Attributes
+    ----------
+    n_tilde : float
+        Released count :math:`\tilde N > 0` (used in the weights).
+    batch_size : float
+        Expected batch size :math:`b > 0`.
+    clip : float
+        Default clip bound :math:`C > 0`.
+    epochs : tuple of DPISEpoch
+        The iteration segments, in order (at least one).
+    sigma_n : float or None
+        Noise standard deviation of :math:`\tilde N`; ``None``: no release (:math:`N` public).
+    sigma_k : float or None
+        :math:`\sigma_K` of :math:`K'` (and :math:`\tilde K^*`); ``None``: no such release.
+    p_k : float or None
+        Sampling rate of :math:`K'`; ``None``: :math:`b/\tilde N` (the paper).
+    k_releases : int or None
+        Number of :math:`K'` releases; ``None``: one per entry of ``epochs`` (0 when ``sigma_k`` is None).
+    k_star_releases : int
+        Number of :math:`\tilde K^*_e` releases (adaptive clipping; Alg. 1 releases one per epoch), default 0.
+    rejection_k : float or None
+        Rejection-sampling multiplier :math:`k\ge1` (Sec. 3.4): every :math:`\tilde K` must be
+        :math:`\ge kbC_e`.
+    """
+
+    n_tilde: float
+    batch_size: float
+    clip: float
+    epochs: tuple
+    sigma_n: float | None = None
+    sigma_k: float | None = None
+    p_k: float | None = None
+    k_releases: int | None = None
+    k_star_releases: int = 0
+    rejection_k: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("n_tilde", "batch_size", "clip"):
+            object.__setattr__(self, name, _pos(name, getattr(self, name)))
+        for name in ("sigma_n", "sigma_k"):
+            object.__setattr__(self, name, _opt_pos(name, getattr(self, name)))
+        eps = tuple(self.epochs) if isinstance(self.epochs, (list, tuple)) else None
+        if not eps or not all(isinstance(e, DPISEpoch) for e in eps):
+            raise ValueError(f"epochs must be a non-empty sequence of DPISEpoch; got {self.epochs!r}")
+        object.__setattr__(self, "epochs", eps)
+        if self.p_k is not None:
+            object.__setattr__(self, "p_k", check_real("p_k", self.p_k, low=0.0, high=1.0, low_open=True))
+        elif self.sigma_k is not None and self.batch_size > self.n_tilde:
+            raise ValueError(f"p_k defaults to batch_size/n_tilde, which must be <= 1; got batch_size "
+                             f"{self.batch_size!r} > n_tilde {self.n_tilde!r} (give p_k)")
+        if self.k_releases is not None:
+            object.__setattr__(self, "k_releases", check_int("k_releases", self.k_releases, low=0))
+        object.__setattr__(self, "k_star_releases", check_int("k_star_releases", self.k_star_releases, low=0))
+        if (self.k_releases or self.k_star_releases) and self.sigma_k is None:
+            raise ValueError("k_releases / k_star_releases need sigma_k (the noise of K' and K*)")
+        if self.rejection_k is not None:
+            object.__setattr__(self, "rejection_k", check_real("rejection_k", self.rejection_k, low=1.0))
+        for i, e in enumerate(eps):  # the ranges of K~ (ValueError naming the epoch)
+            try:
+                iteration_spec(e.k_tilde, self.n_tilde, self.batch_size, self.epoch_clip(e), e.sigma_g,
+                               rejection_k=self.rejection_k)
+            except ValueError as err:
+                raise ValueError(f"epochs[{i}]: {err}") from None
+
+    def epoch_clip(self, epoch: DPISEpoch) -> float:
+        """The clip bound of ``epoch`` (its own, else the run's)."""
+        return self.clip if epoch.clip is None else epoch.clip
+
+    @property
+    def iterations(self) -> int:
+        """Total number of iterations."""
+        return sum(e.iterations for e in self.epochs)
+
+    @property
+    def norm_sum_rate(self) -> float:
+        r""":math:`p_K` (given, else :math:`b/\tilde N`)."""
+        return self.p_k if self.p_k is not None else min(self.batch_size / self.n_tilde, 1.0)
+
+    @property
+    def norm_sum_releases(self) -> int:
+        """Number of :math:`K'` releases."""
+        if self.k_releases is not None:
+            return self.k_releases
+        return 0 if self.sigma_k is None else len(self.epochs)
+
+
+def merge_events(events: list) -> list:
+    """Merge events with equal specs (counts add), keeping the order of first appearance; drop zero counts."""
+    totals: dict = {}
+    for e in events:
+        totals[e.spec] = totals.get(e.spec, 0) + e.count
+    return [pld.Event(s, c) for s, c in totals.items() if c > 0]
+
+
+def dpis_events(run: DPISRun, *, auxiliary: bool = True) -> list:
+    r"""The :class:`mcacct.pld.Event` list of a DPIS run: :math:`\tilde N` (``count_spec``), the :math:`K'`
+    releases (``norm_sum_spec``), the :math:`\tilde K^*` releases (``norm_sum_star_spec``) and every
+    segment's iterations (``iteration_spec``), equal events merged.
+
+    Parameters
+    ----------
+    run : DPISRun
+        The run.
+    auxiliary : bool, default True
+        Include the auxiliary releases; ``False`` gives the gradient releases only.
+
+    Returns
+    -------
+    list of mcacct.pld.Event
+        With :math:`\tilde K_e = \tilde NC` for all segments and ``auxiliary=False`` this is exactly
+        ``[Event(PoissonGaussianSpec(b / n_tilde, sigma_g), iterations)]`` (Poisson DP-SGD).
+    """
+    if not isinstance(run, DPISRun):
+        raise ValueError(f"run must be a DPISRun; got {type(run).__name__}")
+    out = []
+    if auxiliary:
+        if run.sigma_n is not None:
+            out.append(pld.Event(count_spec(run.sigma_n), 1))
+        if run.norm_sum_releases:
+            out.append(pld.Event(norm_sum_spec(run.norm_sum_rate, run.sigma_k), run.norm_sum_releases))
+        if run.k_star_releases:
+            out.append(pld.Event(norm_sum_star_spec(run.sigma_k), run.k_star_releases))
+    for e in run.epochs:
+        spec = iteration_spec(e.k_tilde, run.n_tilde, run.batch_size, run.epoch_clip(e), e.sigma_g,
+                              rejection_k=run.rejection_k)
+        out.append(pld.Event(spec, e.iterations))
+    merged = merge_events(out)
+    if not merged:
+        raise ValueError("the run releases nothing (every count is 0)")
+    return merged
+
+
+def dpis_epsilon(run: DPISRun, delta: float, *, value_discretization_interval: float = 1e-4,
+                 estimate_error: bool = True) -> pld.EventsResult:
+    r"""PLD upper bound on :math:`\varepsilon(\delta)` of a DPIS run, max over add and remove
+    (:func:`mcacct.pld.events_epsilon` of :func:`dpis_events`)."""
+    return pld.events_epsilon(dpis_events(run), check_delta(delta),
+                              value_discretization_interval=value_discretization_interval,
+                              estimate_error=estimate_error)
+
+
+def dpis_delta(run: DPISRun, epsilon: float, *, value_discretization_interval: float = 1e-4,
+               estimate_error: bool = True) -> pld.EventsResult:
+    r"""PLD upper bound on :math:`\delta(\varepsilon)` of a DPIS run, max over add and remove."""
+    return pld.events_delta(dpis_events(run), check_epsilon(epsilon),
+                            value_discretization_interval=value_discretization_interval,
+                            estimate_error=estimate_error)

@@ -1,0 +1,175 @@
+r"""The RDP accountant of DPIS (Wei, Bao, Xiao & Yang 2022, arXiv:2210.09634), for comparison with the PLD one.
+
+Renyi DP of integer order :math:`\alpha \ge 2` of the Poisson-subsampled Gaussian with rate :math:`q` and noise
+multiplier :math:`s` (Mironov, Talwar & Zhang 2019, arXiv:1908.10530; the paper's eq. 6 and Lemma 2.7):
+
+.. math:: \tau(\alpha) = \frac{1}{\alpha-1}\log\sum_{m=0}^{\alpha}\binom{\alpha}{m}(1-q)^{\alpha-m}q^m
+          \exp\Big(\frac{m^2-m}{2s^2}\Big),
+
+evaluated in log space (``logsumexp`` of the terms). One DPIS iteration (Lemma 3.1, eq. 13) is the case
+:math:`q = bC/\tilde K`, :math:`s = \sigma_G\tilde NC/\tilde K`; the Gaussian releases (eq. 18, and
+:math:`\tilde K^*`) have :math:`\tau(\alpha) = \alpha/(2s^2)`. Per-step RDPs add up (Mironov 2017,
+arXiv:1702.07476) and the total converts to :math:`(\varepsilon, \delta)`-DP by Lemma 2.5 (eq. 2; Canonne,
+Kamath & Steinke 2020, arXiv:2004.00010):
+
+.. math:: \varepsilon = \min_\alpha\;\tau(\alpha) + \frac{\log(1/\delta) + (\alpha-1)\log(1-1/\alpha)
+          - \log\alpha}{\alpha-1}.
+
+The order grid is the integers :math:`2..256` (the paper's Lemma 3.1 is stated for integer orders).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from mcacct import pld
+from mcacct.dpis.events import DPISRun, dpis_events
+from mcacct.validate import check_delta, check_real
+
+__all__ = ["DEFAULT_ORDERS", "RDPResult", "check_orders", "rdp_gaussian", "rdp_poisson_gaussian",
+           "rdp_dpis_iteration", "rdp_of_events", "conversion_offset", "rdp_to_epsilon", "dpis_rdp_epsilon"]
+
+#: integer Renyi orders 2..256
+DEFAULT_ORDERS = tuple(range(2, 257))
+
+
+class RDPResult(NamedTuple):
+    """An RDP-converted guarantee: ``epsilon`` at ``delta``, attained at ``order``; ``rdp`` per order."""
+
+    epsilon: float
+    delta: float
+    order: int
+    rdp: tuple
+
+
+def check_orders(orders: Any) -> np.ndarray:
+    """``orders`` as an int64 array of integers ``>= 2`` (non-empty)."""
+    try:
+        arr = np.atleast_1d(np.asarray(orders, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise ValueError(f"orders must be integers >= 2; got {orders!r}") from None
+    if arr.size == 0 or arr.ndim != 1 or not np.all(np.isfinite(arr)) or np.any(arr < 2) or np.any(
+            arr != np.round(arr)):
+        raise ValueError(f"orders must be a non-empty list of integers >= 2; got {orders!r}")
+    return arr.astype(np.int64)
+
+
+def rdp_gaussian(sigma: float, orders: Sequence[int] = DEFAULT_ORDERS, sensitivity: float = 1.0) -> np.ndarray:
+    r""":math:`\tau(\alpha) = \alpha\Delta^2/(2\sigma^2)` of the Gaussian mechanism (eq. 18)."""
+    s = check_real("sigma", sigma, low=0.0, low_open=True)
+    d = check_real("sensitivity", sensitivity, low=0.0, low_open=True)
+    return check_orders(orders) * d * d / (2.0 * s * s)
+
+
+def rdp_poisson_gaussian(q: float, sigma: float, orders: Sequence[int] = DEFAULT_ORDERS,
+                         sensitivity: float = 1.0) -> np.ndarray:
+    r"""RDP of the Poisson-subsampled Gaussian for integer orders (module docstring; eq. 6 of the paper).
+
+    Parameters
+    ----------
+    q : float
+        Sampling rate in :math:`(0, 1]` (``1``: the Gaussian mechanism).
+    sigma : float
+        Noise standard deviation :math:`> 0`.
+    orders : sequence of int
+        Orders :math:`\alpha \ge 2`.
+    sensitivity : float, default 1
+        :math:`\Delta > 0`; the effective multiplier is :math:`s = \sigma/\Delta`.
+
+    Returns
+    -------
+    numpy.ndarray
+        :math:`\tau(\alpha)` per order (float64).
+    """
+    q = check_real("q", q, low=0.0, high=1.0, low_open=True)
+    s = check_real("sigma", sigma, low=0.0, low_open=True) / check_real("sensitivity", sensitivity, low=0.0,
+                                                                         low_open=True)
+    a = check_orders(orders)
+    if q == 1.0:
+        return a / (2.0 * s * s)
+    top = int(a.max())
+    lf = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, top + 1, dtype=np.float64)))])  # log k!
+    m = np.arange(top + 1, dtype=np.float64)[None, :]
+    al = a.astype(np.float64)[:, None]
+    valid = m <= al
+    mi, ai = m.astype(np.int64), a[:, None]
+    logb = np.where(valid, lf[ai] - lf[mi] - lf[np.clip(ai - mi, 0, top)], 0.0)
+    terms = np.where(valid, logb + (al - m) * math.log1p(-q) + m * math.log(q) + (m * m - m) / (2.0 * s * s),
+                     -np.inf)
+    peak = terms.max(axis=1, keepdims=True)
+    out = (peak[:, 0] + np.log(np.exp(terms - peak).sum(axis=1))) / (al[:, 0] - 1.0)
+    return np.maximum(out, 0.0)
+
+
+def rdp_dpis_iteration(k_tilde: float, n_tilde: float, batch_size: float, clip: float, sigma_g: float,
+                       orders: Sequence[int] = DEFAULT_ORDERS) -> np.ndarray:
+    r"""Eq. (13) of the paper, one DPIS iteration:
+
+    .. math:: \tau = \frac{1}{\alpha-1}\log\sum_{m=0}^{\alpha}\binom{\alpha}{m}\Big(1-\frac{bC}{\tilde K}
+              \Big)^{\alpha-m}\Big(\frac{bC}{\tilde K}\Big)^m\exp\Big(\frac{(m^2-m)\tilde K^2}{2\tilde N^2
+              \sigma_G^2C^2}\Big),
+
+    i.e. :func:`rdp_poisson_gaussian` with :math:`q = bC/\tilde K` and sensitivity :math:`\tilde K/\tilde N`
+    against noise :math:`\sigma_G C`. Requires :math:`\tilde K \ge bC`."""
+    kt = check_real("k_tilde", k_tilde, low=0.0, low_open=True)
+    nt = check_real("n_tilde", n_tilde, low=0.0, low_open=True)
+    b = check_real("batch_size", batch_size, low=0.0, low_open=True)
+    c = check_real("clip", clip, low=0.0, low_open=True)
+    sg = check_real("sigma_g", sigma_g, low=0.0, low_open=True)
+    if kt < b * c:
+        raise ValueError(f"k_tilde must be >= batch_size*clip = {b * c!r}; got {kt!r}")
+    return rdp_poisson_gaussian(b * c / kt, sg * c, orders, sensitivity=kt / nt)
+
+
+def _spec_rdp(spec: Any, orders: np.ndarray) -> np.ndarray:
+    if isinstance(spec, pld.GaussianSpec):
+        return spec.steps * rdp_gaussian(spec.sigma, orders, spec.sensitivity)
+    if isinstance(spec, pld.PoissonGaussianSpec):
+        return spec.steps * rdp_poisson_gaussian(spec.sampling_prob, spec.sigma, orders, spec.sensitivity)
+    raise ValueError(f"the RDP accountant supports GaussianSpec and PoissonGaussianSpec events; got "
+                     f"{type(spec).__name__}")
+
+
+def rdp_of_events(events: Sequence[pld.Event], orders: Sequence[int] = DEFAULT_ORDERS) -> np.ndarray:
+    r"""Total RDP :math:`\sum_e \mathrm{count}_e\,\tau_e(\alpha)` of a list of :class:`mcacct.pld.Event`
+    (Gaussian and Poisson-Gaussian specs), per order."""
+    a = check_orders(orders)
+    total = np.zeros(a.size)
+    cache: dict = {}
+    for e in events:
+        if not isinstance(e, pld.Event):
+            raise ValueError(f"events must be mcacct.pld.Event objects; got {type(e).__name__}")
+        if e.spec not in cache:
+            cache[e.spec] = _spec_rdp(e.spec, a)
+        total = total + e.count * cache[e.spec]
+    return total
+
+
+def conversion_offset(orders: Sequence[int], delta: float) -> np.ndarray:
+    r"""The second term of Lemma 2.5 (eq. 2): :math:`(\log(1/\delta) + (\alpha-1)\log(1-1/\alpha) -
+    \log\alpha)/(\alpha-1)` per order."""
+    a = check_orders(orders).astype(np.float64)
+    dl = check_delta(delta)
+    return (math.log(1.0 / dl) + (a - 1.0) * np.log1p(-1.0 / a) - np.log(a)) / (a - 1.0)
+
+
+def rdp_to_epsilon(rdp: Any, orders: Sequence[int], delta: float) -> RDPResult:
+    r"""Lemma 2.5 (eq. 2), minimised over the orders: :math:`\varepsilon = \min_\alpha \tau(\alpha) +
+    \mathrm{offset}(\alpha)` (clipped at 0)."""
+    a = check_orders(orders)
+    tau = np.asarray(rdp, dtype=np.float64)
+    if tau.shape != a.shape or not np.all(tau >= 0):
+        raise ValueError(f"rdp must hold one value >= 0 per order ({a.size}); got shape {tau.shape}")
+    eps = tau + conversion_offset(a, delta)
+    j = int(np.argmin(eps))
+    return RDPResult(max(float(eps[j]), 0.0), float(delta), int(a[j]), tuple(tau.tolist()))
+
+
+def dpis_rdp_epsilon(run: DPISRun, delta: float, orders: Sequence[int] = DEFAULT_ORDERS) -> RDPResult:
+    r"""The paper's accounting of a run: RDP of every release (:func:`mcacct.dpis.events.dpis_events`, i.e. eq.
+    10/18, eq. 11 with sensitivity :math:`C/p_K`, eq. 13), summed, converted by Lemma 2.5."""
+    return rdp_to_epsilon(rdp_of_events(dpis_events(run), orders), orders, delta)
