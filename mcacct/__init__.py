@@ -22,6 +22,8 @@ from mcacct.schemes.multi_attribution import MultiAttribution  # noqa: E402
 from mcacct.schemes.truncated import TruncatedBMinSep  # noqa: E402
 from mcacct.schemes.baselines import CyclicPoisson, BallsInBins  # noqa: E402
 from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse  # noqa: E402
+from mcacct import individual  # noqa: E402
+from mcacct import dpis  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -30,5 +32,5 @@ __all__ = [
     "sample_participation", "sample_y", "privacy_loss", "sliding_dot", "Problem", "Estimate", "estimate",
     "CalibrationResult", "calibrate", "evr", "pld", "certified_composition", "compose_mc_with_pld",
     "MultiAttribution", "TruncatedBMinSep", "CyclicPoisson", "BallsInBins", "BandedInverse",
-    "strategy_from_inverse",
+    "strategy_from_inverse", "individual", "dpis",
 ]
