@@ -14,3 +14,24 @@ def run_direction(pb, sigma, key, direction, num_samples, epsilons, chunk_size, 
 
 #: The repository root (``launch/``, ``benchmarks/``, ``mcacct/`` live there).
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def sigkill_when(proc, ready, timeout=120.0):
+    """Poll ``ready()`` while the subprocess ``proc`` runs; SIGKILL it as soon as it holds, then reap it. Fails if
+    the process ended first (nothing was interrupted); returns the process's stderr tail for messages."""
+    import signal
+    import time
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if ready():
+                break
+            time.sleep(0.005)
+        assert proc.poll() is None, f"process ended before it could be killed: {proc.stderr.read()[-2000:]}"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL

@@ -49,7 +49,7 @@ from mcacct.pld.specs import (SPEC_TYPES, CyclicPoissonBandMFSpec, GaussianSpec,
 from mcacct.validate import check_delta, check_discretization, check_epsilon, check_value_interval, read_json
 
 __all__ = ["EVENT_KINDS", "Event", "EventsResult", "as_events", "event_from_dict", "event_to_dict", "load_events",
-           "composed_pld", "events_delta", "events_epsilon", "trim"]
+           "merge_events", "composed_pld", "events_delta", "events_epsilon", "trim"]
 
 #: JSON ``mechanism`` name -> spec class.
 EVENT_KINDS: dict[str, type] = {
@@ -168,11 +168,12 @@ def trim(p: DirectionPLD, mass: float = TRIM_MASS) -> DirectionPLD:
     return DirectionPLD(p.value_discretization_interval, p.offset + lo, kept, inf, p.certified)
 
 
-def _merged(events: Sequence[Event]) -> list[tuple[MechanismSpec, int]]:
+def merge_events(events: Sequence[Event]) -> list[Event]:
+    """Equal mechanisms merged (their counts add, first-seen order kept); events of count 0 dropped."""
     totals: dict[Any, int] = {}
     for e in events:
         totals[e.spec] = totals.get(e.spec, 0) + e.count
-    return [(s, c) for s, c in totals.items() if c > 0]
+    return [Event(s, c) for s, c in totals.items() if c > 0]
 
 
 def _power(p: DiscretePLD, count: int) -> DiscretePLD:
@@ -197,7 +198,7 @@ def composed_pld(events: Any, value_discretization_interval: float = DEFAULT_H,
     h = check_value_interval(value_discretization_interval)
     method = check_discretization(discretization)
     out = identity_pld(h)
-    for spec, count in _merged(evs):
+    for spec, count in ((e.spec, e.count) for e in merge_events(evs)):
         if "steps" in {f.name for f in dataclasses.fields(spec)}:
             part = mechanism_pld(dataclasses.replace(spec, steps=spec.steps * count), h, method)
         else:
@@ -251,7 +252,7 @@ def _result(events: Any, eps: float | None, dl: float | None, h: float, method: 
     h = check_value_interval(h)
     method = check_discretization(method)
     r = _query(evs, h, method, eps, dl)
-    merged = tuple(event_to_dict(Event(s, c)) for s, c in _merged(evs))
+    merged = tuple(event_to_dict(e) for e in merge_events(evs))
     err = math.nan
     if estimate_error:
         r2 = _query(evs, h / 2, method, eps, dl)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcacct.pld.events import Event
+from mcacct.pld.events import Event, merge_events
 from mcacct.pld.specs import GaussianSpec, MixtureOfGaussiansSpec, PoissonGaussianSpec
 
 __all__ = ["from_dp_event"]
@@ -25,13 +25,6 @@ __all__ = ["from_dp_event"]
 
 def _name(event: Any) -> str:
     return type(event).__name__
-
-
-def _merge(events: list[Event]) -> list[Event]:
-    totals: dict[Any, int] = {}
-    for e in events:
-        totals[e.spec] = totals.get(e.spec, 0) + e.count
-    return [Event(s, c) for s, c in totals.items()]
 
 
 def _walk(event: Any, mult: int) -> list[Event]:
@@ -74,8 +67,7 @@ def from_dp_event(event: Any) -> list[Event]:
     ValueError
         For an unsupported event (named), or an event that composes nothing (e.g. only ``NoOpDpEvent``).
     """
-    out = _merge(_walk(event, 1))
-    out = [e for e in out if e.count > 0]
+    out = merge_events(_walk(event, 1))
     if not out:
         raise ValueError(f"{_name(event)} composes no mechanism (nothing to account)")
     return out

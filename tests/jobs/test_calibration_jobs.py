@@ -83,10 +83,10 @@ def test_cli_plan_sample_from(tmp_path, capsys):
 def test_sigkill_plan_shard_then_resume_equals_in_process(tmp_path, capsys):
     """SIGKILL `mcacct sample --plan` once its checkpoint holds a completed group; resume; merge = in process."""
     import os
-    import signal
     import subprocess
     import sys
-    import time
+
+    from helpers import sigkill_when
 
     d = str(tmp_path / "plan")
     flags = [*FLAGS[:-1], "--samples", str(512 * 600), "--sigmas", "1.2,1.4,1.6", "--no-baselines"]
@@ -98,23 +98,15 @@ def test_sigkill_plan_shard_then_resume_equals_in_process(tmp_path, capsys):
     env.pop("XLA_FLAGS", None)
     proc = subprocess.Popen([sys.executable, "-m", "mcacct", "sample", "--plan", d, "--shard", "0", "--num-shards",
                              "1", "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if os.path.exists(path):
-                with open(path) as f:
-                    done = json.load(f)["done"]
-                if done[1] > done[0]:
-                    break
-            time.sleep(0.005)
-        assert proc.poll() is None, f"shard ended before it could be killed: {proc.stderr.read()[-2000:]}"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+
+    def one_group_done():
+        if not os.path.exists(path):
+            return False
+        with open(path) as f:
+            done = json.load(f)["done"]
+        return done[1] > done[0]
+
+    sigkill_when(proc, one_group_done)
     with open(path) as f:
         killed = json.load(f)  # a complete, valid checkpoint
     assert killed["done"][1] < killed["planned"][1]

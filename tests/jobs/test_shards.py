@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import jax
 import numpy as np
@@ -21,7 +19,7 @@ from mcacct.evr.calibrate import candidate_key
 from mcacct.cli.commands import main
 from mcacct.engine.statistics import DIRECTIONS
 
-from helpers import ROOT  # noqa: E402
+from helpers import ROOT, sigkill_when  # noqa: E402
 PB = Problem(mcacct.BMinSep(0.2, 4, 32), mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5)))
 SCHEME = ["--iterations", "32", "--min-sep", "4", "--sampling-prob", "0.2", "--c-col", "0.5,0.5,0.5,0.5"]
 SIGMA, CHUNK = 0.9, 256
@@ -187,24 +185,14 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     env.pop("XLA_FLAGS", None)
     proc = subprocess.Popen([sys.executable, "-m", "mcacct", *argv], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    done = 0
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            if path.exists():
-                f = jobs.load_stats_file(str(path))
-                done = sum(b - a for r in f.done.values() for a, b in r)
-                if done >= 1:
-                    break
-            time.sleep(0.005)
-        assert proc.poll() is None, f"shard ended before it could be killed: {proc.stderr.read()[-2000:]}"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL
+
+    def one_chunk_done():
+        if not path.exists():
+            return False
+        f = jobs.load_stats_file(str(path))
+        return sum(b - a for r in f.done.values() for a, b in r) >= 1
+
+    sigkill_when(proc, one_chunk_done)
     killed = jobs.load_stats_file(str(path))  # the checkpoint is a complete, valid file
     assert not killed.complete and killed.stats["remove"].count >= CHUNK
     assert killed.stats["remove"].count == CHUNK * sum(b - a for a, b in killed.done["remove"])
