@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -81,7 +82,6 @@ def cmd_individual(args) -> dict:
     last = [0.0]
 
     def progress(done, total):
-        import time
         now = time.monotonic()
         if now - last[0] > 2.0 or done == total:
             last[0] = now
