@@ -24,7 +24,7 @@ import platform
 import sys
 import time
 
-from mcacct import pld  # (importing mcacct turns on float64)
+from mcacct import pld  # (mcacct's entry points compute in float64)
 from mcacct.dpis import calibrate_plan, paper_schedule, plan_epsilon, plan_events
 
 N, B, C, DELTA, K_REJ = 60000, 256, 0.1, 1e-5, 5.0

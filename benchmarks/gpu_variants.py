@@ -1,6 +1,7 @@
 """Experiment: variants of the n=7200, b=256 kernel stages on an accelerator (cumsum vs matmul, layouts)."""
 import json, os, sys, time
 import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)  # an application: float64 globally (importing mcacct leaves it alone)
 import mcacct
 from mcacct.schemes.bminsep import log_ratio_from_terms
 from mcacct.kernels.sliding import participation_log_ratios

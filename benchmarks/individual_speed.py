@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-import mcacct  # noqa: F401  (float64)
+import mcacct  # noqa: F401
 from mcacct.individual.accountant import individual_epsilons
 
 

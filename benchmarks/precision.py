@@ -12,6 +12,7 @@ import os
 import jax
 import numpy as np
 
+jax.config.update("jax_enable_x64", True)  # an application: float64 globally (importing mcacct leaves it alone)
 import mcacct
 from mcacct.engine.problem import Problem, chunk_losses
 

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+jax.config.update("jax_enable_x64", True)  # an application: float64 globally (importing mcacct leaves it alone)
 import mcacct
 from mcacct.kernels.normal import standard_normal
 

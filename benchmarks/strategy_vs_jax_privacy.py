@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import mcacct  # noqa: F401  (float64)
+jax.config.update("jax_enable_x64", True)  # an application: float64 globally (importing mcacct leaves it alone)
+import mcacct
 from mcacct.strategies import optimize_banded_toeplitz, strategy_error
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 import jax.numpy as jnp
 
+jax.config.update("jax_enable_x64", True)  # an application: float64 globally (importing mcacct leaves it alone)
 import mcacct
 from mcacct.engine.problem import Problem, block_keys, block_size, chunk_losses
 from mcacct.kernels.normal import standard_normal

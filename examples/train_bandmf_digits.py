@@ -25,6 +25,7 @@ import optax
 from flax import nnx
 from sklearn.datasets import load_digits
 
+jax.config.update("jax_enable_x64", True)  # an application: float64 globally (importing mcacct leaves it alone)
 import mcacct
 from mcacct.engine.problem import Problem
 from mcacct.strategies import optimize_banded_toeplitz

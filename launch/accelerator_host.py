@@ -49,7 +49,8 @@ def run() -> dict | None:
 
     if FLAGS.cpu_devices is not None:
         jax.config.update("jax_num_cpu_devices", FLAGS.cpu_devices)
-    import mcacct  # noqa: F401  (float64)
+    jax.config.update("jax_enable_x64", True)  # an application: float64 globally (mcacct leaves it alone)
+    import mcacct  # noqa: F401
     from mcacct import evr
     from mcacct.engine import distributed as dist
     from mcacct.engine.estimate import estimate

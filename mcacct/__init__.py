@@ -1,13 +1,11 @@
 """mcacct: a JAX-accelerated Monte Carlo privacy accountant for DP-BandMF with b-min-sep subsampling.
 
-Importing mcacct turns on ``jax_enable_x64``: sums over billions of samples and the default loss kernel are
-float64 (see the precision policy in the README). Float32 kernels remain available where requested.
+mcacct computes in float64 whatever the caller's ``jax_enable_x64``: importing it leaves JAX's global
+configuration alone, and every public entry point runs in JAX's scoped x64 context (:mod:`mcacct.precision`;
+the precision policy in the README). Float32 kernels remain available where requested (never certified).
 """
 
-import jax as _jax
-
-_jax.config.update("jax_enable_x64", True)
-
+from mcacct import precision
 from mcacct.schemes.bminsep import (BMinSep, expected_participation_rate, privacy_loss,  # noqa: E402
                                     sample_participation, sample_y, sampling_prob_from_batch_size)
 from mcacct.schemes.strategy import BandedToeplitz  # noqa: E402
@@ -32,5 +30,5 @@ __all__ = [
     "sample_participation", "sample_y", "privacy_loss", "sliding_dot", "Problem", "Estimate", "estimate",
     "CalibrationResult", "calibrate", "evr", "pld", "certified_composition", "compose_mc_with_pld",
     "MultiAttribution", "TruncatedBMinSep", "CyclicPoisson", "BallsInBins", "BandedInverse",
-    "strategy_from_inverse", "individual", "dpis",
+    "strategy_from_inverse", "individual", "dpis", "precision",
 ]

@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from mcacct.validate import check_count, check_real, parse_floats
+from mcacct.validate import check_count, check_prob, check_real, parse_floats
 from mcacct.engine.problem import Problem
 from mcacct.pld.specs import PoissonGaussianSpec as _ExactPoissonSpec  # the top candidate's exact PLD
 from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse
@@ -49,7 +49,7 @@ from mcacct.schemes.baselines import BallsInBins, CyclicPoisson
 from mcacct.schemes.multi_attribution import MultiAttribution
 from mcacct.schemes.base import AccountedScheme
 from mcacct.schemes.bminsep import BMinSep, expected_participation_rate, sampling_prob_from_batch_size
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.schemes.strategy import BandedToeplitz, parse_c_col
 from mcacct.schemes.truncated import TruncatedBMinSep
 
 __all__ = ["Flag", "SchemeEntry", "SchemeArgs", "CompareSetting", "ComparePlan", "SCHEMES", "COMMON_FLAGS",
@@ -85,27 +85,49 @@ class Flag:
         """The attribute name in parsed arguments (``max_batch_size``; also the absl flag's name)."""
         return self.option.lstrip("-").replace("-", "_")
 
+    def parse(self, text: str) -> Any:
+        """``argparse`` type of the flag: ``check(option, text)`` when there is a check (a refusal names the
+        flag and its range at parse time, before any work), else ``kind(text)``."""
+        if self.check is None:
+            return self.kind(text)
+        try:
+            return self.check(self.option, text)
+        except ValueError as err:
+            msg = str(err)
+            raise argparse.ArgumentTypeError(msg[len(self.option):].lstrip() if msg.startswith(self.option)
+                                             else msg) from None
+
     def add_to(self, parser) -> None:
         """Add this flag to an ``argparse`` parser or argument group."""
         if self.kind is bool:
             parser.add_argument(self.option, action="store_true", help=self.help)
         else:
-            parser.add_argument(self.option, type=self.kind, default=None, help=self.help)
+            parser.add_argument(self.option, type=self.parse if self.check is not None else self.kind, default=None,
+                                help=self.help)
+
+
+def _positive(name: str, value: Any) -> float:
+    return check_real(name, value, low=0.0, low_open=True)
+
+
+def _c_col(name: str, value: Any) -> tuple[float, ...]:
+    return parse_c_col(value, name)
 
 
 COMMON_FLAGS = (
-    Flag("--iterations", int, "training iterations n (>= 1; default 128)"),
+    Flag("--iterations", int, "training iterations n (>= 1; default 128)", check=check_count),
     Flag("--min-sep", int, "minimum separation b (>= 1; 1 = Poisson; default 4); the cycle length of "
-                           "cyclic-poisson, r of banded-inverse"),
+                           "cyclic-poisson, r of banded-inverse", check=check_count),
     Flag("--sampling-prob", float, "sampling probability p in (0, 1] of an available example (cyclic-poisson: "
-                                   "q, the probability within the example's part)"),
-    Flag("--batch-size", float, "expected batch size (with --dataset-size; sets p = p0/(1 - p0 (b-1)), "
-                                "p0 = batch/dataset; default 32 of 1024 when no sampling flag is given)"),
-    Flag("--dataset-size", int, "dataset size (with --batch-size; truncated: the scheme's M, also with "
-                                "--sampling-prob)"),
-    Flag("--c-col", str, "comma-separated non-zeros of C's first column (length <= min-sep except "
+                                   "q, the probability within the example's part)", check=check_prob),
+    Flag("--batch-size", float, "expected batch size (> 0, with --dataset-size; sets p = p0/(1 - p0 (b-1)), "
+                                "p0 = batch/dataset; default 32 of 1024 when no sampling flag is given)",
+         check=_positive),
+    Flag("--dataset-size", int, "dataset size (>= 1, with --batch-size; truncated: the scheme's M, also with "
+                                "--sampling-prob)", check=check_count),
+    Flag("--c-col", str, "comma-separated non-zeros of C's first column, each >= 0 (length <= min-sep except "
                          "balls-in-bins and banded-inverse); default 1.0 (DP-SGD) when any sampling flag is "
-                         "given, else the demo's 0.5,0.5,0.5,0.5"),
+                         "given, else the demo's 0.5,0.5,0.5,0.5", check=_c_col),
     Flag("--cold-start", bool, "Alg. 1 (all examples available at step 1) instead of the warm start of Alg. 2"),
 )
 _COMMON = {f.dest for f in COMMON_FLAGS}
@@ -164,7 +186,14 @@ class SchemeArgs:
     def min_sep_prob(self, min_sep: int) -> float:
         """b-min-sep's ``p``: ``--sampling-prob``, or ``p0 / (1 - p0 (b-1))`` with ``p0 = B/M``."""
         sp, bs, m = self.rate()
-        return sp if sp is not None else sampling_prob_from_batch_size(bs, m, min_sep)
+        if sp is not None:
+            return sp
+        if bs > m / min_sep:
+            demo = "" if self.explicit else (f" (the demo default batch {bs:g} of {m}: give --sampling-prob, or "
+                                             "--batch-size with --dataset-size)")
+            raise ValueError(f"--batch-size must be in (0, dataset size / min-sep] = (0, {m / min_sep:g}] so that "
+                             f"every example can take part; got {bs:g}{demo}")
+        return sampling_prob_from_batch_size(bs, m, min_sep)
 
     def strategy(self) -> BandedToeplitz:
         """``BandedToeplitz(--c-col)`` (default 1.0, or the demo's when no sampling flag is given)."""
@@ -458,7 +487,7 @@ SCHEMES: tuple[SchemeEntry, ...] = (
     SchemeEntry("balls-in-bins", BallsInBins, "balls-in-bins with T bins (T = M / B)", _build_bins,
                 frozenset({"iterations", "batch_size", "dataset_size", "c_col"}), _plan_bins, compare_default=True,
                 flags=(Flag("--bins", int, "balls-in-bins: number of bins T (>= 1; default dataset size / "
-                            "batch size)", rate=True),),
+                            "batch size)", check=check_count, rate=True),),
                 hints={"min_sep": "its separation is the number of bins: use --bins",
                        "sampling_prob": "every opportunity is taken (p = 1): give --bins or the batch flags",
                        "cold_start": "there is no start state"}),

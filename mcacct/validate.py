@@ -30,19 +30,24 @@ def read_json(path: Any, what: str) -> Any:
     import os
     name = os.fspath(path)
     try:
-        with open(name) as f:
+        with open(name, encoding="utf-8") as f:
             return json.load(f)
     except OSError as err:
         raise ValueError(f"{what} {name!r} cannot be read: {err.strerror}") from None
     except json.JSONDecodeError as err:
         raise ValueError(f"{what} {name!r} is not valid JSON: {err}") from None
+    except UnicodeDecodeError as err:  # a binary file: JSON is UTF-8 text
+        raise ValueError(f"{what} {name!r} is not valid JSON/UTF-8 (byte {err.start}: {err.reason})") from None
 
 
 def parse_floats(name: str, value: Any) -> tuple[float, ...]:
-    """The one list parser: ``"v1,v2,..."`` (blank items skipped), a sequence, an array or a scalar, as a tuple of
-    floats; ``ValueError`` naming ``name`` when an item is not a number. Range checks are the caller's."""
+    """The one list parser: ``"v1,v2,..."``, a sequence, an array or a scalar, as a tuple of floats; ``ValueError``
+    naming ``name`` when an item is not a number or is empty (``"0.5,0.5,"``: a stray comma is refused rather than
+    guessed at). Range checks are the caller's."""
     if isinstance(value, str):
-        parts = [v for v in value.split(",") if v.strip()]
+        parts = value.split(",")
+        if any(not v.strip() for v in parts):
+            raise ValueError(f"{name} must be a comma-separated list of numbers with no empty item; got {value!r}")
     else:
         parts = list(np.atleast_1d(np.asarray(value, dtype=object)).ravel()) if not np.isscalar(value) else [value]
     try:
@@ -51,30 +56,55 @@ def parse_floats(name: str, value: Any) -> tuple[float, ...]:
         raise ValueError(f"{name} must be a comma-separated list of numbers; got {value!r}") from err
 
 
+def interval(low: float | None = None, high: float | None = None, low_open: bool = False,
+             high_open: bool = False) -> str:
+    """The interval ``[low, high]`` as written in messages (``(0, 1]``, ``[1, inf)``); ``None``: unbounded."""
+    lo_b = "(" if (low_open or low is None) else "["
+    hi_b = ")" if (high_open or high is None) else "]"
+    return f"{lo_b}{'-inf' if low is None else _num(low)}, {'inf' if high is None else _num(high)}{hi_b}"
+
+
+def _num(x: Any) -> str:
+    """A number as users write it: ``0.5``, ``1``, ``1e-05`` (never ``np.float64(...)``)."""
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if isinstance(x, (float, np.floating)):
+        v = float(x)
+        return str(int(v)) if v.is_integer() and abs(v) < 1e16 else repr(v)
+    return repr(x)
+
+
+def shown(value: Any) -> str:
+    """``value`` for an error message: plain numbers (``nan``, ``0.5``), never a NumPy repr."""
+    return _num(value)
+
+
 def check_real(name: str, value: Any, *, low: float | None = None, high: float | None = None,
                low_open: bool = False, high_open: bool = False) -> float:
-    """Return ``float(value)`` after checking it is finite and inside the stated interval."""
-    lo_b = "(" if low_open else "["
-    hi_b = ")" if (high_open or high is None) else "]"
-    rng = f"{lo_b}{'-inf' if low is None else low}, {'inf' if high is None else high}{hi_b}"
+    """Return ``float(value)`` after checking it is finite and inside the stated interval. Messages read
+    ``"{name} must be in RANGE; got VALUE"``."""
+    rng = interval(low, high, low_open, high_open)
     if not _is_real(value) or not math.isfinite(float(value)):
-        raise ValueError(f"{name} must be a finite real number in {rng}; got {value!r}")
+        raise ValueError(f"{name} must be a finite real number in {rng}; got {shown(value)}")
     v = float(value)
     if low is not None and (v < low or (low_open and v == low)):
-        raise ValueError(f"{name} must lie in {rng}; got {v!r}")
+        raise ValueError(f"{name} must be in {rng}; got {shown(v)}")
     if high is not None and (v > high or (high_open and v == high)):
-        raise ValueError(f"{name} must lie in {rng}; got {v!r}")
+        raise ValueError(f"{name} must be in {rng}; got {shown(v)}")
     return v
 
 
 def check_int(name: str, value: Any, *, low: int | None = None, high: int | None = None) -> int:
     """Return ``int(value)`` after checking it is an integer inside ``[low, high]``."""
-    rng = f"[{'-inf' if low is None else low}, {'inf' if high is None else high}]"
-    if isinstance(value, bool) or not _is_real(value) or float(value) != int(float(value)):
-        raise ValueError(f"{name} must be an integer in {rng}; got {value!r}")
-    v = int(float(value))
+    rng = interval(low, high)
+    if (isinstance(value, bool) or not _is_real(value) or not math.isfinite(float(value))
+            or float(value) != int(float(value))):
+        raise ValueError(f"{name} must be an integer in {rng}; got {shown(value)}")
+    v = int(value) if isinstance(value, (int, np.integer)) else int(float(value))
     if (low is not None and v < low) or (high is not None and v > high):
-        raise ValueError(f"{name} must be an integer in {rng}; got {v!r}")
+        raise ValueError(f"{name} must be an integer in {rng}; got {v}")
     return v
 
 

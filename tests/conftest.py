@@ -5,9 +5,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 # the command line keeps compiled programs in a persistent cache; the suite runs without one (hermetic), and
 # tests/cli/test_cache.py checks the cache explicitly in a directory of its own
 os.environ.setdefault("MCACCT_CACHE_DIR", "off")
-import mcacct  # noqa: E402,F401  (enables float64 before any test builds arrays)
-
 import jax  # noqa: E402
+
+# the suite is an application: float64 globally, before any test builds arrays (importing mcacct no longer
+# changes the flag; its entry points scope float64 themselves, tests/test_precision.py checks that with x64 off)
+jax.config.update("jax_enable_x64", True)
+import mcacct  # noqa: E402,F401
 import pytest  # noqa: E402
 
 

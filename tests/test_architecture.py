@@ -12,11 +12,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "mcacct"
 
 # The data flow, bottom to top: a module may import only from its own layer or below (module-level imports).
-# kernels -> schemes -> engine -> registry -> evr -> jobs -> report -> cli; validate is the floor; the PLD
-# accountant (specs, kernels, accountant, group), the confidence bounds of EVR (pure math) and the batch samplers
-# depend on nothing but the floor; PLD compositions with Monte Carlo estimates sit beside evr.
+# kernels -> schemes -> engine -> registry -> evr -> jobs -> report -> cli; validate and precision are the floor;
+# the PLD accountant (specs, kernels, accountant, group), the confidence bounds of EVR (pure math) and the batch
+# samplers depend on nothing but the floor; PLD compositions with Monte Carlo estimates sit beside evr.
 LAYERS = [
-    ("mcacct.validate", 0),
+    ("mcacct.validate", 0), ("mcacct.precision", 0),
     ("mcacct.kernels", 1), ("mcacct.training", 1), ("mcacct.evr.bounds", 1), ("mcacct.strategies", 1),
     ("mcacct.pld.composition", 5), ("mcacct.pld", 1), ("mcacct.individual", 1), ("mcacct.dpis", 1),
     ("mcacct.schemes", 2),
@@ -123,8 +123,10 @@ def test_layers_follow_the_data_flow():
 def test_kernels_import_no_scheme_and_the_validator_imports_nothing():
     for m, deps in _graph(top_level_only=False).items():
         if m.startswith("mcacct.kernels"):
-            assert all(d.startswith("mcacct.kernels") or d == "mcacct.validate" for d in deps), (m, deps)
+            assert all(d.startswith("mcacct.kernels") or d in ("mcacct.validate", "mcacct.precision")
+                       for d in deps), (m, deps)
     assert _graph(top_level_only=False)["mcacct.validate"] == set()
+    assert _graph(top_level_only=False)["mcacct.precision"] == set()  # jax only: every layer may use it
 
 
 def test_no_private_name_is_used_across_modules():

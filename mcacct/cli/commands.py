@@ -12,11 +12,29 @@ import math
 import sys
 import time
 
-from mcacct.cli.flags import (add_distributed_flags, add_problem_flags, device_info, enable_compilation_cache,
-                              float_list, join_distributed, problem_from_args, sample_count, scheme_json)
-from mcacct.registry import DEFAULTS as SCHEME_DEFAULTS
+from mcacct.cli.flags import (Parser, add_distributed_flags, add_problem_flags, device_info,
+                              enable_compilation_cache, flag_message, int_in, join_distributed, problem_from_args, real_in,
+                              record_given, refuse_options, sample_count, scheme_json, sigma_list)
+from mcacct.registry import DEFAULTS as SCHEME_DEFAULTS, all_flags
+from mcacct.precision import float64
 
 DEFAULTS = dict(SCHEME_DEFAULTS, epsilon=2.0, delta=1e-3)
+#: ``calibrate``'s options that shape a new calibration (refused with ``--from``, whose plan fixes them all).
+_CALIBRATION_OPTIONS = ("--epsilon", "--delta", "--samples", "--ladder-ratio", "--above", "--below",
+                        "--systematic-reserve", "--sigmas", "--plan-only", "--out")
+_MONTE_CARLO_OPTIONS = ("--scheme", "--seed", "--chunk-size", "--dtype")
+
+
+def _check_calibrate_flags(args) -> None:
+    """Refuse, before any work, the flags that a calibrate mode ignores."""
+    if args.from_dir is not None:
+        refuse_options(args, _CALIBRATION_OPTIONS + _MONTE_CARLO_OPTIONS + tuple(f.option for f in all_flags()),
+                       "with --from (the plan in the directory fixes the problem, the target and the ladder)")
+    if args.sigmas is not None:
+        refuse_options(args, ("--ladder-ratio", "--above", "--below"),
+                       "with --sigmas (an explicit ladder: no pilot, no generated ladder)")
+    if args.out is not None and not args.plan_only:
+        raise ValueError("--out goes with --plan-only (write a plan for shard jobs)")
 
 
 def _baselines(args, problem) -> tuple[dict | None, tuple[float, float] | None]:
@@ -35,7 +53,11 @@ def _baselines(args, problem) -> tuple[dict | None, tuple[float, float] | None]:
 def _plan_only(args, problem) -> dict:
     """``--plan-only``: the plan (pilot included), its sample count and, from a short measured probe of the
     verification kernel on this machine, the expected wall time; ``--out DIR`` also writes it for shard jobs."""
+    import os
+
     import jax
+    if args.out is not None and (not args.out or (os.path.exists(args.out) and not os.path.isdir(args.out))):
+        raise ValueError(f"--out must be a directory for the plan; got {args.out!r}")  # before the pilot
     from mcacct.evr.calibrate import plan_calibration, verification_spec
     from mcacct.engine.runner import run_ladder
     baselines, bracket = _baselines(args, problem)
@@ -97,6 +119,7 @@ def _plan_only(args, problem) -> dict:
 def cmd_calibrate(args) -> dict | int:
     import jax
     from mcacct.evr.calibrate import calibrate
+    _check_calibrate_flags(args)
     multi = join_distributed(args)
     if multi and (args.from_dir is not None or args.plan_only):
         raise ValueError("--coordinator-address runs the calibration itself; --plan-only and --from are "
@@ -113,8 +136,6 @@ def cmd_calibrate(args) -> dict | int:
         problem = problem_from_args(args)
         if args.plan_only:
             return _plan_only(args, problem)
-        if args.out:
-            raise ValueError("--out goes with --plan-only (write a plan for shard jobs)")
         baselines, bracket = _baselines(args, problem)
         res = calibrate(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
                         ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
@@ -179,7 +200,8 @@ def _estimate_report(args, problem, est, t0: float) -> dict:
     seed, timing and devices."""
     seconds = time.perf_counter() - t0
     return {"confidence": 1 - args.alpha, "num_samples": est.num_samples, "scheme": scheme_json(problem),
-            "systematic_delta": est.systematic, "certified": est.certified, "seed": args.seed, "seconds": seconds,
+            "systematic_delta": est.systematic, "certified": est.certified, "notes": list(est.notes),
+            "seed": args.seed, "seconds": seconds,
             "samples_per_second": 2 * est.num_samples / max(seconds, 1e-9), **device_info()}
 
 
@@ -198,34 +220,36 @@ def cmd_epsilon(args) -> dict:
 
 
 def _print_uncertified(est) -> None:
-    if not est.certified:
-        print("note: float32 kernel: its round-off is not bounded, so the upper bound holds for the float32 "
-              "computation, not as a privacy certificate (use --dtype float64)")
+    for note in est.notes:  # float32 kernel, one direction: not a certificate of the mechanism
+        print(f"note: {note}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="mcacct", description="Monte Carlo privacy accounting for DP-BandMF with b-min-sep subsampling.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("calibrate", help="smallest verified noise multiplier for a target (epsilon, delta)",
                        description="Estimate-Verify-Release over a ladder of noise multipliers (Alg. 5).")
-    p.add_argument("--epsilon", type=float, default=DEFAULTS["epsilon"], help="target epsilon (>= 0)")
-    p.add_argument("--delta", type=float, default=DEFAULTS["delta"], help="target overall delta in (0, 1)")
+    p.add_argument("--epsilon", type=real_in(0), default=DEFAULTS["epsilon"], help=f"target epsilon (>= 0; default "
+                   f"{DEFAULTS['epsilon']:g})")
+    p.add_argument("--delta", type=real_in(0, 1, low_open=True, high_open=True), default=DEFAULTS["delta"],
+                   help=f"target overall delta in (0, 1) (default {DEFAULTS['delta']:g})")
     p.add_argument("--samples", type=sample_count, default=None,
                    help="samples per direction per candidate (default: the minimum for base delta = delta/2)")
-    p.add_argument("--ladder-ratio", type=float, default=1.01, help="ratio between candidates (> 1)")
-    p.add_argument("--above", type=int, default=3,
+    p.add_argument("--ladder-ratio", type=real_in(1, low_open=True), default=1.01,
+                   help="ratio between candidates (> 1; default 1.01)")
+    p.add_argument("--above", type=int_in(0), default=3,
                    help="fine ladder steps above the pilot estimate (default 3; beyond them gaps of 2, 4, 8, ... "
                         "steps up to the pilot's 90%%-safe sigma, at most 4x --above steps)")
-    p.add_argument("--below", type=int, default=4,
+    p.add_argument("--below", type=int_in(0), default=4,
                    help="fine ladder steps below the pilot estimate (default 4; beyond them gaps of 2, 4, 8, ... "
                         "steps down to 4x --below steps)")
-    p.add_argument("--systematic-reserve", type=float, default=0.01,
+    p.add_argument("--systematic-reserve", type=real_in(0, 0.5, low_open=True), default=0.01,
                    help="fraction of the target delta set aside for the sampler's proven systematic terms "
                         "(default 0.01, at most 0.5); ladder candidates whose term exceeds it are dropped before "
                         "any verification sample (--plan-only shows the terms)")
-    p.add_argument("--sigmas", type=float_list, default=None,
+    p.add_argument("--sigmas", type=sigma_list, default=None,
                    help="explicit ladder s1,s2,... (each > 0; candidates at or above the certified top are "
                         "dropped): no pilot, --ladder-ratio/--above/--below unused")
     p.add_argument("--plan-only", action="store_true",
@@ -245,13 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
     for name, fn, what in (("delta", cmd_delta, "estimate delta(epsilon) for a noise multiplier"),
                            ("epsilon", cmd_epsilon, "estimate epsilon(delta) for a noise multiplier")):
         q = sub.add_parser(name, help=what, description=what + " (both directions, one-sided upper bound)")
-        q.add_argument("--sigma", type=float, required=True, help="noise multiplier (> 0)")
+        q.add_argument("--sigma", type=real_in(0, low_open=True), required=True, help="noise multiplier (> 0)")
         if name == "delta":
-            q.add_argument("--epsilon", type=float, required=True, help="epsilon (>= 0)")
+            q.add_argument("--epsilon", type=real_in(0), required=True, help="epsilon (>= 0)")
         else:
-            q.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+            q.add_argument("--delta", type=real_in(0, 1, low_open=True, high_open=True), required=True,
+                           help="delta in (0, 1)")
         q.add_argument("--samples", type=sample_count, default=100_000, help="samples per direction (default 100000)")
-        q.add_argument("--alpha", type=float, default=0.01, help="1 - confidence of the upper bound (default 0.01)")
+        q.add_argument("--alpha", type=real_in(0, 1, low_open=True, high_open=True), default=0.01,
+                       help="1 - confidence of the upper bound, in (0, 1) (default 0.01)")
         add_problem_flags(q)
         add_distributed_flags(q)
         q.set_defaults(func=fn)
@@ -274,11 +300,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@float64  # the whole command in float64 (mcacct.precision); the caller's global flag is unchanged
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    record_given(args, argv)
     try:
-        import mcacct  # noqa: F401  (float64 on)
+        import mcacct  # noqa: F401
         from mcacct.engine.progress import CompileClock
         enable_compilation_cache()
         clock = CompileClock.start()
@@ -286,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(out, dict) and args.command in ("calibrate", "delta", "epsilon"):
             out["startup"] = CompileClock.since(clock)  # tracing + lowering + compiling, persistent-cache hits
     except ValueError as err:
+        print(f"error: {flag_message(str(err))}", file=sys.stderr)
+        return 2
+    except FloatingPointError as err:  # a kernel's numeric range exceeded: nothing was certified
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

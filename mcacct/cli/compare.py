@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mcacct import registry
-from mcacct.cli.flags import sample_count
+from mcacct.cli.flags import SEED_MAX, c_col_arg, int_in, real_in, sample_count
 from mcacct.report.compare import SCHEMES, compare_schemes
 
 __all__ = ["add_compare_parser", "cmd_compare"]
@@ -16,21 +16,21 @@ def add_compare_parser(subparsers):
         description="Calibrate b-min-sep, cyclic Poisson, balls-in-bins (and optionally truncated b-min-sep, "
                     "multi-attribution, banded-inverse) for one (epsilon, delta) at equal expected batch "
                     "size, with PLD baselines where they exist.")
-    p.add_argument("--epsilon", type=float, default=2.0, help="target epsilon (>= 0; default 2)")
-    p.add_argument("--delta", type=float, default=1e-3, help="target delta in (0, 1) (default 1e-3)")
-    p.add_argument("--iterations", type=int, default=64, help="training iterations n (default 64)")
-    p.add_argument("--min-sep", type=int, default=4, help="min separation / cycle length b (default 4)")
-    p.add_argument("--batch-size", type=float, default=32.0, help="expected batch size B (default 32)")
-    p.add_argument("--dataset-size", type=int, default=1024, help="dataset size M (default 1024)")
-    p.add_argument("--c-col", type=str, default="0.5,0.5,0.5,0.5",
+    p.add_argument("--epsilon", type=real_in(0), default=2.0, help="target epsilon (>= 0; default 2)")
+    p.add_argument("--delta", type=real_in(0, 1, low_open=True, high_open=True), default=1e-3, help="target delta in (0, 1) (default 1e-3)")
+    p.add_argument("--iterations", type=int_in(1), default=64, help="training iterations n (default 64)")
+    p.add_argument("--min-sep", type=int_in(1), default=4, help="min separation / cycle length b (default 4)")
+    p.add_argument("--batch-size", type=real_in(0, low_open=True), default=32.0, help="expected batch size B (default 32)")
+    p.add_argument("--dataset-size", type=int_in(1), default=1024, help="dataset size M (default 1024)")
+    p.add_argument("--c-col", type=c_col_arg, default="0.5,0.5,0.5,0.5",
                    help="comma-separated non-zeros of C's first column (length <= min-sep)")
     for _, flag in registry.compare_flags():  # each adds its scheme's row (mcacct.registry)
         flag.add_to(p)
     p.add_argument("--schemes", type=str, default=None, help=f"comma-separated subset of {','.join(SCHEMES)}")
     p.add_argument("--samples", type=sample_count, default=None, help="Monte Carlo samples per direction per candidate")
-    p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
-    p.add_argument("--ladder-ratio", type=float, default=1.02, help="ratio between candidates (default 1.02)")
-    p.add_argument("--chunk-size", type=int, default=4096, help="samples per chunk")
+    p.add_argument("--seed", type=int_in(0, SEED_MAX), default=0, help="root seed (default 0)")
+    p.add_argument("--ladder-ratio", type=real_in(1, low_open=True), default=1.02, help="ratio between candidates (default 1.02)")
+    p.add_argument("--chunk-size", type=int_in(1), default=4096, help="samples per chunk")
     p.add_argument("--no-pld", action="store_true", help="skip the PLD baselines")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from mcacct.cli.flags import int_in, real_in
 from mcacct.validate import check_int, check_real, parse_floats
 
 __all__ = ["add_dpis_parser", "cmd_dpis_epsilon", "cmd_dpis_calibrate", "expand_kappas"]
@@ -38,9 +39,9 @@ def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
                                    "\"sigma_g\"}, ...], optional \"sigma_n\", \"sigma_k\", \"p_k\", \"k_releases\", "
                                    "\"k_star_releases\", \"rejection_k\"} (docs/dpis.md).")
     e.add_argument("--run", required=True, metavar="FILE.json", help="the run's per-epoch (or per-iteration) values")
-    e.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
+    e.add_argument("--delta", type=real_in(0, 1, low_open=True, high_open=True), required=True, help="delta in (0, 1)")
     e.add_argument("--accountant", choices=("both", "pld", "rdp"), default="both", help="default both")
-    e.add_argument("--value-discretization-interval", type=float, default=1e-4, metavar="H",
+    e.add_argument("--value-discretization-interval", type=real_in(0, 0.1, low_open=True), default=1e-4, metavar="H",
                    help="PLD loss grid spacing (default 1e-4)")
     e.add_argument("--no-error-estimate", action="store_true", help="skip the PLD h/2 re-run")
     e.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -51,28 +52,28 @@ def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
                                    "accountant and from the paper's RDP accountant, and the paper's adaptive "
                                    "schedule under RDP (a Renyi filter at a fixed order). At run time: floor k_tilde "
                                    "at kappa_e*N*C and use sigma_g = s_e * k_tilde / (n_tilde * C).")
-    c.add_argument("--dataset-size", type=int, required=True, help="public planning size N (>= 1)")
-    c.add_argument("--batch-size", type=float, required=True, help="expected batch size b in (0, N]")
-    c.add_argument("--epochs", type=int, required=True, help="number of epochs E (>= 1)")
-    c.add_argument("--iterations-per-epoch", type=int, default=None, help="T (default floor(N / b))")
-    c.add_argument("--epsilon", type=float, required=True, help="target epsilon (> 0)")
-    c.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
-    c.add_argument("--clip", type=float, default=1.0, help="clip bound C (> 0; only scales the k_tilde floors)")
+    c.add_argument("--dataset-size", type=int_in(1), required=True, help="public planning size N (>= 1)")
+    c.add_argument("--batch-size", type=real_in(0, low_open=True), required=True, help="expected batch size b in (0, N]")
+    c.add_argument("--epochs", type=int_in(1), required=True, help="number of epochs E (>= 1)")
+    c.add_argument("--iterations-per-epoch", type=int_in(1), default=None, help="T (default floor(N / b))")
+    c.add_argument("--epsilon", type=real_in(0, low_open=True), required=True, help="target epsilon (> 0)")
+    c.add_argument("--delta", type=real_in(0, 1, low_open=True, high_open=True), required=True, help="target delta in (0, 1)")
+    c.add_argument("--clip", type=real_in(0, low_open=True), default=1.0, help="clip bound C (> 0; only scales the k_tilde floors)")
     c.add_argument("--kappas", default="1", metavar="K1,K2,...",
                    help="anticipated k_tilde / (N C) per epoch, in (0, 1]: E values, or m values with m dividing E "
                         "(each repeated E/m times); default 1 (worst case = Poisson DP-SGD)")
     c.add_argument("--rule", choices=("constant_sigma", "constant_multiplier"), default="constant_sigma",
                    help="plan shape: equal anticipated sigma_g (default) or equal effective multiplier")
-    c.add_argument("--sigma-n", type=float, default=None, help="noise std of N~ (default 0.02 N; 0: not released)")
-    c.add_argument("--sigma-k", type=float, default=None, help="sigma_K of K' (default 0.02 N; 0: not released)")
-    c.add_argument("--p-k", type=float, default=None, help="sampling rate of K' (default b / N)")
-    c.add_argument("--k-star-releases", type=int, default=0, help="adaptive-clipping releases K* (default 0)")
-    c.add_argument("--rejection-k", type=float, default=None, help="rejection-sampling multiplier k (>= 1)")
-    c.add_argument("--a-e", type=float, default=1.0, help="phase divider a_E of the paper's schedule (default 1)")
+    c.add_argument("--sigma-n", type=real_in(0), default=None, help="noise std of N~ (default 0.02 N; 0: not released)")
+    c.add_argument("--sigma-k", type=real_in(0), default=None, help="sigma_K of K' (default 0.02 N; 0: not released)")
+    c.add_argument("--p-k", type=real_in(0, 1, low_open=True), default=None, help="sampling rate of K' (default b / N)")
+    c.add_argument("--k-star-releases", type=int_in(0), default=0, help="adaptive-clipping releases K* (default 0)")
+    c.add_argument("--rejection-k", type=real_in(1), default=None, help="rejection-sampling multiplier k (>= 1)")
+    c.add_argument("--a-e", type=real_in(0, 1), default=1.0, help="phase divider a_E of the paper's schedule (default 1)")
     c.add_argument("--accountant", choices=("both", "pld", "rdp"), default="both", help="default both")
-    c.add_argument("--value-discretization-interval", type=float, default=1e-3, metavar="H",
+    c.add_argument("--value-discretization-interval", type=real_in(0, 0.1, low_open=True), default=1e-3, metavar="H",
                    help="PLD loss grid spacing of the calibration (default 1e-3)")
-    c.add_argument("--rtol", type=float, default=1e-3, help="relative bracket width of the PLD bisection")
+    c.add_argument("--rtol", type=real_in(0, 0.5, low_open=True, high_open=True), default=1e-3, help="relative bracket width of the PLD bisection")
     c.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     c.set_defaults(func=cmd_dpis_calibrate)
     return p

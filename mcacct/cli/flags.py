@@ -7,20 +7,139 @@ no import cycle. The scheme flags themselves come from :mod:`mcacct.registry`.
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import sys
 
 from mcacct.registry import add_scheme_flags, entry_for, problem_from_args, scheme_to_dict
-from mcacct.validate import parse_floats
+from mcacct.validate import check_int, check_real, interval, parse_floats
 
 __all__ = ["add_problem_flags", "add_monte_carlo_flags", "problem_from_args", "scheme_json", "device_info",
-           "float_list", "sample_count", "add_distributed_flags", "join_distributed", "compilation_cache_dir",
-           "enable_compilation_cache", "ENV_CACHE"]
+           "float_list", "sigma_list", "sample_count", "add_distributed_flags", "join_distributed", "compilation_cache_dir",
+           "enable_compilation_cache", "ENV_CACHE", "Parser", "real_in", "int_in", "SEED_MAX", "check_out_file",
+           "given_options", "refuse_options", "record_given", "flag_message", "PARAMETER_FLAGS", "c_col_arg"]
+
+#: The largest root seed (``jax.random.key`` takes a 64-bit integer).
+SEED_MAX = 2**63 - 1
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``argparse`` parser whose errors end in one line ``error: --flag must be in RANGE; got VALUE`` (after the
+    usage lines), exit status 2, as every other refusal of the command line."""
+
+    #: ``dest -> --option`` of every option added to any parser of this class (messages name flags).
+    options_by_dest: dict[str, str] = {}
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # options are spelled out: `given_options` reads them exactly
+        super().__init__(*args, **kwargs)
+
+    def _add_action(self, action):  # argparse's hook, called for options of groups too
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if longs and action.dest not in ("help",):
+            Parser.options_by_dest.setdefault(action.dest, longs[0])
+        return super()._add_action(action)
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        m = re.match(r"argument ([^:]+): (.*)", message, re.S)
+        if m:
+            flag = m.group(1).split("/")[-1]
+            text = m.group(2)
+            plain = text.startswith(("invalid", "expected", "ignored", "one of", "not allowed"))
+            message = f"{flag}: {text}" if plain else f"{flag} {text}"
+        self.print_usage(sys.stderr)
+        self.exit(2, f"error: {message}\n")
+
+
+def real_in(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+            high_open: bool = False):
+    """``argparse`` type: a finite real number in the interval (refused at parse time with the flag's name)."""
+    def real(text: str) -> float:
+        try:
+            return check_real("value", text, low=low, high=high, low_open=low_open, high_open=high_open)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err).split(" ", 1)[1]) from None
+    real.__name__ = f"real in {interval(low, high, low_open, high_open)}"
+    return real
+
+
+def int_in(low: int | None = None, high: int | None = None):
+    """``argparse`` type: an integer in ``[low, high]`` (refused at parse time with the flag's name)."""
+    def integer(text: str) -> int:
+        try:
+            return check_int("value", text.replace("_", ""), low=low, high=high)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err).split(" ", 1)[1]) from None
+    integer.__name__ = f"integer in {interval(low, high)}"
+    return integer
+
+
+#: Library parameter names whose flag is not their dest (messages of the library name parameters).
+PARAMETER_FLAGS = {"num_samples": "--samples", "expected_batch_size": "--batch-size", "steps": "--steps"}
+
+
+def flag_message(message: str) -> str:
+    """A library error message in command-line terms: its subject (``min_sep must ...``, ``num_samples=...``)
+    and any snake_case parameter become the flag (``--min-sep``), and a NumPy repr (``np.float64(nan)``) the
+    plain number."""
+    flags = {**Parser.options_by_dest, **PARAMETER_FLAGS}
+    message = re.sub(r"np\.(?:float|int)\d+\(([^()]*)\)", r"\1", message)
+    m = re.match(r"(\w+)(?=[ =\[])", message)
+    if m and m.group(1) in flags:
+        message = flags[m.group(1)] + message[m.end():]
+    return re.sub(r"(?<![\w.\-'])([a-z]+_[a-z_]+)\b(?!\()",
+                  lambda mm: flags.get(mm.group(1), mm.group(1)), message)
+
+
+def c_col_arg(text: str) -> tuple[float, ...]:
+    """``argparse`` type of ``--c-col``: finite entries in ``[0, inf)``, at least one positive, no empty item."""
+    from mcacct.schemes.strategy import parse_c_col
+    try:
+        return parse_c_col(text, "value")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).split(" ", 1)[1]) from None
+
+
+def given_options(args: argparse.Namespace) -> frozenset[str]:
+    """The long options written on the command line (``--seed`` for ``--seed 3`` or ``--seed=3``), recorded by
+    :func:`mcacct.cli.commands.main` (abbreviations are off, so the spelling is exact); empty when the
+    arguments did not come from it."""
+    return getattr(args, "given_options", frozenset())
+
+
+def refuse_options(args: argparse.Namespace, options, why: str) -> None:
+    """``ValueError`` naming the first of ``options`` that was given: ``"--sigma does not apply {why}"``."""
+    given = given_options(args)
+    for opt in options:
+        if opt in given:
+            raise ValueError(f"{opt} does not apply {why}")
+
+
+def record_given(args: argparse.Namespace, argv) -> None:
+    """Store on ``args`` the long options of ``argv`` (for :func:`given_options`)."""
+    args.given_options = frozenset(t.split("=", 1)[0] for t in argv if t.startswith("--") and len(t) > 2)
+
+
+def check_out_file(flag: str, path: str | None, suffixes: tuple[str, ...] = (), exist_ok: bool = True) -> None:
+    """Refuse an output path before any work: its directory must exist, its suffix be one of ``suffixes`` (when
+    given), and, unless ``exist_ok``, the file must not exist yet. ``ValueError`` naming ``flag``."""
+    if path is None:
+        return
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise ValueError(f"{flag}: directory {os.path.dirname(path) or '.'!r} does not exist; got {path!r}")
+    if suffixes and os.path.splitext(path)[1].lower() not in suffixes:
+        raise ValueError(f"{flag} must end in one of {', '.join(suffixes)}; got {path!r}")
+    if not exist_ok and os.path.exists(path):
+        raise ValueError(f"{flag}: {path!r} exists already (give a new path)")
 
 
 def add_monte_carlo_flags(p: argparse.ArgumentParser) -> None:
     """``--seed --chunk-size --dtype --json --quiet``."""
     r = p.add_argument_group("Monte Carlo")
-    r.add_argument("--seed", type=int, default=0, help="root seed of jax.random (default 0)")
-    r.add_argument("--chunk-size", type=int, default=4096, help="samples per chunk (memory ~ chunk x n)")
+    r.add_argument("--seed", type=int_in(0, SEED_MAX), default=0,
+                   help="root seed of jax.random, in [0, 2^63 - 1] (default 0)")
+    r.add_argument("--chunk-size", type=int_in(1), default=4096, help="samples per chunk (>= 1; memory ~ chunk x n)")
     r.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                    help="precision of the loss kernel (sums are always float64); only float64 certifies: "
                         "calibrate refuses float32, estimates report certified: false")
@@ -64,18 +183,31 @@ def sample_count(text: str) -> int:
     try:
         v = float(text.replace("_", ""))
     except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected a whole number of samples >= 1; got {text!r}") from err
+        raise argparse.ArgumentTypeError(f"must be a whole number in [1, 2^63); got {text!r}") from err
     if not (v >= 1 and v == int(v) and v < 2**63):
-        raise argparse.ArgumentTypeError(f"expected a whole number of samples >= 1; got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a whole number in [1, 2^63); got {text!r}")
     return int(v)
 
 
-def float_list(text: str) -> list[float]:
-    """``argparse`` type: numbers separated by commas."""
+def _number_list(text: str, low_open: bool) -> list[float]:
+    rng = "(0, inf)" if low_open else "[0, inf)"
     try:
-        return list(parse_floats("list", text))
+        vals = list(parse_floats("list", text))
     except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas; got {text!r}") from err
+        raise argparse.ArgumentTypeError(f"must be numbers in {rng} separated by commas; got {text!r}") from err
+    if not vals or not all((v > 0 if low_open else v >= 0) and v < float("inf") for v in vals):
+        raise argparse.ArgumentTypeError(f"must be numbers in {rng} separated by commas; got {text!r}")
+    return vals
+
+
+def float_list(text: str) -> list[float]:
+    """``argparse`` type: finite numbers ``>= 0`` separated by commas (epsilons)."""
+    return _number_list(text, low_open=False)
+
+
+def sigma_list(text: str) -> list[float]:
+    """``argparse`` type: finite numbers ``> 0`` separated by commas (noise multipliers)."""
+    return _number_list(text, low_open=True)
 
 
 ENV_CACHE = "MCACCT_CACHE_DIR"

@@ -10,9 +10,12 @@ import time
 
 import numpy as np
 
-from mcacct.validate import check_positive
+from mcacct.cli.flags import check_out_file, int_in, real_in
 
-__all__ = ["add_individual_parser", "cmd_individual"]
+__all__ = ["add_individual_parser", "cmd_individual", "PLOT_SUFFIXES"]
+
+#: Image formats of ``--plot`` (matplotlib picks the format from the suffix).
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 
 def add_individual_parser(subparsers):
@@ -25,19 +28,23 @@ def add_individual_parser(subparsers):
                     "UP to --buckets edges, so every epsilon is an upper bound. Labelled approximative when the "
                     "norms depend on the training trajectory (unless q = 1 or --ratios-fixed).")
     p.add_argument("--norms", required=True, help=".npy file, shape (examples, steps): per-step gradient norms")
-    p.add_argument("--clip-norm", type=float, default=1.0,
-                   help="clip bound C (default 1: the file holds the ratios norm / C)")
-    p.add_argument("--sigma", type=float, required=True, help="noise multiplier (noise std / clip bound), > 0")
-    p.add_argument("--sampling-prob", type=float, required=True, help="Poisson sampling probability q in (0, 1]")
-    p.add_argument("--delta", type=float, required=True, help="delta in (0, 1)")
-    p.add_argument("--buckets", type=int, default=100, help="ratio buckets (edges k/K; default 100)")
-    p.add_argument("--value-discretization-interval", type=float, default=1e-3, metavar="H",
-                   help="loss grid spacing (default 1e-3)")
+    p.add_argument("--clip-norm", type=real_in(0, low_open=True), default=1.0,
+                   help="clip bound C > 0 (default 1: the file holds the ratios norm / C)")
+    p.add_argument("--sigma", type=real_in(0, low_open=True), required=True,
+                   help="noise multiplier (noise std / clip bound), > 0")
+    p.add_argument("--sampling-prob", type=real_in(0, 1, low_open=True), required=True,
+                   help="Poisson sampling probability q in (0, 1]")
+    p.add_argument("--delta", type=real_in(0, 1, low_open=True, high_open=True), required=True,
+                   help="delta in (0, 1)")
+    p.add_argument("--buckets", type=int_in(1), default=100, help="ratio buckets (>= 1; edges k/K; default 100)")
+    p.add_argument("--value-discretization-interval", type=real_in(0, 0.1, low_open=True), default=1e-3,
+                   metavar="H", help="loss grid spacing in (0, 0.1] (default 1e-3)")
     p.add_argument("--ratios-fixed", action="store_true",
                    help="the norms were fixed before training (the result is then rigorous for any q)")
     p.add_argument("--no-bucketing-bound", action="store_true",
                    help="skip the rounded-down pass (the bucketing bound; halves the work)")
-    p.add_argument("--plot", default=None, metavar="HIST.png", help="histogram of individual epsilon vs worst case")
+    p.add_argument("--plot", default=None, metavar="HIST.png",
+                   help="histogram of individual epsilon vs worst case (.png, .pdf or .svg; its directory must exist)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_individual)
     return p
@@ -58,7 +65,7 @@ def _load(path: str, clip: float) -> np.ndarray:
     return np.minimum(norms / clip, 1.0)
 
 
-def _plot(path: str, eps: np.ndarray, worst: float) -> None:
+def _plot(path: str, eps: np.ndarray, worst: float, title: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -67,9 +74,11 @@ def _plot(path: str, eps: np.ndarray, worst: float) -> None:
     ax.axvline(worst, color="tab:red", ls="--", label=f"worst case (all ratios 1): {worst:.3g}")
     ax.set_xlabel("epsilon (upper bound)")
     ax.set_ylabel("examples")
+    ax.set_title(title, fontsize=10)
     ax.legend()
     fig.tight_layout()
-    tmp = path + ".tmp.png"
+    root, ext = os.path.splitext(path)
+    tmp = root + ".tmp" + ext  # same suffix: matplotlib picks the format from it
     fig.savefig(tmp, dpi=120)
     plt.close(fig)
     os.replace(tmp, path)
@@ -77,8 +86,8 @@ def _plot(path: str, eps: np.ndarray, worst: float) -> None:
 
 def cmd_individual(args) -> dict:
     from mcacct.individual.accountant import individual_epsilons
-    clip = check_positive("clip_norm", args.clip_norm)
-    ratios = _load(args.norms, clip)
+    check_out_file("--plot", args.plot, PLOT_SUFFIXES)  # before any work
+    ratios = _load(args.norms, args.clip_norm)
     last = [0.0]
 
     def progress(done, total):
@@ -101,7 +110,9 @@ def cmd_individual(args) -> dict:
         from mcacct.individual.gdp import gdp_epsilon
         out["epsilon_gdp"] = np.asarray(gdp_epsilon(res.mu, args.delta)).tolist()
     if args.plot:
-        _plot(args.plot, res.epsilon, res.worst_case_epsilon)
+        _plot(args.plot, res.epsilon, res.worst_case_epsilon,
+              f"individual epsilon at delta = {args.delta:g}: sigma = {args.sigma:g}, q = {args.sampling_prob:g}, "
+              f"{ratios.shape[1]:,} steps")
         out["plot"] = args.plot
     if not args.json:
         e = res.epsilon

@@ -8,6 +8,7 @@ import json
 import os
 
 from mcacct.report.mse_study import FULL_GRID, QUICK_GRID, SMOKE_GRID, plot_ratios, run_study
+from mcacct.cli.flags import SEED_MAX, int_in, sample_count
 from mcacct.validate import check_int
 
 __all__ = ["add_mse_study_parser", "cmd_mse_study"]
@@ -24,8 +25,8 @@ def add_mse_study_parser(subparsers):
     grid = p.add_mutually_exclusive_group()
     grid.add_argument("--quick", action="store_true", help="a small grid (about 10 minutes on 2 CPU cores)")
     grid.add_argument("--smoke", action="store_true", help="a tiny grid for tests (n = 32, seconds)")
-    p.add_argument("--samples", type=int, default=None, help="samples per direction per candidate (default: Alg. 5)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--samples", type=sample_count, default=None, help="samples per direction per candidate (default: Alg. 5)")
+    p.add_argument("--seed", type=int_in(0, SEED_MAX), default=0, help="root seed (default 0)")
     p.add_argument("--cache", default=None, help="calibration cache directory (default: OUT/cache)")
     p.add_argument("--out", default="mse_study", help="output directory (default ./mse_study)")
     p.add_argument("--no-plot", action="store_true", help="skip the heatmaps")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from mcacct.strategies.toeplitz import OBJECTIVES, optimize_banded_toeplitz, strategy_error
-from mcacct.validate import check_int, parse_floats
+from mcacct.cli.flags import c_col_arg, int_in
 
 __all__ = ["add_strategy_parser", "cmd_strategy"]
 
@@ -19,27 +19,30 @@ def add_strategy_parser(subparsers):
                     "lower-triangular banded Toeplitz C with BANDS non-zeros, by L-BFGS (optax) in float64. "
                     "Prints c_col (normalised to ||c|| = 1) and its error; --c-col reports the error of a given "
                     "strategy instead.")
-    p.add_argument("--iterations", type=int, required=True, help="n: training iterations (>= 1)")
-    p.add_argument("--bands", type=int, default=None, help="non-zeros of C's first column, 1..n")
+    p.add_argument("--iterations", type=int_in(1), required=True, help="n: training iterations (>= 1)")
+    p.add_argument("--bands", type=int_in(1), default=None, help="non-zeros of C's first column, 1..n")
     p.add_argument("--objective", choices=OBJECTIVES, default="mean", help="mean (default) or max squared error")
-    p.add_argument("--c-col", type=str, default=None, help="comma-separated c_col: report its error, no optimisation")
-    p.add_argument("--max-steps", type=int, default=500, help="L-BFGS steps per run (default 500)")
+    p.add_argument("--c-col", type=c_col_arg, default=None,
+                   help="comma-separated c_col, each >= 0 and one > 0: report its error, no optimisation")
+    p.add_argument("--max-steps", type=int_in(1), default=500, help="L-BFGS steps per run (>= 1; default 500)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_strategy)
     return p
 
 
 def cmd_strategy(args) -> dict:
-    n = check_int("iterations", args.iterations, low=1)
+    n = args.iterations
     if args.c_col is not None:
         if args.bands is not None:
             raise ValueError("give --bands (optimise) or --c-col (evaluate), not both")
-        c = parse_floats("c_col", args.c_col)
+        c = args.c_col
         out = {"c_col": list(c), "error": strategy_error(c, n, args.objective), "iterations": n, "bands": len(c),
                "objective": args.objective, "optimized": False}
     else:
         if args.bands is None:
             raise ValueError("--bands is required (an integer in [1, iterations]) unless --c-col is given")
+        if args.bands > n:
+            raise ValueError(f"--bands must be an integer in [1, --iterations = {n}]; got {args.bands}")
         print(f"optimising C: n = {n}, bands = {args.bands}, objective = {args.objective} ...", file=sys.stderr,
               flush=True)
         r = optimize_banded_toeplitz(n, args.bands, args.objective, max_steps=args.max_steps)

@@ -41,6 +41,7 @@ from mcacct.dpis.events import DPISRun, iteration_spec
 from mcacct.dpis.plan import ACCOUNTANTS, aux_events, bisect_smallest, check_kappas, plan_epsilon, plan_events
 from mcacct.dpis.rdp import DEFAULT_ORDERS, check_orders
 from mcacct.validate import check_choice, check_delta, check_epsilon, check_int, check_real
+from mcacct.precision import float64
 
 __all__ = ["RULES", "DPISPlan", "RuntimeParameters", "calibrate_plan", "follows_plan"]
 
@@ -57,6 +58,7 @@ class RuntimeParameters(NamedTuple):
     sigma_g: float
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class DPISPlan:
     r"""A pre-committed DPIS plan (module docstring) and its certified :math:`(\varepsilon, \delta)`.
@@ -145,6 +147,7 @@ class DPISPlan:
         return out
 
 
+@float64
 def follows_plan(run: DPISRun, plan: DPISPlan) -> bool:
     r"""Whether ``run`` is dominated by ``plan`` step by step: one entry per epoch with :math:`T` iterations,
     each realized pair with :math:`q \le b/(\kappa_e N)` and multiplier :math:`\ge s_e`, and the same auxiliary
@@ -166,6 +169,7 @@ def follows_plan(run: DPISRun, plan: DPISPlan) -> bool:
     return True
 
 
+@float64
 def calibrate_plan(dataset_size: int, batch_size: float, epochs: int, epsilon: float, delta: float, *,
                    iterations_per_epoch: int | None = None, kappas: Any = 1.0, sigma_n: float | None = None,
                    sigma_k: float | None = None, p_k: float | None = None, k_star_releases: int = 0,

@@ -60,6 +60,7 @@ from typing import Any
 
 from mcacct import pld
 from mcacct.validate import check_delta, check_epsilon, check_int, check_real
+from mcacct.precision import float64
 
 __all__ = ["DPISEpoch", "DPISRun", "iteration_spec", "count_spec", "norm_sum_spec", "norm_sum_star_spec",
            "dpis_events", "merge_events", "dpis_epsilon", "dpis_delta"]
@@ -73,6 +74,7 @@ def _opt_pos(name: str, value: Any) -> float | None:
     return None if value is None else _pos(name, value)
 
 
+@float64
 def iteration_spec(k_tilde: float, n_tilde: float, batch_size: float, clip: float, sigma_g: float, *,
                    rejection_k: float | None = None) -> pld.PoissonGaussianSpec:
     r"""The dominating pair of one DPIS iteration (module docstring).
@@ -120,12 +122,14 @@ def iteration_spec(k_tilde: float, n_tilde: float, batch_size: float, clip: floa
     return pld.PoissonGaussianSpec(min(b / (nt * r), 1.0), sg / r)
 
 
+@float64
 def count_spec(sigma_n: float) -> pld.GaussianSpec:
     r"""The release of :math:`\tilde N = N + \mathcal N(0, \sigma_N^2)` (eq. 10): sensitivity 1,
     ``GaussianSpec(sigma_n)``. ``sigma_n > 0`` is the absolute noise standard deviation."""
     return pld.GaussianSpec(_pos("sigma_n", sigma_n))
 
 
+@float64
 def norm_sum_spec(p_k: float, sigma_k: float) -> pld.PoissonGaussianSpec:
     r"""The release of :math:`K'` of eq. (11): a Poisson sample of rate :math:`p_K`, the norm sum scaled by
     :math:`1/p_K` (sensitivity :math:`C/p_K`), noise :math:`\sigma_K C`; noise multiplier
@@ -144,6 +148,7 @@ def norm_sum_spec(p_k: float, sigma_k: float) -> pld.PoissonGaussianSpec:
     return pld.PoissonGaussianSpec(p, _pos("sigma_k", sigma_k) * p)
 
 
+@float64
 def norm_sum_star_spec(sigma_k: float) -> pld.GaussianSpec:
     r"""The release of :math:`\tilde K^*_e = \sum_{i=1}^{N}\|\mathrm{Clip}(g_i; C^*)\| + \mathcal N(0,
     \sigma_K^2C^{*2})` (Alg. 1 line 35, adaptive clipping): a sum over *all* records, sensitivity
@@ -151,6 +156,7 @@ def norm_sum_star_spec(sigma_k: float) -> pld.GaussianSpec:
     return pld.GaussianSpec(_pos("sigma_k", sigma_k))
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class DPISEpoch:
     r"""A segment of ``iterations`` DPIS iterations sharing :math:`\tilde K`, :math:`\sigma_G` and :math:`C`
@@ -180,6 +186,7 @@ class DPISEpoch:
         object.__setattr__(self, "clip", _opt_pos("clip", self.clip))
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class DPISRun:
     r"""The values of one DPIS run that its privacy depends on.
@@ -270,6 +277,7 @@ class DPISRun:
         return 0 if self.sigma_k is None else len(self.epochs)
 
 
+@float64
 def merge_events(events: list) -> list:
     """Merge events with equal specs (counts add), keeping the order of first appearance; drop zero counts."""
     totals: dict = {}
@@ -278,6 +286,7 @@ def merge_events(events: list) -> list:
     return [pld.Event(s, c) for s, c in totals.items() if c > 0]
 
 
+@float64
 def dpis_events(run: DPISRun, *, auxiliary: bool = True) -> list:
     r"""The :class:`mcacct.pld.Event` list of a DPIS run: :math:`\tilde N` (``count_spec``), the :math:`K'`
     releases (``norm_sum_spec``), the :math:`\tilde K^*` releases (``norm_sum_star_spec``) and every
@@ -316,6 +325,7 @@ def dpis_events(run: DPISRun, *, auxiliary: bool = True) -> list:
     return merged
 
 
+@float64
 def dpis_epsilon(run: DPISRun, delta: float, *, value_discretization_interval: float = 1e-4,
                  estimate_error: bool = True) -> pld.EventsResult:
     r"""PLD upper bound on :math:`\varepsilon(\delta)` of a DPIS run, max over add and remove
@@ -325,6 +335,7 @@ def dpis_epsilon(run: DPISRun, delta: float, *, value_discretization_interval: f
                               estimate_error=estimate_error)
 
 
+@float64
 def dpis_delta(run: DPISRun, epsilon: float, *, value_discretization_interval: float = 1e-4,
                estimate_error: bool = True) -> pld.EventsResult:
     r"""PLD upper bound on :math:`\delta(\varepsilon)` of a DPIS run, max over add and remove."""

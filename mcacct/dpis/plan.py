@@ -17,6 +17,7 @@ from mcacct import pld
 from mcacct.dpis.events import count_spec, merge_events, norm_sum_spec, norm_sum_star_spec
 from mcacct.dpis.rdp import DEFAULT_ORDERS, rdp_of_events, rdp_to_epsilon
 from mcacct.validate import check_choice, check_int, check_real, parse_floats
+from mcacct.precision import float64
 
 __all__ = ["ACCOUNTANTS", "check_kappas", "aux_events", "plan_events", "plan_epsilon", "bisect_smallest"]
 
@@ -36,6 +37,7 @@ def check_kappas(kappas: Any, epochs: int) -> tuple[float, ...]:
     return tuple(float(v) for v in vals)
 
 
+@float64
 def aux_events(dataset_size: int, batch_size: float, epochs: int, *, sigma_n: float | None = None,
                sigma_k: float | None = None, p_k: float | None = None, k_star_releases: int = 0) -> list:
     r"""The auxiliary events of a plan: :math:`\tilde N` (``sigma_n``), one :math:`K'` per epoch (``sigma_k``,
@@ -55,6 +57,7 @@ def aux_events(dataset_size: int, batch_size: float, epochs: int, *, sigma_n: fl
     return out
 
 
+@float64
 def plan_events(dataset_size: int, batch_size: float, iterations_per_epoch: int, kappas: Sequence[float],
                 multipliers: Sequence[float], *, sigma_n: float | None = None, sigma_k: float | None = None,
                 p_k: float | None = None, k_star_releases: int = 0) -> list:
@@ -75,6 +78,7 @@ def plan_events(dataset_size: int, batch_size: float, iterations_per_epoch: int,
     return merge_events(out)
 
 
+@float64
 def plan_epsilon(events: list, delta: float, accountant: str = "pld", *, value_discretization_interval: float =
                  1e-3, orders: Sequence[int] = DEFAULT_ORDERS) -> tuple[float, int | None]:
     r"""``(epsilon, order)`` of ``events`` at ``delta``: PLD (max over add/remove, ``order`` None) or RDP with
@@ -88,6 +92,7 @@ def plan_epsilon(events: list, delta: float, accountant: str = "pld", *, value_d
     return r.epsilon, r.order
 
 
+@float64
 def bisect_smallest(ok: Callable[[float], bool], guess: float, rtol: float = 1e-3, what: str = "sigma",
                     step: float = 1.5) -> float:
     r"""The smallest :math:`x > 0` (to relative width ``rtol``) with ``ok(x)``, for ``ok`` monotone

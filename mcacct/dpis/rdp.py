@@ -29,6 +29,7 @@ import numpy as np
 from mcacct import pld
 from mcacct.dpis.events import DPISRun, dpis_events
 from mcacct.validate import check_delta, check_real
+from mcacct.precision import float64
 
 __all__ = ["DEFAULT_ORDERS", "RDPResult", "check_orders", "rdp_gaussian", "rdp_poisson_gaussian",
            "rdp_dpis_iteration", "rdp_of_events", "conversion_offset", "rdp_to_epsilon", "dpis_rdp_epsilon"]
@@ -58,6 +59,7 @@ def check_orders(orders: Any) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+@float64
 def rdp_gaussian(sigma: float, orders: Sequence[int] = DEFAULT_ORDERS, sensitivity: float = 1.0) -> np.ndarray:
     r""":math:`\tau(\alpha) = \alpha\Delta^2/(2\sigma^2)` of the Gaussian mechanism (eq. 18)."""
     s = check_real("sigma", sigma, low=0.0, low_open=True)
@@ -65,6 +67,7 @@ def rdp_gaussian(sigma: float, orders: Sequence[int] = DEFAULT_ORDERS, sensitivi
     return check_orders(orders) * d * d / (2.0 * s * s)
 
 
+@float64
 def rdp_poisson_gaussian(q: float, sigma: float, orders: Sequence[int] = DEFAULT_ORDERS,
                          sensitivity: float = 1.0) -> np.ndarray:
     r"""RDP of the Poisson-subsampled Gaussian for integer orders (module docstring; eq. 6 of the paper).
@@ -105,6 +108,7 @@ def rdp_poisson_gaussian(q: float, sigma: float, orders: Sequence[int] = DEFAULT
     return np.maximum(out, 0.0)
 
 
+@float64
 def rdp_dpis_iteration(k_tilde: float, n_tilde: float, batch_size: float, clip: float, sigma_g: float,
                        orders: Sequence[int] = DEFAULT_ORDERS) -> np.ndarray:
     r"""Eq. (13) of the paper, one DPIS iteration:
@@ -134,6 +138,7 @@ def _spec_rdp(spec: Any, orders: np.ndarray) -> np.ndarray:
                      f"{type(spec).__name__}")
 
 
+@float64
 def rdp_of_events(events: Sequence[pld.Event], orders: Sequence[int] = DEFAULT_ORDERS) -> np.ndarray:
     r"""Total RDP :math:`\sum_e \mathrm{count}_e\,\tau_e(\alpha)` of a list of :class:`mcacct.pld.Event`
     (Gaussian and Poisson-Gaussian specs), per order."""
@@ -149,6 +154,7 @@ def rdp_of_events(events: Sequence[pld.Event], orders: Sequence[int] = DEFAULT_O
     return total
 
 
+@float64
 def conversion_offset(orders: Sequence[int], delta: float) -> np.ndarray:
     r"""The second term of Lemma 2.5 (eq. 2): :math:`(\log(1/\delta) + (\alpha-1)\log(1-1/\alpha) -
     \log\alpha)/(\alpha-1)` per order."""
@@ -157,6 +163,7 @@ def conversion_offset(orders: Sequence[int], delta: float) -> np.ndarray:
     return (math.log(1.0 / dl) + (a - 1.0) * np.log1p(-1.0 / a) - np.log(a)) / (a - 1.0)
 
 
+@float64
 def rdp_to_epsilon(rdp: Any, orders: Sequence[int], delta: float) -> RDPResult:
     r"""Lemma 2.5 (eq. 2), minimised over the orders: :math:`\varepsilon = \min_\alpha \tau(\alpha) +
     \mathrm{offset}(\alpha)` (clipped at 0)."""
@@ -169,6 +176,7 @@ def rdp_to_epsilon(rdp: Any, orders: Sequence[int], delta: float) -> RDPResult:
     return RDPResult(max(float(eps[j]), 0.0), float(delta), int(a[j]), tuple(tau.tolist()))
 
 
+@float64
 def dpis_rdp_epsilon(run: DPISRun, delta: float, orders: Sequence[int] = DEFAULT_ORDERS) -> RDPResult:
     r"""The paper's accounting of a run: RDP of every release (:func:`mcacct.dpis.events.dpis_events`, i.e. eq.
     10/18, eq. 11 with sensitivity :math:`C/p_K`, eq. 13), summed, converted by Lemma 2.5."""

@@ -29,6 +29,7 @@ from typing import Any
 
 from mcacct.dpis.events import DPISEpoch, DPISRun
 from mcacct.validate import read_json
+from mcacct.precision import float64
 
 __all__ = ["RUN_FIELDS", "EPOCH_FIELDS", "run_from_dict", "run_to_dict", "load_run"]
 
@@ -71,6 +72,7 @@ def _fields(where: str, data: Any, spec: dict) -> dict:
     return out
 
 
+@float64
 def run_from_dict(data: Any, source: str = "run") -> DPISRun:
     """A :class:`DPISRun` from its JSON object (module docstring); ``ValueError`` naming ``source`` and the
     entry for a missing, unknown or out-of-range field."""
@@ -92,6 +94,7 @@ def run_from_dict(data: Any, source: str = "run") -> DPISRun:
         raise ValueError(f"{source}: {err}") from None
 
 
+@float64
 def run_to_dict(run: DPISRun) -> dict:
     """The JSON object of ``run`` (inverse of :func:`run_from_dict`)."""
     out = {k: getattr(run, k) for k in RUN_FIELDS if k != "epochs" and getattr(run, k) is not None}
@@ -99,6 +102,7 @@ def run_to_dict(run: DPISRun) -> dict:
     return out
 
 
+@float64
 def load_run(path: str | os.PathLike) -> DPISRun:
     """Read a run file (module docstring)."""
     name = os.fspath(path)

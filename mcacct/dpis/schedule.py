@@ -35,6 +35,7 @@ from mcacct.dpis.calibrate import calibrate_plan
 from mcacct.dpis.plan import aux_events, bisect_smallest, check_kappas
 from mcacct.dpis.rdp import DEFAULT_ORDERS, check_orders, conversion_offset, rdp_of_events, rdp_poisson_gaussian
 from mcacct.validate import check_delta, check_epsilon, check_int, check_real
+from mcacct.precision import float64
 
 __all__ = ["PaperSchedule", "paper_schedule"]
 
@@ -51,6 +52,7 @@ class PaperSchedule(NamedTuple):
     guarantee: bool
 
 
+@float64
 def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: int, epsilon: float,
                    delta: float, *, iterations_per_epoch: int | None = None, a_e: float = 1.0,
                    sigma_n: float | None = None, sigma_k: float | None = None, p_k: float | None = None,

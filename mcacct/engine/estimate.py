@@ -17,19 +17,47 @@ from mcacct.engine.statistics import (DIRECTIONS, DirectionStats, HistogramSpec,
                                       epsilon_from_delta_curve)
 from mcacct.engine.systematic import systematic_bound
 from mcacct.validate import check_real
+from mcacct.precision import float64
 
-__all__ = ["Estimate", "estimate", "kl_up"]
+__all__ = ["Estimate", "estimate", "kl_up", "certification_notes", "FLOAT32_NOTE"]
+
+#: Why a float32 result is not a certificate (``mcacct delta``/``epsilon``/``merge`` print it after ``note: ``).
+FLOAT32_NOTE = ("float32 kernel: its round-off is not bounded, so the upper bound holds for the float32 "
+                "computation, not as a privacy certificate (use --dtype float64)")
 
 
+@float64
+def certification_notes(dtype: str, directions: Sequence[str]) -> list[str]:
+    r"""Why an estimate of kernel ``dtype`` over ``directions`` is not a certificate of the mechanism (empty: it
+    is one, up to its stated confidence).
+
+    A mechanism is :math:`(\varepsilon, \delta)`-DP only if *both* directions of the divergence are at most
+    :math:`\delta`; an estimate of one direction bounds that direction alone (and spends all of ``alpha`` on it,
+    so its bound is also not comparable with a two-direction bound on the same draws). A float32 kernel's
+    round-off is not bounded."""
+    notes = []
+    missing = [d for d in DIRECTIONS if d not in tuple(directions)]
+    if missing:
+        ran = ", ".join(d for d in DIRECTIONS if d in tuple(directions)) or "no"
+        notes.append(f"{ran} direction only: the upper bound covers only delta of the {ran} direction, so it is "
+                     f"not a certificate of the mechanism (that needs both directions; the {', '.join(missing)} "
+                     "direction is not in this result: run --direction both)")
+    if dtype != "float64":
+        notes.append(FLOAT32_NOTE)
+    return notes
+
+
+@float64
 @dataclass
 class Estimate:
     """Monte Carlo estimate of delta(epsilon) in both directions with (1 - alpha) confidence bounds.
 
-    ``alpha`` is split between the two directions (union bound), so ``delta_upper`` bounds the larger of the
-    two divergences with confidence ``1 - alpha``. ``systematic`` (:mod:`mcacct.engine.systematic`: the sampler's
-    normal and participation draws against exact ones) is added to every upper bound. ``certified`` is false
-    for float32 kernels, whose round-off is not bounded (the bounds then hold for the float32 computation,
-    not for the mechanism).
+    ``alpha`` is split between the directions present (union bound), so ``delta_upper`` bounds the larger of
+    their divergences with confidence ``1 - alpha``. ``systematic`` (:mod:`mcacct.engine.systematic`: the
+    sampler's normal and participation draws against exact ones) is added to every upper bound. ``certified``
+    is false for float32 kernels, whose round-off is not bounded (the bounds then hold for the float32
+    computation, not for the mechanism), and for estimates of one direction only (a bound on one direction is
+    not a bound on the mechanism); ``notes`` says why (:func:`certification_notes`).
     """
 
     sigma: float
@@ -37,6 +65,7 @@ class Estimate:
     stats: dict[str, DirectionStats] = field(default_factory=dict)
     systematic: float = 0.0
     certified: bool = True
+    notes: list[str] = field(default_factory=list)
 
     @property
     def num_samples(self) -> int:
@@ -46,12 +75,17 @@ class Estimate:
         return self.alpha / len(self.stats)
 
     def delta(self, j: int = 0) -> dict:
-        """Point estimate and bounds at ``epsilons[j]`` (exact float64 sums)."""
+        """Point estimate and bounds at ``epsilons[j]`` (exact float64 sums).
+
+        The bounds use the fixed-point mean, rounded up by a few units per chunk; the point estimate is the
+        smaller of that mean and the histogram's (both at or above the exact empirical mean), so an estimate
+        of zero prints as 0 rather than as the round-up (e.g. ``2e-28``), which stays in the bounds."""
         out = {}
         for d, s in self.stats.items():
             m = s.mean_at(j)
             lo, hi = delta_bounds(m, s.count, self._alpha_dir())
-            out[d] = {"delta_estimate": m, "delta_lower": max(0.0, lo - self.systematic),
+            point = min(m, float(s.histogram_delta(s.epsilons[j])[0]))
+            out[d] = {"delta_estimate": point, "delta_lower": max(0.0, lo - self.systematic),
                       "delta_upper": min(1.0, hi + self.systematic)}
         out["delta_estimate"] = max(v["delta_estimate"] for v in out.values())
         out["delta_upper"] = max(v["delta_upper"] for k, v in out.items() if isinstance(v, dict))
@@ -84,11 +118,13 @@ class Estimate:
                 "epsilon_upper": epsilon_from_delta_curve(upper, delta, eps_hi)}
 
 
+@float64
 def kl_up(mean: float, count: int, alpha: float) -> float:
     """The upper confidence bound of :func:`mcacct.engine.statistics.delta_bounds`."""
     return delta_bounds(mean, count, alpha)[1]
 
 
+@float64
 def estimate(problem: Problem, sigma: float, key: jax.Array, num_samples: int, epsilons=(1.0,),
              alpha: float = 0.01, directions: Sequence[str] = DIRECTIONS, chunk_size: int = DEFAULT_CHUNK_SIZE,
              spec: HistogramSpec = HistogramSpec(), progress: bool = False, mesh: Mesh | None = None,
@@ -106,7 +142,8 @@ def estimate(problem: Problem, sigma: float, key: jax.Array, num_samples: int, e
         ``1 - alpha`` is the confidence of the bounds; split over the directions by a union bound (which needs
         no independence between them).
     directions:
-        Which of ``("remove", "add")`` to report.
+        Which of ``("remove", "add")`` to report (both are drawn either way, on the same keys). With one
+        direction the estimate is not ``certified``: it bounds that direction only.
     mesh:
         Devices (default: every local device); results are identical on any mesh.
     distributed:
@@ -124,8 +161,9 @@ def estimate(problem: Problem, sigma: float, key: jax.Array, num_samples: int, e
     for d in directions:
         if d not in DIRECTIONS:
             raise ValueError(f"directions must be a subset of {DIRECTIONS}; got {d!r}")
-    est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta,
-                   certified=problem.dtype == "float64")
+    notes = certification_notes(problem.dtype, directions)
+    est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta, certified=not notes,
+                   notes=notes)
     run = run_ladder(problem, [sigma], key, num_samples, epsilons, chunk_size, spec, mesh=mesh,
                      distributed=distributed, progress=progress, label=f"sigma={sigma:.6g}")
     if run.errors:

@@ -18,12 +18,14 @@ import jax.numpy as jnp
 
 from mcacct.schemes.base import AccountedScheme
 from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.precision import float64
 
 __all__ = ["Problem", "DEFAULT_CHUNK_SIZE", "block_size", "block_keys", "chunk_losses", "rng_identity"]
 
 DEFAULT_CHUNK_SIZE = 4096
 
 
+@float64
 @dataclass(frozen=True)
 class Problem:
     """Everything that defines the pair (P, Q) except ``sigma``: scheme, strategy and kernel precision.
@@ -43,6 +45,7 @@ class Problem:
             raise ValueError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}")
 
 
+@float64
 def block_size(problem: Problem, chunk_size: int) -> int:
     """Samples per block: the power of two nearest below ``2**18 / n``, within ``[16, 4096]`` and at most
     ``chunk_size``. Depends only on the problem and the chunk size, never on the backend."""
@@ -50,12 +53,14 @@ def block_size(problem: Problem, chunk_size: int) -> int:
     return min(1 << (target.bit_length() - 1), chunk_size)
 
 
+@float64
 def block_keys(key: jax.Array, problem: Problem, chunk_size: int) -> jax.Array:
     """Keys of the blocks of one chunk: block ``j`` uses ``fold_in(chunk_key, j)``."""
     n_blocks = -(-chunk_size // block_size(problem, chunk_size))
     return jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(n_blocks, dtype=jnp.uint32))
 
 
+@float64
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "positive"))
 def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, positive: bool) -> jax.Array:
     """Privacy losses of one chunk: ``ln P/Q`` for y ~ P (``positive``), ``ln Q/P`` for y ~ Q.

@@ -34,6 +34,7 @@ from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, block_keys, block
 from mcacct.engine.progress import Progress
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics
 from mcacct.engine.systematic import applied_loss_shift
+from mcacct.precision import float64
 
 __all__ = ["LadderStats", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width", "AXIS"]
 
@@ -128,6 +129,7 @@ class LadderStats:
     errors: dict[int, str] = field(default_factory=dict)
 
 
+@float64
 def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_samples: int, epsilons,
                chunk_size: int = DEFAULT_CHUNK_SIZE, spec: HistogramSpec = HistogramSpec(),
                mesh: Mesh | None = None, drop: Callable[[LadderStats], Iterable[int]] | None = None,
@@ -183,7 +185,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
     ids = list(range(n_chunks) if chunk_ids is None else chunk_ids)
     for c in ids:
         if not 0 <= c < n_chunks:
-            raise ValueError(f"chunk_ids must lie in [0, {n_chunks}); got {c}")
+            raise ValueError(f"chunk_ids must be in [0, {n_chunks}); got {c}")
     if distributed:
         ids = [c for c in ids if c % jax.process_count() == jax.process_index()]
         drop = None

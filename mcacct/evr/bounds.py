@@ -11,9 +11,17 @@ estimate :math:`\hat\delta \le \delta'` (the *base* delta) therefore accepts a m
 is certified without Monte Carlo is then :math:`(\varepsilon, \delta + q (1 - \delta))`-DP (Theorem A.1)
 for every :math:`\delta \ge \delta'`; the *overall* delta minimises this over :math:`\delta`.
 
-Both directions of the divergence are verified on independent samples: a mechanism that is not
-:math:`(\varepsilon,\delta)`-DP violates it in at least one direction, whose verifier passes with probability
-at most ``q``; so requiring both to pass keeps the same ``q``.
+Both directions of the divergence are verified on the *same* draws (:mod:`mcacct.engine.runner`: chunk ``c``
+of a run keyed ``K`` draws ``x`` and ``z`` from ``fold_in(K, c)``, and ``y = Cx + sigma z`` gives the remove
+sample, ``y = sigma z`` the add sample, for every ladder candidate), so the two directions' samples are
+dependent; the ``s`` samples *within* one direction are i.i.d., which is all Fact 4.2 needs. No independence
+between the directions is needed: a mechanism that is not :math:`(\varepsilon,\delta)`-DP violates it in
+at least one direction, and that one direction's verifier passes with probability at most ``q`` -- a statement
+about its marginal law alone, whatever the dependence on the other direction; requiring both to pass is
+contained in that event, so it keeps the same ``q``. Likewise an estimate of both directions splits ``alpha``
+by a union bound: each direction's one-sided bound fails with probability at most ``alpha / 2`` marginally, so
+both hold with probability at least ``1 - alpha`` however the directions are coupled. The full argument, for every
+candidate of the ladder on shared draws, is in ``docs/soundness.md`` ("Shared draws").
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import math
 import numpy as np
 
 from mcacct.validate import check_int, check_real
+from mcacct.precision import float64
 
 __all__ = ["kl_bernoulli", "tail_bound", "overall_delta", "base_delta_for_target", "min_samples",
            "kl_upper_confidence", "kl_lower_confidence", "gaussian_delta", "gaussian_sigma"]
@@ -31,6 +40,7 @@ __all__ = ["kl_bernoulli", "tail_bound", "overall_delta", "base_delta_for_target
 _SAFETY = 1.0 + 1e-9
 
 
+@float64
 def kl_bernoulli(a: float, b: float) -> float:
     """KL(Bern(a) || Bern(b)) in nats, for ``a`` in [0, 1] and ``b`` in (0, 1)."""
     if b <= 0.0 or b >= 1.0:
@@ -43,6 +53,7 @@ def kl_bernoulli(a: float, b: float) -> float:
     return max(out, 0.0)
 
 
+@float64
 def tail_bound(num_samples: int, base_delta: float, delta: float) -> float:
     """``q = exp(-s KL(base_delta || delta))`` for ``delta > base_delta`` (1 otherwise)."""
     if delta <= base_delta:
@@ -56,6 +67,7 @@ def _overall_at(s: int, base: float, delta: float) -> float:
     return delta + tail_bound(s, base, delta) * (1.0 - delta)
 
 
+@float64
 def overall_delta(num_samples: int, base_delta: float) -> float:
     r"""The overall :math:`\delta_o = \min_{\delta \ge \delta'} \delta + q(s, \delta', \delta)(1 - \delta)`.
 
@@ -81,6 +93,7 @@ def overall_delta(num_samples: int, base_delta: float) -> float:
     return min(best, 1.0)
 
 
+@float64
 def base_delta_for_target(num_samples: int, target_delta: float) -> float:
     """The largest base delta whose overall delta with ``num_samples`` samples is ``<= target_delta``.
 
@@ -102,6 +115,7 @@ def base_delta_for_target(num_samples: int, target_delta: float) -> float:
     return math.exp(lo)
 
 
+@float64
 def min_samples(target_delta: float, base_delta: float) -> int:
     """The smallest ``s`` with ``overall_delta(s, base_delta) <= target_delta``."""
     t = check_real("target_delta", target_delta, low=0.0, high=1.0, low_open=True, high_open=True)
@@ -121,6 +135,7 @@ def min_samples(target_delta: float, base_delta: float) -> int:
     return hi
 
 
+@float64
 def kl_upper_confidence(mean: float, num_samples: int, alpha: float) -> float:
     """Largest ``d`` with ``exp(-s KL(mean || d)) >= alpha``: a (1 - alpha) upper confidence bound on the
     mean of ``[0, 1]``-valued i.i.d. samples (Chernoff; valid for any distribution on [0, 1])."""
@@ -138,6 +153,7 @@ def kl_upper_confidence(mean: float, num_samples: int, alpha: float) -> float:
     return min(1.0, hi * _SAFETY)
 
 
+@float64
 def kl_lower_confidence(mean: float, num_samples: int, alpha: float) -> float:
     """Smallest ``d`` with ``exp(-s KL(mean || d)) >= alpha``: a (1 - alpha) lower confidence bound."""
     if num_samples <= 0:
@@ -169,6 +185,7 @@ def _log_ndtr(x: float) -> float:
     return -t * t - math.log(t * math.sqrt(math.pi)) + math.log1p(-0.5 / t**2 + 0.75 / t**4) - math.log(2.0)
 
 
+@float64
 def gaussian_delta(sensitivity: float, sigma: float, epsilon: float) -> float:
     r"""Exact :math:`\delta(\varepsilon)` of the Gaussian mechanism (Balle & Wang 2018, Thm. 8):
 
@@ -188,6 +205,7 @@ def gaussian_delta(sensitivity: float, sigma: float, epsilon: float) -> float:
     return min(1.0, max(val, 0.0) * _SAFETY + 4e-16 * first)
 
 
+@float64
 def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     """Smallest noise multiplier (rounded up) with ``gaussian_delta(sensitivity, sigma, epsilon) <= delta``."""
     d = check_real("sensitivity", sensitivity, low=0.0, low_open=True)

@@ -54,6 +54,7 @@ from mcacct import registry
 from mcacct.evr import bounds as evr
 from mcacct.pld import pld_calibrate
 from mcacct.engine.systematic import systematic_bound
+from mcacct.precision import float64
 
 __all__ = ["calibrate", "CalibrationResult", "CalibrationPlan", "plan_calibration", "apply_verdicts",
            "verdict_drop", "verification_key", "verification_spec", "pilot_key", "top_sigma", "pilot_range",
@@ -72,16 +73,19 @@ def candidate_key(root: jax.Array, index: int) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(root, _TAG_CANDIDATES), index)
 
 
+@float64
 def verification_key(root: jax.Array) -> jax.Array:
     """The key of the verification draws, shared by every ladder candidate and both directions."""
     return jax.random.fold_in(root, _TAG_VERIFY)
 
 
+@float64
 def pilot_key(root: jax.Array) -> jax.Array:
     """The key of the pilot estimate (never used by a verification)."""
     return jax.random.fold_in(root, _TAG_PILOT)
 
 
+@float64
 def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, str]:
     """(sigma, certifier) of the Monte-Carlo-free top candidate, the tightest certified bound that is valid
     for the mechanism actually run:
@@ -100,6 +104,7 @@ def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, st
     return best
 
 
+@float64
 def baseline_sigmas(problem: Problem, epsilon: float, delta: float) -> dict:
     """The sigma that the deterministic baselines need for the same target at the same expected batch size
     (PLD accountant, certified upper bounds), from the scheme's entry in :mod:`mcacct.registry` (for
@@ -107,6 +112,7 @@ def baseline_sigmas(problem: Problem, epsilon: float, delta: float) -> dict:
     return registry.baseline_sigmas(problem, epsilon, delta)
 
 
+@float64
 @dataclass
 class CalibrationResult:
     """Outcome of :func:`calibrate`. ``sigma`` is certified (epsilon, overall_delta)-DP."""
@@ -182,6 +188,7 @@ def _pilot(problem, epsilon, base, key, n_pilot, lo, hi, chunk_size, progress) -
     return best, max(safe, best), drawn
 
 
+@float64
 @dataclass(frozen=True)
 class CalibrationPlan:
     """Everything fixed before any verification draw: target, sample budget, certified top, the ladder
@@ -214,6 +221,7 @@ class CalibrationPlan:
         return min(1.0, self.statistical_delta + self.systematic_delta)
 
 
+@float64
 def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Array, num_samples: int | None = None,
                      ladder_ratio: float = 1.01, above: int = 3, below: int = 4, pilot_samples: int | None = None,
                      chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False,
@@ -277,6 +285,7 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
                            pilot_seconds, drawn, reserve_frac)
 
 
+@float64
 def ladder_exponents(below: int, above: int, reach: int, reach_down: int | None = None) -> list[int]:
     """Exponents ``j`` of the ladder ``sigma_hat * ratio**j`` (sorted): ``-below..above`` one by one; above them
     ``above + 2, above + 4, above + 8, ...`` while below ``reach``, and ``reach`` itself when beyond ``above``;
@@ -298,6 +307,7 @@ def ladder_exponents(below: int, above: int, reach: int, reach_down: int | None 
     return sorted({*(-j for j in coarse(below, down)), *range(-below, above + 1), *coarse(above, reach)})
 
 
+@float64
 def pilot_range(top: float, bracket: tuple[float, float] | None = None) -> tuple[float, float]:
     """The sigma range of the pilot's first grid: ``[top / 64, top]``, narrowed by ``bracket`` (e.g. the PLD
     sigmas of the scheme's baselines, :func:`bracket_from_baselines`) when given. The bracket only *places* the
@@ -313,6 +323,7 @@ def pilot_range(top: float, bracket: tuple[float, float] | None = None) -> tuple
     return lo, hi
 
 
+@float64
 def bracket_from_baselines(baselines: dict) -> tuple[float, float] | None:
     """``(min / 2, 1.25 max)`` of the baseline sigmas (keys ending in ``_sigma``), or ``None`` without any:
     b-min-sep needs less noise than cyclic Poisson at the same batch size (Dong & Ganesh 2026,
@@ -321,17 +332,20 @@ def bracket_from_baselines(baselines: dict) -> tuple[float, float] | None:
     return (min(vals) / 2, 1.25 * max(vals)) if vals else None
 
 
+@float64
 def verification_spec() -> HistogramSpec:
     """The (one-bin) histogram of verification runs: only the sums at the target epsilon are needed."""
     return HistogramSpec(width=64.0, bins=1)
 
 
+@float64
 def candidate_passes(stats, num_samples: int, base_delta: float) -> bool:
     """The verdict of one candidate (Alg. 5): every direction in ``stats`` (``direction -> DirectionStats``, at
     the target epsilon first) ran all ``num_samples`` samples and its empirical mean is at most ``base_delta``."""
     return all(d.count == num_samples and d.mean_at(0) <= base_delta for d in stats.values())
 
 
+@float64
 def apply_verdicts(plan: CalibrationPlan, run: LadderStats) -> CalibrationResult:
     """Alg. 5 on the statistics of the ladder: ``i*`` is the lowest candidate above which every candidate passed
     (both directions complete with mean at most the base delta); the released sigma is ``ladder[i*]``, or the
@@ -368,11 +382,13 @@ def apply_verdicts(plan: CalibrationPlan, run: LadderStats) -> CalibrationResult
     return result
 
 
+@float64
 def verdict_drop(plan: CalibrationPlan):
     """The early-leaving rule of a verification run of ``plan`` (:func:`_verdict_drop` at ``base * s``)."""
     return _verdict_drop(plan.base_delta * plan.num_samples, list(range(len(plan.ladder))))
 
 
+@float64
 def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, num_samples: int | None = None,
               ladder_ratio: float = 1.01, above: int = 3, below: int = 4, pilot_samples: int | None = None,
               chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False,

@@ -69,6 +69,7 @@ from mcacct.pld.kernels import query_one, single_batch
 from mcacct.pld.plan import bucket, plan, solver_for
 from mcacct.pld.specs import Canonical, PoissonGaussianSpec
 from mcacct.validate import check_delta, check_int, check_positive, check_probability, check_value_interval
+from mcacct.precision import float64
 
 __all__ = ["IndividualResult", "bucket_counts", "individual_epsilons", "ACCOUNTANT_LABELS"]
 
@@ -98,6 +99,7 @@ class IndividualResult(NamedTuple):
     accountant: str
 
 
+@float64
 def bucket_counts(ratios: np.ndarray, buckets: int, up: bool = True) -> np.ndarray:
     """Counts ``m[i, k-1]`` of the ratios of row ``i`` rounded up (or down) to the edge ``k / buckets``,
     ``k = 1..buckets`` (ratios rounded to 0 are dropped: they cost nothing)."""
@@ -215,6 +217,7 @@ def _epsilons(counts, parts, delta, h, batch_size, progress):
     return eps.max(axis=1), float(np.max(additive)), n
 
 
+@float64
 def individual_epsilons(ratios, sigma: float, sampling_prob: float, delta: float, *, buckets: int = 100,
                         value_discretization_interval: float = 1e-3, ratios_fixed: bool = False,
                         bucketing_bound: bool = True, batch_size: int = 256, progress=None) -> IndividualResult:

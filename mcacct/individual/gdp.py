@@ -35,6 +35,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
 
 from mcacct.validate import check_delta, check_epsilon, check_int, check_positive, check_real, is_traced
+from mcacct.precision import float64
 
 __all__ = ["gdp_delta", "gdp_epsilon", "individual_mu", "GDPFilterState", "gdp_filter_init",
            "gdp_filter_step", "gdp_filter_epsilon"]
@@ -103,6 +104,7 @@ def _delta_kernel(mu: jax.Array, eps: jax.Array) -> jax.Array:
     return jnp.where((mu > 0) & (la > -jnp.inf), d, 0.0)
 
 
+@float64
 def gdp_delta(mu: Any, epsilon: Any) -> np.ndarray | np.float64:
     r"""The tight :math:`\delta(\varepsilon)` of :math:`\mu`-GDP (Dong, Roth & Su 2022, arXiv:1905.02383, Cor. 2.13).
 
@@ -169,6 +171,7 @@ def _epsilon_kernel(mu: jax.Array, delta: jax.Array) -> jax.Array:
     return jnp.where(_delta_kernel(mu, jnp.zeros_like(mu)) <= target, 0.0, eps)
 
 
+@float64
 def gdp_epsilon(mu: Any, delta: Any) -> np.ndarray | np.float64:
     r"""The smallest :math:`\varepsilon \ge 0` with :math:`\delta_\mu(\varepsilon) \le \delta`, rounded up.
 
@@ -202,6 +205,7 @@ def gdp_epsilon(mu: Any, delta: Any) -> np.ndarray | np.float64:
     return _out(_epsilon_kernel(jnp.asarray(m), jnp.asarray(d)))
 
 
+@float64
 def individual_mu(ratios: Any, sigma: Any) -> np.ndarray | np.float64:
     r"""Per-example GDP parameter of full-batch DP-GD (Koskela, Tobaben & Honkela 2023, arXiv:2209.15596,
     Sec. 3.3 and App. C.2, with Thm. 2; sampling rate :math:`q = 1`).
@@ -253,6 +257,7 @@ class GDPFilterState(NamedTuple):
     active: jax.Array
 
 
+@float64
 def gdp_filter_init(num_examples: int) -> GDPFilterState:
     """Initial state for ``num_examples >= 1`` examples: nothing spent, all active."""
     n = check_int("num_examples", num_examples, low=1)
@@ -267,6 +272,7 @@ def _filter_kernel(spent_sq, active, mu_t, budget):
     return now, GDPFilterState(jnp.where(now, cand, spent_sq), now)
 
 
+@float64
 def gdp_filter_step(state: GDPFilterState, mu_t: Any, budget: Any) -> tuple[jax.Array, GDPFilterState]:
     r"""One step of the individual GDP filter (Koskela, Tobaben & Honkela 2023, arXiv:2209.15596, Alg. 1).
 
@@ -319,6 +325,7 @@ def gdp_filter_step(state: GDPFilterState, mu_t: Any, budget: Any) -> tuple[jax.
                           jnp.asarray(budget, jnp.float64))
 
 
+@float64
 def gdp_filter_epsilon(budget: Any, delta: Any) -> np.ndarray | np.float64:
     r"""The :math:`(\varepsilon, \delta)`-DP guarantee of a :math:`B`-GDP filter: ``gdp_epsilon(budget, delta)``
     (Koskela, Tobaben & Honkela 2023, arXiv:2209.15596, Thm. 1 and Cor. 2; remove adjacency).

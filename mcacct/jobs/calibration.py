@@ -21,12 +21,13 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import time
 
 import jax
 import numpy as np
 
-from mcacct.validate import check_int
+from mcacct.validate import check_int, check_real
 from mcacct.engine.problem import Problem, rng_identity
 from mcacct.evr.calibrate import (CalibrationPlan, CalibrationResult, apply_verdicts, verdict_drop, verification_key,
                               verification_spec)
@@ -36,6 +37,7 @@ from mcacct.jobs.shards import (KERNEL_VERSION, atomic_write_json, shard_chunk_r
 from mcacct.registry import scheme_from_dict, scheme_to_dict
 from mcacct.engine.runner import LadderStats, run_ladder
 from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.precision import float64
 
 __all__ = ["PLAN_NAME", "write_plan", "load_plan", "run_plan_shard", "calibrate_from"]
 
@@ -57,17 +59,26 @@ def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
 
 
 def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
-    """Write ``out_dir/plan.json`` (atomically); refuse to overwrite a different plan."""
-    os.makedirs(out_dir, exist_ok=True)
+    """Write ``out_dir/plan.json`` (atomically); refuse to overwrite a different plan, and an ``out_dir`` that is
+    a file."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ValueError(f"out {out_dir} is not a directory")
     path = os.path.join(out_dir, PLAN_NAME)
     d = _plan_dict(plan, problem)
     d["fingerprint"] = _fingerprint(d)
     if os.path.exists(path):
-        with open(path) as f:
-            old = json.load(f)
-        if old.get("fingerprint") != d["fingerprint"]:
+        try:
+            with open(path) as f:
+                old = json.load(f)
+        except (OSError, ValueError) as err:
+            raise ValueError(f"out {path} exists and cannot be read as a plan ({err}); use another --out") from err
+        if not isinstance(old, dict) or old.get("fingerprint") != d["fingerprint"]:
             raise ValueError(f"out {path} already holds another calibration plan; use another --out")
-    atomic_write_json(path, d)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        atomic_write_json(path, d)
+    except OSError as err:
+        raise ValueError(f"out {out_dir}: cannot write the plan ({err})") from err
     return path
 
 
@@ -117,30 +128,73 @@ def _shard_json(fp: str, plan: CalibrationPlan, i: int, k: int, a: int, b: int, 
 
 
 def _load_shard(path: str, fp: str, plan: CalibrationPlan) -> dict:
-    with open(path) as f:
-        d = json.load(f)
-    if d.get("format") != SHARD_FORMAT or d.get("plan_fingerprint") != fp:
-        raise ValueError(f"{path} is not a shard of this plan (plan fingerprint {d.get('plan_fingerprint')!r}, "
-                         f"expected {fp!r})")
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"cannot read the shard file {path}: {err}") from err
+    if not isinstance(d, dict) or d.get("format") != SHARD_FORMAT or d.get("plan_fingerprint") != fp:
+        got = d.get("plan_fingerprint") if isinstance(d, dict) else None
+        raise ValueError(f"{path} is not a shard of this plan (plan fingerprint {got!r}, expected {fp!r})")
     spec = verification_spec()
-    d["stats"] = [{dd: stats_from_json(c[dd], (plan.epsilon,), spec) for dd in DIRECTIONS} for c in d["candidates"]]
-    if len(d["stats"]) != len(plan.ladder):
-        raise ValueError(f"{path} holds {len(d['stats'])} candidates, the plan {len(plan.ladder)}")
+    try:
+        d["stats"] = [{dd: stats_from_json(c[dd], (plan.epsilon,), spec) for dd in DIRECTIONS}
+                      for c in d["candidates"]]
+        if len(d["stats"]) != len(plan.ladder):
+            raise ValueError(f"{path} holds {len(d['stats'])} candidates, the plan {len(plan.ladder)}")
+        for key in ("planned", "done"):
+            if not (isinstance(d[key], list) and len(d[key]) == 2 and all(isinstance(v, int) for v in d[key])):
+                raise ValueError(f"{path}: malformed {key!r} range {d[key]!r}")
+        if not isinstance(d["errors"], dict) or not all(isinstance(d["shard"][f], int) for f in ("index",
+                                                                                                  "num_shards")):
+            raise ValueError(f"{path}: malformed shard or errors entry")
+        d["seconds"] = float(d["seconds"])
+    except (KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{path}: malformed calibration shard file ({err!r})") from err
     return d
 
 
+def _check_plan_dir(plan_dir: str, num_shards: int) -> None:
+    """Refuse a split other than the one whose shard files ``plan_dir`` already holds (``calibrate --from``
+    would refuse the mix), before anything is written."""
+    for name in sorted(os.listdir(plan_dir)):
+        m = re.fullmatch(r"shard-(\d+)-of-(\d+)\.json", name)
+        if m is None:
+            continue
+        try:  # the format is written first: read the head, not the candidates' histograms
+            with open(os.path.join(plan_dir, name), "rb") as f:
+                head = re.search(r'"format":\s*"([^"]*)"', f.read(4096).decode("utf-8", "replace"))
+            fmt = head.group(1) if head else None
+        except OSError:
+            fmt = SHARD_FORMAT  # unreadable: calibrate --from names it
+        if fmt != SHARD_FORMAT:
+            raise ValueError(f"plan {plan_dir} holds {name}, which is not a shard of a calibration plan (format "
+                             f"{fmt!r}): keep other runs out of the plan directory")
+        if int(m.group(2)) != num_shards:
+            raise ValueError(f"plan {plan_dir} already holds shards of a split into {int(m.group(2))} ({name}); "
+                             f"this shard is of a split into {num_shards}: use --num-shards {int(m.group(2))}")
+
+
+@float64
 def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = False, mesh=None,
-                   max_chunks: int | None = None) -> dict:
+                   max_chunks: int | None = None, checkpoint_seconds: float = 0.0) -> dict:
     """Run (or resume) shard ``shard`` of ``num_shards`` of the verification plan in ``plan_dir``.
 
-    Writes ``plan_dir/shard-IIIII-of-KKKKK.json`` after every group of chunks (atomic); a file of this shard
-    is resumed after its last recorded chunk. ``max_chunks`` stops after that many new chunks (still
-    resumable). Returns a summary (chunks, samples, seconds, complete)."""
+    Writes ``plan_dir/shard-IIIII-of-KKKKK.json`` after every group of chunks (atomic; at most every
+    ``checkpoint_seconds``, and always at the end); a file of this shard is resumed after its last recorded
+    chunk. ``max_chunks`` stops after that many new chunks (still resumable). ``num_shards`` is at most the
+    plan's chunk count (a shard without a chunk is refused) and must match the split of the shard files
+    already in ``plan_dir``. Returns a summary (chunks, samples, seconds, complete)."""
     plan, problem, fp = load_plan(plan_dir)
     k = check_int("num_shards", num_shards, low=1)
+    if k > _num_chunks(plan):
+        raise ValueError(f"num_shards must be in [1, chunks={_num_chunks(plan)}]; got {k} (the plan has "
+                         f"{_num_chunks(plan)} chunk(s) of {plan.chunk_size} samples)")
     i = check_int("shard", shard, low=0, high=k - 1)
     if max_chunks is not None:
         max_chunks = check_int("max_chunks", max_chunks, low=1)
+    checkpoint_seconds = check_real("checkpoint_seconds", checkpoint_seconds, low=0.0)
+    _check_plan_dir(plan_dir, k)
     a, b = shard_chunk_range(_num_chunks(plan), i, k)
     path = os.path.join(plan_dir, shard_filename(i, k))
     done, seconds_before = a, 0.0
@@ -156,15 +210,18 @@ def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = 
     drop = verdict_drop(plan)
     gone = set(drop(run)) if done > a else set()
     t0 = time.perf_counter()
-    state = {"done": done}
+    state = {"done": done, "written": t0}
 
-    def write(r: LadderStats) -> None:
-        atomic_write_json(path, _shard_json(fp, plan, i, k, a, b, state["done"], r,
-                                            seconds_before + time.perf_counter() - t0))
+    def write(r: LadderStats, force: bool = True) -> None:
+        now = time.perf_counter()
+        if not force and now - state["written"] < checkpoint_seconds:
+            return
+        atomic_write_json(path, _shard_json(fp, plan, i, k, a, b, state["done"], r, seconds_before + now - t0))
+        state["written"] = now
 
     def on_group(ids: list[int], r: LadderStats) -> None:
         state["done"] = ids[-1] + 1
-        write(r)
+        write(r, force=False)
 
     write(run)
     stop = b if max_chunks is None else min(b, done + max_chunks)
@@ -185,6 +242,7 @@ def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = 
             "complete": state["done"] == b, "seconds": time.perf_counter() - t0}
 
 
+@float64
 def calibrate_from(plan_dir: str) -> CalibrationResult:
     """Merge every shard of the plan in ``plan_dir`` exactly and apply Alg. 5 (the in-process verdicts)."""
     plan, _, fp = load_plan(plan_dir)

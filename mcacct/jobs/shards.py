@@ -26,6 +26,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -36,17 +37,18 @@ import numpy as np
 
 from mcacct.validate import check_int, check_real
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, rng_identity
-from mcacct.engine.estimate import Estimate
+from mcacct.engine.estimate import Estimate, certification_notes
 from mcacct.evr.calibrate import candidate_key
 from mcacct.engine.runner import run_ladder
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec
 from mcacct.registry import scheme_from_dict, scheme_to_dict
 from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.precision import float64
 
 __all__ = ["FORMAT", "JobConfig", "StatsFile", "MergeResult", "config_difference", "shard_chunk_range",
            "shard_filename", "run_shard", "load_stats_file", "find_stats_files", "merge", "write_merged",
            "atomic_write_json", "stats_to_json", "stats_from_json", "KERNEL_VERSION", "scheme_to_dict",
-           "scheme_from_dict"]
+           "scheme_from_dict", "SEED_MAX", "CANDIDATE_MAX"]
 
 FORMAT = "mcacct-stats/1"
 #: Identity of the Monte Carlo kernel whose draws a shard holds: the normal sampler
@@ -56,6 +58,10 @@ FORMAT = "mcacct-stats/1"
 #: old kernel can no longer be resumed or merged with new ones.
 KERNEL_VERSION = "mcacct-kernel/2"
 MERGED_NAME = "merged.json"
+#: The largest root seed (``jax.random.key`` takes a signed 64-bit integer) and EVR candidate index
+#: (``jax.random.fold_in`` takes a uint32).
+SEED_MAX = 2**63 - 1
+CANDIDATE_MAX = 2**32 - 1
 _SHARD_GLOB = "shard-*-of-*.json"
 
 
@@ -77,10 +83,10 @@ class JobConfig:
     chunk_size:
         Samples per chunk, ``>= 1``.
     seed:
-        Root seed (``jax.random.key(seed)``), ``>= 0``.
+        Root seed (``jax.random.key(seed)``), in ``[0, 2**63 - 1]``.
     candidate:
-        EVR ladder candidate: keys from :func:`mcacct.evr.calibrate.candidate_key` (``None``: the root key, as in
-        ``mcacct delta``).
+        EVR ladder candidate in ``[0, 2**32 - 1]``: keys from :func:`mcacct.evr.calibrate.candidate_key`
+        (``None``: the root key, as in ``mcacct delta``).
     directions:
         ``('remove', 'add')`` by default.
     spec:
@@ -105,9 +111,9 @@ class JobConfig:
         object.__setattr__(self, "epsilons", eps)
         object.__setattr__(self, "num_samples", check_int("num_samples", self.num_samples, low=1))
         object.__setattr__(self, "chunk_size", check_int("chunk_size", self.chunk_size, low=1))
-        object.__setattr__(self, "seed", check_int("seed", self.seed, low=0))
-        if self.candidate is not None:
-            object.__setattr__(self, "candidate", check_int("candidate", self.candidate, low=0))
+        object.__setattr__(self, "seed", check_int("seed", self.seed, low=0, high=SEED_MAX))
+        if self.candidate is not None:  # jax.random.fold_in takes a uint32
+            object.__setattr__(self, "candidate", check_int("candidate", self.candidate, low=0, high=CANDIDATE_MAX))
         dirs = tuple(self.directions)
         if not dirs or any(d not in DIRECTIONS for d in dirs) or len(set(dirs)) != len(dirs):
             raise ValueError(f"directions must be distinct entries of {DIRECTIONS}; got {dirs}")
@@ -360,7 +366,7 @@ def load_stats_file(path: str) -> StatsFile:
         sh = d.get("shard") or {}
         return StatsFile(path, d["kind"], cfg_d, d["fingerprint"], sh.get("index"), sh.get("num_shards"),
                          planned, done, stats, float(d.get("seconds", 0.0)), d.get("sources", []))
-    except (KeyError, TypeError) as err:
+    except (KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{path}: malformed statistics file ({err!r})") from err
 
 
@@ -371,6 +377,7 @@ def _range_samples(cfg: JobConfig, a: int, b: int) -> int:
 
 
 # -- running a shard ---------------------------------------------------------------------------------------
+@float64
 def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, progress: bool = False,
               checkpoint_seconds: float = 0.0, mesh=None, max_chunks: int | None = None) -> dict:
     """Run (or resume) shard ``shard`` of ``num_shards`` of ``config`` and write ``out_dir/shard-...json``.
@@ -383,7 +390,9 @@ def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, prog
         This shard takes the contiguous chunk range :func:`shard_chunk_range` of every direction.
     out_dir:
         Directory of the shard file (created if needed). An existing file for the same shard is resumed
-        when its fingerprint matches, and refused otherwise.
+        when its fingerprint matches, and refused otherwise. Shard files of the directory belong to one plan
+        and one split: a file of another configuration or of another ``num_shards`` there is refused (merging
+        the directory would fail on it), before anything is written.
     progress:
         Samples, rate and ETA on stderr.
     checkpoint_seconds:
@@ -401,10 +410,14 @@ def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, prog
         Summary: path, shard, ranges, samples computed now and in all, seconds, samples per second, complete.
     """
     k = check_int("num_shards", num_shards, low=1)
+    if k > config.num_chunks:  # a shard without a chunk would plan nothing: refused rather than defined
+        raise ValueError(f"num_shards must be in [1, chunks={config.num_chunks}]; got {k} (the plan has "
+                         f"{config.num_chunks} chunk(s) of {config.chunk_size} samples)")
     i = check_int("shard", shard, low=0, high=k - 1)
     checkpoint_seconds = check_real("checkpoint_seconds", checkpoint_seconds, low=0.0)
     if max_chunks is not None:
         max_chunks = check_int("max_chunks", max_chunks, low=1)
+    _check_out_dir(out_dir, config, k)
     path = os.path.join(out_dir, shard_filename(i, k))
     a, b = shard_chunk_range(config.num_chunks, i, k)
     planned = {d: [(a, b)] for d in config.directions}
@@ -447,13 +460,13 @@ def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, prog
                                            seconds_before + (now - t0), key_data=key_data))
         last_write[0] = now
 
-    write(force=True)  # the plan is on disk before any work (merge can report it as incomplete)
     # both directions advance together on shared draws (mcacct.engine.runner): chunk c of the plan is keyed
     # fold_in(root, c) for both, exactly as `mcacct delta` with the same seed
     starts = {done[d][0][1] for d in config.directions}
     if len(starts) != 1:
         raise ValueError(f"out {path}: directions have done different chunk ranges {done}; rerun the shard")
     start = starts.pop()
+    write(force=True)  # the plan is on disk before any work (merge can report it as incomplete)
     stop = b if max_chunks is None else min(b, start + max_chunks)
     if stop > start:
         full = {d: stats[d] if d in stats else DirectionStats(config.epsilons, config.spec) for d in DIRECTIONS}
@@ -477,6 +490,65 @@ def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, prog
             "samples_total": sum(s.count for s in stats.values()),
             "complete": all(done[d] == planned[d] for d in config.directions),
             "seconds": seconds, "samples_per_second": now_samples / seconds if seconds > 0 else 0.0}
+
+
+_SHARD_NAME = re.compile(r"shard-(\d+)-of-(\d+)\.json")
+_HEAD_FIELD = re.compile(r'"(format|fingerprint)":"([^"\\]*)"')
+
+
+def _file_head(path: str, whole: bool = False) -> dict | None:
+    """``format`` and ``fingerprint`` of a statistics file, read from its first kilobytes (they are written
+    first) without parsing the histogram; the whole file when ``whole`` or when they are not there. ``None``
+    when unreadable."""
+    try:
+        if not whole:
+            with open(path, "rb") as fh:
+                head = fh.read(4096).decode("utf-8", "replace")
+            found: dict[str, str] = {}
+            for k, v in _HEAD_FIELD.findall(head):
+                found.setdefault(k, v)  # the top-level fields come first
+            if "format" in found and ("fingerprint" in found or found["format"] != FORMAT):
+                return found
+        with open(path) as fh:
+            d = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else {"format": None}
+
+
+def _check_out_dir(out_dir: str, config: JobConfig, num_shards: int) -> None:
+    """Refuse ``out_dir`` when it is not a directory, holds a calibration plan, or holds shard files of another
+    kind, of another configuration or of another split than ``num_shards`` (merging the directory would then
+    fail). Files that cannot be read are left to :func:`merge` to name."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ValueError(f"out {out_dir} is not a directory")
+    if os.path.exists(os.path.join(out_dir, "plan.json")):
+        raise ValueError(f"out {out_dir} holds a calibration plan (plan.json): run its shards with "
+                         f"`mcacct sample --plan {out_dir}`, or use another --out")
+    fp, cfg = config.fingerprint(), None
+    for f in sorted(glob.glob(os.path.join(out_dir, _SHARD_GLOB))):
+        m = _SHARD_NAME.fullmatch(os.path.basename(f))
+        if m is None:
+            continue
+        d = _file_head(f)
+        if d is None:
+            continue
+        if d.get("format") != FORMAT:
+            raise ValueError(f"out {out_dir} holds {os.path.basename(f)}, which is not an mcacct statistics file "
+                             f"(format {FORMAT!r}); use another --out")
+        if d.get("fingerprint") != fp:
+            full = _file_head(f, whole=True) or {}
+            other_cfg = full.get("config")
+            cfg = config.to_dict() if cfg is None else cfg
+            diff = config_difference(other_cfg, cfg) if isinstance(other_cfg, dict) else []
+            why = _describe_difference(diff, os.path.basename(f), "this run") if diff else "another fingerprint"
+            raise ValueError(f"out {out_dir} already holds shards of another configuration: {why}; a directory "
+                             "holds the shards of one plan (use another --out)")
+        other_k = int(m.group(2))
+        if other_k != num_shards:
+            raise ValueError(f"out {out_dir} already holds shards of a split into {other_k} "
+                             f"({os.path.basename(f)}); this shard is of a split into {num_shards}: use "
+                             f"--num-shards {other_k} there, or another --out for the other split")
 
 
 # -- merging -----------------------------------------------------------------------------------------------
@@ -504,6 +576,7 @@ def find_stats_files(paths: Sequence[str]) -> list[str]:
     return out
 
 
+@float64
 @dataclass
 class MergeResult:
     """Exact merge of statistics files: one :class:`DirectionStats` per direction and the coverage report."""
@@ -525,13 +598,19 @@ class MergeResult:
         from mcacct.engine.systematic import systematic_bound  # as mcacct.engine.estimate.estimate: same bounds as `delta`
         alpha = check_real("alpha", alpha, low=0.0, high=1.0, low_open=True, high_open=True)
         problem, sigma = self.config.problem, self.config.sigma
-        est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta,
-                       certified=problem.dtype == "float64")
+        notes = certification_notes(problem.dtype, self.config.directions)
+        est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta, certified=not notes,
+                       notes=notes)
         est.stats = dict(self.stats)
         return est
 
     def report(self, alpha: float = 0.01) -> dict:
-        """``mcacct delta``-style summary for every configured epsilon (first one also at top level)."""
+        """``mcacct delta``-style summary for every configured epsilon (first one also at top level).
+
+        ``directions_run`` lists the directions sampled; ``certified`` is false, with a ``note`` saying why
+        (:func:`mcacct.engine.estimate.certification_notes`), for a float32 kernel and for a run of one
+        direction (``--direction add``), whose bound covers that direction only and is no certificate of the
+        mechanism."""
         est = self.estimate(alpha)
         results = []
         for j, e in enumerate(self.config.epsilons):
@@ -541,7 +620,9 @@ class MergeResult:
         total = sum(s.count for s in self.stats.values())
         return {"sigma": self.config.sigma, **results[0], "confidence": 1 - alpha,
                 "num_samples": est.num_samples, "results": results, "systematic_delta": est.systematic,
-                "certified": est.certified, "config": self.config.to_dict(),
+                "certified": est.certified, **({"note": "; ".join(est.notes)} if est.notes else {}),
+                "notes": list(est.notes), "directions_run": list(self.config.directions),
+                "config": self.config.to_dict(),
                 "fingerprint": self.config.fingerprint(), "seed": self.config.seed,
                 "candidate": self.config.candidate, "complete": self.complete,
                 "files": len(self.files), "missing_shards": self.missing_shards,
@@ -551,6 +632,7 @@ class MergeResult:
                 "samples_per_second": total / self.seconds if self.seconds > 0 else 0.0}
 
 
+@float64
 def merge(paths: Sequence[str], allow_partial: bool = False) -> MergeResult:
     """Combine shard (or merged) statistics files exactly.
 
@@ -646,7 +728,10 @@ def _uncovered(a: int, b: int, cover: list[tuple[int, int]]) -> bool:
 
 
 def write_merged(result: MergeResult, out_dir: str) -> str:
-    """Write ``out_dir/merged.json`` (atomically); it can be merged again or plotted."""
+    """Write ``out_dir/merged.json`` (atomically; ``out_dir`` is created if needed and must not be a file); it
+    can be merged again or plotted."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ValueError(f"out {out_dir} is not a directory")
     cfg = result.config
     done = {d: _normalise([r for f in result.files for r in f.done[d]]) for d in cfg.directions}
     planned = {d: _normalise([r for f in result.files for r in f.planned[d]]) for d in cfg.directions}

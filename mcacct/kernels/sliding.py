@@ -26,6 +26,7 @@ import numpy as np
 from mcacct.kernels.participation import NO_PARTICIPATION
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.validate import DOT_METHODS
+from mcacct.precision import float64
 
 __all__ = ["DOT_METHODS", "choose_dot_method", "sliding_dot", "sliding_dot_t", "column_sq_norms",
            "participation_log_ratios", "participation_log_ratios_t", "mean_shift", "mean_shift_t",
@@ -46,6 +47,7 @@ def choose_dot_method(c_col: tuple[float, ...], method: str) -> str:
     return "direct" if k <= 32 else "fft"
 
 
+@float64
 def sliding_dot(y: jax.Array, c_col: tuple[float, ...], method: str = "auto") -> jax.Array:
     r"""Sliding dot products :math:`s_i = \sum_{d < k} c_d\, y_{i+d}` along the last axis (``y`` zero
     beyond ``n``), i.e. :math:`\langle c^{(i)}, y \rangle` with columns truncated at row ``n``.

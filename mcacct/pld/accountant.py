@@ -14,10 +14,12 @@ import numpy as np
 from mcacct.pld.constants import DEFAULT_H, Discretization
 from mcacct.pld.plan import check_certifiable, result, run
 from mcacct.pld.specs import Canonical, MechanismOrFactory, MechanismSpec, PLDResult, SPEC_TYPES, canonical
-from mcacct.validate import (check_delta, check_discretization, check_epsilon, check_integer, check_positive,
-                             check_value_interval, is_real_number)
+from mcacct.pld.checks import (check_delta, check_discretization, check_epsilon, check_integer, check_positive,
+                                check_value_interval, is_real_number, plain)
+from mcacct.precision import float64
 
 
+@float64
 def pld_delta(mechanism: MechanismSpec, epsilon: float, *,
               value_discretization_interval: float = DEFAULT_H,
               discretization: Discretization = "connect_dots",
@@ -57,7 +59,9 @@ def pld_delta(mechanism: MechanismSpec, epsilon: float, *,
     Raises
     ------
     ValueError
-        For an unknown mechanism, ``epsilon < 0`` or a bad grid spacing.
+        For an unknown mechanism, ``epsilon < 0`` or a bad grid spacing, and, before anything is allocated,
+        when the composition would need more working memory than ``MEMORY_BUDGET_BYTES`` of
+        :mod:`mcacct.pld.constants` (4 GiB; ``$MCACCT_PLD_MEMORY_BUDGET`` overrides it).
     """
     canon = canonical(mechanism)
     eps = check_epsilon(epsilon)
@@ -66,6 +70,7 @@ def pld_delta(mechanism: MechanismSpec, epsilon: float, *,
     return result(canon, float(mechanism.sigma), h, method, eps, 0.5, estimate_error, "delta")
 
 
+@float64
 def pld_epsilon(mechanism: MechanismSpec, delta: float, *,
                 value_discretization_interval: float = DEFAULT_H,
                 discretization: Discretization = "connect_dots",
@@ -77,7 +82,9 @@ def pld_epsilon(mechanism: MechanismSpec, delta: float, *,
     :math:`(\ell_{k-1},\ell_k]` the discrete curve is
     :math:`\delta(\varepsilon)=S_0(k)-e^{\varepsilon}S_1(k)+\omega_\infty` with
     :math:`S_0(k)=\sum_{j\ge k}\omega_j`, :math:`S_1(k)=\sum_{j\ge k}\omega_j e^{-\ell_j}`,
-    so the crossing is solved exactly. Returns ``inf`` when
+    so the crossing is solved exactly -- in loss differences, :math:`e^{\varepsilon-\ell_k}` against
+    :math:`\sum_{j\ge k}\omega_je^{-(\ell_j-\ell_k)}`, so losses beyond 700 neither overflow nor underflow
+    (:func:`mcacct.pld.kernels._query_epsilon`). Returns ``inf`` when
     :math:`\delta` is below the mass at infinity.
 
     Parameters
@@ -99,7 +106,7 @@ def pld_epsilon(mechanism: MechanismSpec, delta: float, *,
         For an unknown mechanism, ``delta`` outside (0, 1) or a bad grid spacing, and when
         ``delta`` is above the mass at infinity but below the smallest delta the accountant
         can certify (FFT round-off bound); a ``delta`` below the mass at infinity gives
-        ``epsilon = inf``.
+        ``epsilon = inf``. Above the memory budget: as :func:`pld_delta`.
     """
     canon = canonical(mechanism)
     dl = check_delta(delta)
@@ -125,13 +132,25 @@ def _ladder_canonical(mechanism: MechanismOrFactory) -> tuple[Canonical, Callabl
     raise ValueError(f"mechanism must be a *Spec instance or a callable sigma -> spec, got {mechanism!r}")
 
 
+def _listed(x) -> str:
+    """``x`` for a message: a list of plain numbers when it is array-like, else its plain repr."""
+    try:
+        return repr(np.asarray(x, dtype=float).tolist())
+    except (TypeError, ValueError):
+        return repr(plain(x))
+
+
 def _check_sigmas(sigmas: Sequence[float]) -> np.ndarray:
-    arr = np.atleast_1d(np.asarray(sigmas, dtype=float))
+    try:
+        arr = np.atleast_1d(np.asarray(sigmas, dtype=float))
+    except (TypeError, ValueError):
+        raise ValueError(f"sigmas must be a non-empty 1-D sequence of finite numbers > 0, got {sigmas!r}") from None
     if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-        raise ValueError(f"sigmas must be a non-empty 1-D sequence of finite numbers > 0, got {sigmas!r}")
+        raise ValueError(f"sigmas must be a non-empty 1-D sequence of finite numbers > 0, got {_listed(sigmas)}")
     return arr
 
 
+@float64
 def deltas_for_sigmas(mechanism: MechanismOrFactory, sigmas: Sequence[float], epsilon: float, *,
                       value_discretization_interval: float = DEFAULT_H,
                       discretization: Discretization = "connect_dots") -> np.ndarray:
@@ -163,6 +182,7 @@ def deltas_for_sigmas(mechanism: MechanismOrFactory, sigmas: Sequence[float], ep
     return run(canon, arr, h, method, eps, 0.5, "delta")["delta"].max(axis=1)
 
 
+@float64
 def epsilons_for_sigmas(mechanism: MechanismOrFactory, sigmas: Sequence[float], delta: float, *,
                         value_discretization_interval: float = DEFAULT_H,
                         discretization: Discretization = "connect_dots") -> np.ndarray:
@@ -181,11 +201,20 @@ def epsilons_for_sigmas(mechanism: MechanismOrFactory, sigmas: Sequence[float], 
     return r["epsilon"].max(axis=1)
 
 
+def _log_phi(x: float) -> float:
+    """log of the standard normal CDF; the asymptotic series far in the left tail (no underflow)."""
+    if x > -30.0:
+        return math.log(0.5 * math.erfc(-x / math.sqrt(2.0)))
+    x2 = x * x
+    return -0.5 * x2 - math.log(-x) - 0.5 * math.log(2 * math.pi) + math.log1p(-1 / x2 + 3 / (x2 * x2))
+
+
 def _gaussian_delta(mu: float, eps: float) -> float:
-    """Exact delta(eps) of the Gaussian PLD N(mu^2/2, mu^2) (mu = Delta/sigma)."""
+    """Exact delta(eps) of the Gaussian PLD N(mu^2/2, mu^2) (mu = Delta/sigma); e^eps Phi(.) in log space, so a
+    large eps does not overflow."""
     def phi(x: float) -> float:
         return 0.5 * math.erfc(-x / math.sqrt(2.0))
-    return phi(-eps / mu + mu / 2) - math.exp(eps) * phi(-eps / mu - mu / 2)
+    return phi(-eps / mu + mu / 2) - math.exp(min(eps + _log_phi(-eps / mu - mu / 2), 700.0))
 
 
 def _gaussian_mu(eps: float, delta: float) -> float:
@@ -236,6 +265,7 @@ def _round_up_sig(x: float, digits: int = 6) -> float:
     return float(f"{m}e{e}")
 
 
+@float64
 def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *,
                   ladder_size: int = 8, rtol: float = 1e-4,
                   sigma_bounds: tuple[float, float] | None = None,
@@ -293,7 +323,7 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
     method = check_discretization(discretization)
     n = check_integer("ladder_size", ladder_size, 2)
     if not is_real_number(rtol) or not 0 < rtol < 0.5:
-        raise ValueError(f"rtol must be in (0, 0.5), got {rtol!r}")
+        raise ValueError(f"rtol must be in (0, 0.5), got {plain(rtol)!r}")
 
     last: dict = {}
 
@@ -306,11 +336,11 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
     sigma_gauss = math.sqrt(canon.steps) * cmax / mu
     if sigma_bounds is not None:
         if not isinstance(sigma_bounds, (tuple, list)) or len(sigma_bounds) != 2:
-            raise ValueError(f"sigma_bounds must be a pair (lo, hi), got {sigma_bounds!r}")
+            raise ValueError(f"sigma_bounds must be a pair (lo, hi), got {_listed(sigma_bounds)}")
         floor = check_positive("sigma_bounds[0]", sigma_bounds[0])
         cap = check_positive("sigma_bounds[1]", sigma_bounds[1])
         if not floor < cap:
-            raise ValueError(f"sigma_bounds must satisfy 0 < lo < hi, got {sigma_bounds!r}")
+            raise ValueError(f"sigma_bounds must satisfy 0 < lo < hi, got {_listed(sigma_bounds)}")
     else:
         floor = cmax / 12.0
         cap = max(1.02 * sigma_gauss, 2.0 * floor)

@@ -95,9 +95,11 @@ from mcacct.pld.constants import DEFAULT_H
 from mcacct.pld.discrete import (DirectionPLD, DiscretePLD, compose, identity_pld, mechanism_pld,
                                  privacy_parameters_pld, same_grid)
 from mcacct.pld.specs import SPEC_TYPES
-from mcacct.validate import check_delta, check_discretization, check_epsilon, check_value_interval, is_real_number
+from mcacct.pld.checks import (check_delta, check_discretization, check_epsilon, check_value_interval, is_real_number,
+                                plain)
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, epsilon_from_delta_curve
 from mcacct.evr.bounds import kl_lower_confidence, kl_upper_confidence
+from mcacct.precision import float64
 
 __all__ = [
     "DirectionPLD",
@@ -204,6 +206,7 @@ def _is_multiple(width: float, h: float) -> bool:
     return m >= 1 and abs(ratio - m) <= 1e-9 * m
 
 
+@float64
 def empirical_pld_from_stats(stats: DirectionStats, value_discretization_interval: float | None = None, *,
                              opposite: DirectionStats | None = None) -> DirectionPLD:
     r"""Empirical PLD of one direction from the Monte Carlo loss histogram (an *estimate*).
@@ -294,6 +297,7 @@ def _opposite(d: str) -> str:
     return DIRECTIONS[1 - DIRECTIONS.index(d)]
 
 
+@float64
 def empirical_pld(estimate_or_stats: Any, value_discretization_interval: float | None = None, *,
                   negative_part: str = "auto", direction: str = "remove") -> DiscretePLD:
     """:func:`empirical_pld_from_stats` for every direction of an ``Estimate`` (or mapping of stats).
@@ -345,6 +349,7 @@ def _is_identity(p: DiscretePLD) -> bool:
 # --------------------------------------------------------------------------
 # Results
 # --------------------------------------------------------------------------
+@float64
 @dataclasses.dataclass(frozen=True)
 class CompositionEstimate:
     r"""Monte Carlo *estimate* of the composition (``certified`` is always ``False``).
@@ -382,6 +387,7 @@ class CompositionEstimate:
     certified: bool = False
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class CompositionCertificate:
     r"""Certified (pessimistic) :math:`(\varepsilon,\delta)` of the composition (``certified=True``).
@@ -427,6 +433,7 @@ class CompositionCertificate:
 # --------------------------------------------------------------------------
 # Public composition API
 # --------------------------------------------------------------------------
+@float64
 def compose_mc_with_pld(estimate_or_stats: Any, pld_mechanisms: Any = (), epsilon: float | None = None,
                         delta: float | None = None, *, alpha: float | None = None,
                         negative_part: str = "auto", value_discretization_interval: float | None = None,
@@ -445,16 +452,22 @@ def compose_mc_with_pld(estimate_or_stats: Any, pld_mechanisms: Any = (), epsilo
       samples;
     * ``negative_part="mirror"``: the mean of :math:`f(\lceil L_i\rceil)1[L_i>0]` over this
       direction's samples *plus* the mean of :math:`e^{-L'_j}f(-L'_j)1[L'_j>0]` (rounded up) over
-      the opposite direction's (independent) samples -- an unbiased estimate up to the bin
-      rounding, without the bias :math:`\le\Pr[L\le0]\,\delta_{\rm PLD}(\varepsilon)` of
-      ``"zero"``.
+      the opposite direction's samples -- an unbiased estimate up to the bin rounding, without the
+      bias :math:`\le\Pr[L\le0]\,\delta_{\rm PLD}(\varepsilon)` of ``"zero"``. The two
+      directions of an :func:`mcacct.estimate` are drawn on the same keys (chunk ``c`` of the run:
+      ``fold_in(key, c)`` for both, :mod:`mcacct.engine.runner`), so the two sample sets are
+      dependent; each mean is still over i.i.d. samples of its own direction, which is all its
+      bound needs.
 
     Each mean is of :math:`[0,1]`-valued i.i.d. terms, so :func:`mcacct.evr.kl_upper_confidence` /
     ``kl_lower_confidence`` bound it; ``alpha`` is split (union bound) over the directions and,
-    for ``"mirror"``, over the two means. ``delta_upper`` is then a :math:`(1-\alpha)` upper
-    confidence bound for this noise level and a query fixed in advance; ``epsilon_upper`` is the
-    smallest :math:`\varepsilon` (to 1e-6, rounded up) where that bound meets ``delta``. These are
-    statistical statements, not certificates; for a certificate use :func:`certified_composition`.
+    for ``"mirror"``, over the two means. The union bound needs no independence between them: each
+    bound holds with its share of ``alpha`` marginally, whatever the dependence, so all hold at
+    once with probability at least ``1 - alpha`` (docs/soundness.md, "Shared draws").
+    ``delta_upper`` is then a :math:`(1-\alpha)` upper confidence bound for this noise level and
+    a query fixed in advance; ``epsilon_upper`` is the smallest :math:`\varepsilon` (to 1e-6,
+    rounded up) where that bound meets ``delta``. These are statistical statements, not
+    certificates; for a certificate use :func:`certified_composition`.
 
     Parameters
     ----------
@@ -487,7 +500,7 @@ def compose_mc_with_pld(estimate_or_stats: Any, pld_mechanisms: Any = (), epsilo
     if alpha is None:
         alpha = est_alpha if est_alpha is not None else 0.01
     if not is_real_number(alpha) or not 0.0 < float(alpha) < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+        raise ValueError(f"alpha must be in (0, 1), got {plain(alpha)!r}")
     alpha = float(alpha)
     method = check_discretization(discretization)
     h = value_discretization_interval
@@ -545,6 +558,7 @@ def compose_mc_with_pld(estimate_or_stats: Any, pld_mechanisms: Any = (), epsilo
         infinity_mass=float(min(inf, 1.0)), value_discretization_interval=h)
 
 
+@float64
 def certified_composition(mc_epsilon: float, mc_delta: float, pld_mechanisms: Any = (),
                           epsilon: float | None = None, delta: float | None = None, *,
                           method: str = "dominating_pair",
@@ -587,7 +601,7 @@ def certified_composition(mc_epsilon: float, mc_delta: float, pld_mechanisms: An
     """
     e1 = check_epsilon(mc_epsilon)
     if not is_real_number(mc_delta) or not math.isfinite(mc_delta) or not 0.0 <= mc_delta < 1.0:
-        raise ValueError(f"mc_delta must be in [0, 1), got {mc_delta!r}")
+        raise ValueError(f"mc_delta must be in [0, 1), got {plain(mc_delta)!r}")
     d1 = float(mc_delta)
     eps_q, dl_q = _check_query(epsilon, delta)
     if method not in ("dominating_pair", "basic"):

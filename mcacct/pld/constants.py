@@ -24,6 +24,16 @@ LAMBDAS_NEG = 3e-3 * 2.0 ** np.arange(21)  # 3e-3 ... 3.1e3, ratio 2
 MAX_GRID = 1 << 23
 # Budget (sigmas x FFT size) per vmapped chunk.
 CHUNK_BUDGET = 1 << 22
+# Memory budget of one composition, in bytes of working memory, estimated as BYTES_PER_POINT per window point
+# and direction (the FFT composition of pld_epsilon / pld_delta / calibrate / mechanism_pld: two directions of N
+# points; one zero-padded convolution of two PLDs in events and certified compositions: one direction). Measured
+# on CPU: ~49 bytes per point and direction (float64 window, complex128 spectrum, tilt and query arrays). The
+# default 4 GiB admits N <= 2**25 points per direction (a loss window of 3355 at h = 1e-4); larger requests
+# are refused *before* anything is allocated (ValueError naming the size and what to change). Overridden at
+# call time by the environment variable MCACCT_PLD_MEMORY_BUDGET (bytes, e.g. 16e9 on a large GPU).
+MEMORY_BUDGET_BYTES = 4 << 30
+BYTES_PER_POINT = 56
+ENV_MEMORY_BUDGET = "MCACCT_PLD_MEMORY_BUDGET"
 DEFAULT_H = 1e-4
 # Round-off model (see "FFT round-off" in the module docstring): unit round-off, normwise FFT
 # error constant per radix-2 level (Higham 2002, Thm 24.2: ~6.7 for twiddles within 2u), relative

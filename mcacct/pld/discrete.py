@@ -50,10 +50,12 @@ import scipy.fft
 
 from mcacct.pld.constants import CMUL_C, DEFAULT_H, FFT_C, U, UNDERFLOW
 from mcacct.pld.kernels import compose_arrays_batch, query_one, single_batch
-from mcacct.pld.plan import bucket, plan, solver_for
+from mcacct.pld.plan import bucket, check_grid, plan, solver_for
 from mcacct.pld.specs import SPEC_TYPES, canonical
-from mcacct.validate import (DIRECTIONS, check_delta, check_discretization, check_epsilon, check_value_interval,
-                             is_real_number)
+from mcacct.validate import DIRECTIONS
+from mcacct.pld.checks import (check_delta, check_discretization, check_epsilon, check_value_interval, is_real_number,
+                                plain)
+from mcacct.precision import float64
 
 __all__ = ["DIRECTIONS", "DirectionPLD", "DiscretePLD", "identity_pld", "compose", "mechanism_pld",
            "privacy_parameters_pld", "convolve_with_bound", "same_grid"]
@@ -62,6 +64,7 @@ __all__ = ["DIRECTIONS", "DirectionPLD", "DiscretePLD", "identity_pld", "compose
 _DIRECT_CONV = 64
 
 
+@float64
 def same_grid(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
 
@@ -69,6 +72,7 @@ def same_grid(a: float, b: float) -> bool:
 # --------------------------------------------------------------------------
 # Discrete PLDs
 # --------------------------------------------------------------------------
+@float64
 def convolve_with_bound(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
     """Linear convolution of two non-negative vectors and a rigorous bound on the l1 norm of its round-off
     (module docstring): direct sums when one operand has at most 64 entries, else a zero-padded power-of-two
@@ -79,6 +83,8 @@ def convolve_with_bound(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float
     l1a, l1b = float(np.sum(a)), float(np.sum(b))
     if a.size == 1 and a[0] == 1.0 or b.size == 1 and b[0] == 1.0:  # the identity: exact
         return (b if a.size == 1 and a[0] == 1.0 else a).copy(), 0.0
+    check_grid(1 << (n - 1).bit_length(), None, directions=1,  # its (padded) output, before allocating it
+               what="the convolution of two PLDs")
     if min(a.size, b.size) <= _DIRECT_CONV:
         m = min(a.size, b.size) + 1
         return np.convolve(a, b), (m * U / (1.0 - m * U)) * l1a * l1b * (1.0 + 4 * U) + n * UNDERFLOW
@@ -91,6 +97,7 @@ def convolve_with_bound(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float
     return np.maximum(out, 0.0), math.sqrt(n) * e2 * (1.0 + 1e-6) + n * UNDERFLOW
 
 
+@float64
 @dataclasses.dataclass(frozen=True, eq=False)
 class DirectionPLD:
     r"""One direction of a discrete privacy-loss distribution.
@@ -117,7 +124,7 @@ class DirectionPLD:
         object.__setattr__(self, "value_discretization_interval", h)
         inf = float(self.infinity_mass)
         if not 0.0 <= inf <= 1.0:
-            raise ValueError(f"infinity_mass must be in [0, 1], got {self.infinity_mass!r}")
+            raise ValueError(f"infinity_mass must be in [0, 1], got {plain(self.infinity_mass)!r}")
         object.__setattr__(self, "infinity_mass", inf)
         object.__setattr__(self, "offset", int(self.offset))
 
@@ -182,6 +189,7 @@ class DirectionPLD:
         return float(e)
 
 
+@float64
 @dataclasses.dataclass(frozen=True, eq=False)
 class DiscretePLD:
     """A discrete PLD per direction (``"remove"``: y ~ P, loss ln P/Q; ``"add"``: y ~ Q, loss ln Q/P)."""
@@ -235,12 +243,14 @@ class DiscretePLD:
         return max(p.epsilon(dl) for p in self.directions.values())
 
 
+@float64
 def identity_pld(value_discretization_interval: float = DEFAULT_H) -> DiscretePLD:
     """The no-op mechanism: loss 0 with probability 1 in both directions (neutral for composition)."""
     h = check_value_interval(value_discretization_interval)
     return DiscretePLD({d: DirectionPLD(h, 0, np.ones(1), 0.0, True) for d in DIRECTIONS})
 
 
+@float64
 def compose(*plds: DiscretePLD) -> DiscretePLD:
     """Composition of several :class:`DiscretePLD` (at least one)."""
     if not plds:
@@ -264,6 +274,7 @@ def _mechanism_pld_cached(spec, h: float, method: str) -> DiscretePLD:
     x_lo, x_hi = np.asarray(x_lo), np.asarray(x_hi)
     a_start = np.floor(x_lo / h).astype(np.int64) - 1
     n_fft = bucket(int(np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2)))
+    check_grid(n_fft, h, sigma=sigma)  # before the composition is allocated
     # window [a_start, a_start + n_fft): mass above it is added to `inf`, mass below aliases upwards
     out, inf, _, _, _ = compose_arrays_batch(pmfs, offs, infs, lms, jnp.asarray(a_start), steps, h, N=n_fft)
     out, inf = np.asarray(out)[0], np.asarray(inf)[0]
@@ -271,6 +282,7 @@ def _mechanism_pld_cached(spec, h: float, method: str) -> DiscretePLD:
                         for i, d in enumerate(DIRECTIONS)})
 
 
+@float64
 def mechanism_pld(spec: Any, value_discretization_interval: float = DEFAULT_H,
                   discretization: str = "connect_dots") -> DiscretePLD:
     """The pessimistic, already self-composed PLD of an :mod:`mcacct.pld` ``*Spec`` (both directions).
@@ -305,6 +317,7 @@ def _atom(x: float, a: float, h: float, method: str) -> dict[int, float]:
     return {j1: beta, j0: a - beta}
 
 
+@float64
 def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_interval: float = DEFAULT_H,
                            discretization: str = "connect_dots") -> DiscretePLD:
     r"""Pessimistic PLD of *any* :math:`(\varepsilon,\delta)`-DP mechanism (a certificate).
@@ -325,7 +338,7 @@ def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_in
     """
     eps = check_epsilon(epsilon)
     if not is_real_number(delta) or not math.isfinite(delta) or not 0.0 <= delta < 1.0:
-        raise ValueError(f"delta must be in [0, 1), got {delta!r}")
+        raise ValueError(f"delta must be in [0, 1), got {plain(delta)!r}")
     dl = float(delta)
     h = check_value_interval(value_discretization_interval)
     method = check_discretization(discretization)

@@ -28,8 +28,8 @@ are absolute (about ``1e-10`` for a few thousand Poisson steps at ``h = 1e-4``),
 :func:`mcacct.pld.pld_epsilon` on a homogeneous composition, whose round-off is relative to the tail.
 
 Event vocabulary (JSON, :func:`event_from_dict`): ``{"mechanism": KIND, ..., "count": N}`` with ``KIND`` one of
-:data:`EVENT_KINDS` and the fields of the corresponding spec (``steps`` may be given instead of, or together
-with, ``count``: the event is then ``steps * count`` compositions).
+:data:`EVENT_KINDS` and the fields of the corresponding spec (``count`` is required; ``steps``, where the
+spec has it, may be given too: the event is then ``steps * count`` compositions).
 """
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ from mcacct.pld.constants import DEFAULT_H
 from mcacct.pld.discrete import DIRECTIONS, DirectionPLD, DiscretePLD, compose, identity_pld, mechanism_pld
 from mcacct.pld.specs import (SPEC_TYPES, CyclicPoissonBandMFSpec, GaussianSpec, GroupFixedBatchSpec,
                               GroupPoissonSpec, MechanismSpec, MixtureOfGaussiansSpec, PoissonGaussianSpec)
-from mcacct.validate import check_delta, check_discretization, check_epsilon, check_value_interval, read_json
+from mcacct.validate import read_json, shown
+from mcacct.pld.checks import check_delta, check_discretization, check_epsilon, check_value_interval
+from mcacct.precision import float64
 
 __all__ = ["EVENT_KINDS", "Event", "EventsResult", "as_events", "event_from_dict", "event_to_dict", "load_events",
            "merge_events", "composed_pld", "events_delta", "events_epsilon", "trim"]
@@ -64,6 +66,7 @@ _KIND_OF = {cls: name for name, cls in EVENT_KINDS.items()}
 TRIM_MASS = 1e-30
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class Event:
     """``count`` (>= 0) compositions of the mechanism ``spec`` (an :mod:`mcacct.pld` ``*Spec``)."""
@@ -75,10 +78,11 @@ class Event:
         if not isinstance(self.spec, SPEC_TYPES):
             raise ValueError(f"event spec must be an mcacct.pld *Spec; got {type(self.spec).__name__}")
         if isinstance(self.count, bool) or not isinstance(self.count, (int, np.integer)) or self.count < 0:
-            raise ValueError(f"event count must be an integer >= 0; got {self.count!r}")
+            raise ValueError(f"event count must be an integer >= 0; got {shown(self.count)}")
         object.__setattr__(self, "count", int(self.count))
 
 
+@float64
 def as_events(events: Any) -> list[Event]:
     """Normalise ``events``: an :class:`Event`, a ``*Spec`` (count 1), a ``(spec, count)`` pair, a JSON-style
     dict, or a sequence of these."""
@@ -103,20 +107,23 @@ def as_events(events: Any) -> list[Event]:
     return out
 
 
+@float64
 def event_from_dict(entry: Any, index: int | None = None) -> Event:
     """An :class:`Event` from ``{"mechanism": KIND, <spec fields>, "count": N}``; ``ValueError`` naming the entry
-    (``index``) for an unknown mechanism, unknown or missing fields, bad values or a negative count."""
+    (``index``) for an unknown mechanism, unknown or missing fields (``count`` included: it is required), bad
+    values or a negative count."""
     where = "event" if index is None else f"event {index}"
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: must be a JSON object; got {entry!r}")
     fields = dict(entry)
     kind = fields.pop("mechanism", None)
-    if kind not in EVENT_KINDS:
+    if not isinstance(kind, str) or kind not in EVENT_KINDS:
         raise ValueError(f"{where}: unknown mechanism {kind!r}; expected one of {sorted(EVENT_KINDS)}")
     cls = EVENT_KINDS[kind]
-    count = fields.pop("count", 1)
+    has_count = "count" in fields
+    count = fields.pop("count", 0)
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise ValueError(f"{where} ({kind}): count must be an integer >= 0; got {count!r}")
+        raise ValueError(f"{where} ({kind}): count must be an integer >= 0; got {shown(count)}")
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(fields) - names)
     if unknown:
@@ -130,9 +137,13 @@ def event_from_dict(entry: Any, index: int | None = None) -> Event:
         raise ValueError(f"{where} ({kind}): {err}") from None
     except ValueError as err:
         raise ValueError(f"{where} ({kind}): {err}") from None
+    if not has_count:  # no default: a forgotten count would silently account one run
+        raise ValueError(f"{where} ({kind}): count is required (how many times the mechanism runs, an integer "
+                         ">= 0)")
     return Event(spec, count)
 
 
+@float64
 def event_to_dict(event: Event) -> dict:
     """The JSON form of an :class:`Event` (inverse of :func:`event_from_dict`)."""
     d = {"mechanism": _KIND_OF[type(event.spec)]}
@@ -143,6 +154,7 @@ def event_to_dict(event: Event) -> dict:
     return d
 
 
+@float64
 def load_events(path: str | os.PathLike) -> list[Event]:
     """Events from a JSON file holding a list of event objects (:func:`event_from_dict`)."""
     data = read_json(path, "events file")
@@ -151,6 +163,7 @@ def load_events(path: str | os.PathLike) -> list[Event]:
     return as_events([event_from_dict(e, i) for i, e in enumerate(data)])
 
 
+@float64
 def trim(p: DirectionPLD, mass: float = TRIM_MASS) -> DirectionPLD:
     """Drop the far tails of ``p`` pessimistically: at most ``mass`` from the top goes to ``+inf`` and at most
     ``mass`` from the bottom is moved up to the lowest kept loss (both only raise every ``delta``)."""
@@ -168,6 +181,7 @@ def trim(p: DirectionPLD, mass: float = TRIM_MASS) -> DirectionPLD:
     return DirectionPLD(p.value_discretization_interval, p.offset + lo, kept, inf, p.certified)
 
 
+@float64
 def merge_events(events: Sequence[Event]) -> list[Event]:
     """Equal mechanisms merged (their counts add, first-seen order kept); events of count 0 dropped."""
     totals: dict[Any, int] = {}
@@ -191,6 +205,7 @@ def _trimmed_compose(a: DiscretePLD, b: DiscretePLD) -> DiscretePLD:
     return compose(DiscretePLD({d: trim(a[d]) for d in DIRECTIONS}), DiscretePLD({d: trim(b[d]) for d in DIRECTIONS}))
 
 
+@float64
 def composed_pld(events: Any, value_discretization_interval: float = DEFAULT_H,
                  discretization: str = "connect_dots") -> DiscretePLD:
     """The pessimistic PLD (both directions) of the composition of ``events`` (module docstring)."""
@@ -207,6 +222,7 @@ def composed_pld(events: Any, value_discretization_interval: float = DEFAULT_H,
     return out
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class EventsResult:
     """A certified point of the privacy curve of a composition of events: ``(epsilon, delta)`` (the larger of
@@ -265,6 +281,7 @@ def _result(events: Any, eps: float | None, dl: float | None, h: float, method: 
                         merged)
 
 
+@float64
 def events_delta(events: Any, epsilon: float, *, value_discretization_interval: float = DEFAULT_H,
                  discretization: str = "connect_dots", estimate_error: bool = True) -> EventsResult:
     r"""Upper bound on :math:`\delta(\varepsilon)` of the composition of ``events`` (max over add and remove).
@@ -286,6 +303,7 @@ def events_delta(events: Any, epsilon: float, *, value_discretization_interval: 
                    estimate_error)
 
 
+@float64
 def events_epsilon(events: Any, delta: float, *, value_discretization_interval: float = DEFAULT_H,
                    discretization: str = "connect_dots", estimate_error: bool = True) -> EventsResult:
     r"""Upper bound on :math:`\varepsilon(\delta)` of the composition of ``events`` (max over add and remove;

@@ -10,11 +10,14 @@ import numpy as np
 
 from mcacct.pld.constants import DEFAULT_H, Discretization, GROUP_TILTS, U
 from mcacct.pld.kernels import single_batch, tilted_batch
-from mcacct.pld.plan import bucket, plan, solver_for
+from mcacct.pld.plan import bucket, check_grid, plan, solver_for
 from mcacct.pld.specs import MechanismSpec, canonical
-from mcacct.validate import check_delta, check_discretization, check_integer, check_value_interval, is_real_number
+from mcacct.pld.checks import (check_delta, check_discretization, check_integer, check_value_interval, is_real_number,
+                                plain)
+from mcacct.precision import float64
 
 
+@float64
 def group_privacy_conversion_epsilon(mechanism: MechanismSpec, group_size: int, delta: float, *,
                                      delta_floor: float = 1e-15,
                                      value_discretization_interval: float = DEFAULT_H,
@@ -60,7 +63,7 @@ def group_privacy_conversion_epsilon(mechanism: MechanismSpec, group_size: int, 
     h = check_value_interval(value_discretization_interval)
     method = check_discretization(discretization)
     if not is_real_number(delta_floor) or not 0.0 <= delta_floor < 1.0:
-        raise ValueError(f"delta_floor must be in [0, 1), got {delta_floor!r}")
+        raise ValueError(f"delta_floor must be in [0, 1), got {plain(delta_floor)!r}")
     floor = float(delta_floor)
     sigma = float(mechanism.sigma)
     n_lo, kk = plan(canon, sigma, h)
@@ -72,6 +75,7 @@ def group_privacy_conversion_epsilon(mechanism: MechanismSpec, group_size: int, 
     x_lo, x_hi = np.asarray(x_lo), np.asarray(x_hi)
     a_start = np.floor(x_lo / h).astype(np.int64) - 1
     n_fft = bucket(int(np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2)))
+    check_grid(n_fft, h, sigma=sigma)  # before the compositions are allocated
     # delta(eps1) on a fine eps1 grid: per direction the minimum over several tilted
     # compositions of (1 + rho) (discrete delta + mass at infinity) + round-off bound,
     # then the max over directions (an upper bound on the discrete PLD curve)

@@ -19,6 +19,7 @@ from typing import Any
 
 from mcacct.pld.events import Event, merge_events
 from mcacct.pld.specs import GaussianSpec, MixtureOfGaussiansSpec, PoissonGaussianSpec
+from mcacct.precision import float64
 
 __all__ = ["from_dp_event"]
 
@@ -59,6 +60,7 @@ def _walk(event: Any, mult: int) -> list[Event]:
                      "ComposedDpEvent, NoOpDpEvent)")
 
 
+@float64
 def from_dp_event(event: Any) -> list[Event]:
     """The mcacct events of a ``dp_accounting`` ``DpEvent`` (equal mechanisms merged, counts multiplied out).
 

@@ -334,21 +334,42 @@ def _query_delta(out, inf, a_start, h, eps_q, rb=None, rho=0.0):
     return jnp.minimum((1.0 + rho) * (jnp.sum(terms) + inf) + rb_d, 1.0), rb_d
 
 
-def _query_epsilon(out, inf, a_start, h, delta_q, rb=None, rho=0.0):
-    r""":math:`\varepsilon(\delta_q)` of a discrete PLD (grid :math:`(A+i)h`, mass ``inf`` at :math:`+\infty`).
+def _decayed_suffix(w: jax.Array, r: jax.Array) -> jax.Array:
+    r""":math:`T(k)=\sum_{j\ge k}w_jr^{j-k}` for all :math:`k` (``w >= 0``, ``0 < r < 1``), by an associative scan
+    of the affine maps :math:`x\mapsto w_k+rx` (segment ``(r^{len}, sum)``; no reference point, so nothing
+    overflows whatever the losses: a far term whose factor underflows only makes :math:`T` smaller).
 
-    With suffix sums :math:`S_0(k)=\sum_{j\ge k}\omega_j` and
-    :math:`S_1(k)=\sum_{j\ge k}\omega_je^{-\ell_j}` (over :math:`\ell_j>0`),
-    :math:`D_k=\delta(\ell_k)=S_0(k+1)-e^{\ell_k}S_1(k+1)+\omega_\infty` is
-    non-increasing; the first :math:`k` with :math:`D_k\le\delta` is searched
-    and :math:`\delta(\varepsilon)=S_0(k)-e^{\varepsilon}S_1(k)+\omega_\infty`
-    is solved exactly on :math:`(\ell_{k-1},\ell_k]`.
+    Every operation multiplies or adds non-negative numbers, so each term carries at most one rounding per
+    combine level (product and sum, at most :math:`2N`) plus those of its factor :math:`r^{j-k}` (at most
+    :math:`N`): the computed :math:`T` is within a relative :math:`\gamma_{3N}` of the exact sums with the same
+    ``r`` (up to underflow, :data:`~mcacct.pld.constants.UNDERFLOW` per entry)."""
+    def combine(hi, lo):  # reverse scan: ``hi`` covers the larger indices, ``lo`` the segment just below
+        return hi[0] * lo[0], lo[1] + lo[0] * hi[1]
+
+    _, t = jax.lax.associative_scan(combine, (jnp.full_like(w, r), w), reverse=True)
+    return t
+
+
+def _query_epsilon(out, inf, a_start, h, delta_q, rb=None, rho=0.0):
+    r""":math:`\varepsilon(\delta_q)` of a discrete PLD (grid :math:`\ell_j=(A+j)h`, mass ``inf`` at :math:`+\infty`).
+
+    With :math:`S_0(k)=\sum_{j\ge k}\omega_j` and the *decayed* suffix sums
+    :math:`T(k)=\sum_{j\ge k}\omega_je^{-(\ell_j-\ell_k)}` (over :math:`\ell_j>0`;
+    :func:`_decayed_suffix`), :math:`D_k=\delta(\ell_k)=S_0(k+1)-e^{-h}T(k+1)+\omega_\infty`
+    is non-increasing; the first :math:`k` with :math:`D_k\le\delta` is searched and
+    :math:`\delta(\varepsilon)=S_0(k)-e^{\varepsilon-\ell_k}T(k)+\omega_\infty` is solved exactly on
+    :math:`(\ell_{k-1},\ell_k]`. Only loss *differences* enter an exponential (the solve is in
+    :math:`\varepsilon-\ell_k\in(-h,0]`), so nothing over- or underflows at large losses (the former suffix sums
+    of :math:`\omega_je^{-\ell_j}` underflowed from :math:`\ell\approx650` and :math:`e^{\ell}` overflowed
+    beyond 709).
 
     ``rb[k]`` (optional) bounds the round-off of :math:`\delta(\varepsilon)` for
     :math:`\varepsilon\in(\ell_{k-1},\ell_k]` (weights on :math:`j\ge k` only) and ``rho`` its
-    relative part: every value becomes :math:`(1+\rho)(\cdot)+r_k`, :math:`S_0` is inflated by
-    :math:`3(N+4)u` (summation error of non-negative terms in any order, and of
-    :math:`S_0-e^{\ell}S_1` with :math:`e^{\ell_k}S_1(k+1)\le S_0(k+1)`), and the reported
+    relative part: every value becomes :math:`(1+\rho)(\cdot)+r_k`. The factor :math:`e^{-h}` is rounded
+    *down* (a smaller :math:`T` only raises every :math:`\delta`), and :math:`S_0` is inflated by
+    :math:`4(N+4)u` plus :data:`~mcacct.pld.constants.UNDERFLOW`: the sum of :math:`S_0` (:math:`\gamma_N`),
+    that of :math:`T` (:math:`\gamma_{3N}`, :func:`_decayed_suffix`) and the final products and difference,
+    all relative to :math:`S_0`, because :math:`e^{\varepsilon-\ell_k}T(k)\le S_0(k)`. The reported
     :math:`\varepsilon` solves the inflated equation (rounded up), so it is certified. Returns
     ``(eps, rb_at_eps, floor)``, ``floor`` a certifiable delta at the top of the window
     (without ``rb``: ``(eps, 0, 0)``).
@@ -358,29 +379,38 @@ def _query_epsilon(out, inf, a_start, h, delta_q, rb=None, rho=0.0):
     rigorous = rb is not None
     rbv = rb if rigorous else jnp.zeros(N)
     g1 = 1.0 + rho
-    sl = 3.0 * (N + 4) * U if rigorous else 0.0
-    suffix = functools.partial(jax.lax.cumsum, reverse=True)
+    sl = 4.0 * (N + 4) * U if rigorous else 0.0
+    floor0 = UNDERFLOW if rigorous else 0.0
+    down = 1.0 - 4 * U if rigorous else 1.0  # exp within 3 ulp, rounded down
     pos = l > 0
-    lp = jnp.where(pos, l, 0.0)
     w = jnp.where(pos, out, 0.0)
-    s0 = suffix(w) * (1.0 + sl)
-    s1 = suffix(w * jnp.exp(-lp))
-    s0n = jnp.concatenate([s0[1:], jnp.zeros(1)])
-    s1n = jnp.concatenate([s1[1:], jnp.zeros(1)])
-    d_grid = g1 * (jnp.maximum(s0n - jnp.exp(lp) * s1n, 0.0) + inf) + rbv
-    rb0 = jnp.concatenate([rbv, jnp.zeros(1)])[jnp.clip(1 - a_start, 0, N)]  # first index with l > 0
-    d0 = g1 * (jnp.maximum(s0[0] - s1[0], 0.0) + inf) + rb0
+    s0 = jax.lax.cumsum(w, reverse=True) * (1.0 + sl) + floor0
+    r = jnp.exp(-h) * down
+    t = _decayed_suffix(w, r)
+    zero1 = jnp.zeros(1)
+    s0n = jnp.concatenate([s0[1:], jnp.full(1, floor0)])
+    vn = r * jnp.concatenate([t[1:], zero1])  # sum_{j>k} w_j e^{-(l_j - l_k)}
+    d_grid = g1 * (jnp.maximum(s0n - vn, 0.0) + inf) + rbv
+    k1 = jnp.clip(1 - a_start, 0, N)  # first index with l > 0
+    rb0 = jnp.concatenate([rbv, zero1])[k1]
+    l1 = (a_start + k1).astype(jnp.float64) * h
+    v0 = jnp.exp(-l1) * down * jnp.concatenate([t, zero1])[k1]  # sum_j w_j e^{-l_j}
+    d0 = g1 * (jnp.maximum(s0[0] - v0, 0.0) + inf) + rb0
     k0 = jnp.clip(-a_start, 0, N - 1)  # first index with l >= 0
     cond = (l >= 0) & (d_grid <= delta_q)
     k = jnp.argmax(cond)
     found = cond[k]
     num = s0[k] + inf - (delta_q - rbv[k]) / g1
-    den = s1[k]
+    den = t[k]
     # (l_{k-1}, l_k] if l_{k-1} >= 0 is a grid point of the window, else (0, l_k]
     lo_e = jnp.where(k > k0, jnp.maximum(l[k] - h, 0.0), 0.0)
     hi_e = jnp.maximum(l[k], 0.0)
     ok = (num > 0) & (den > 0)
-    eps = jnp.where(ok, jnp.log(jnp.where(ok, num, 1.0) / jnp.where(ok, den, 1.0)), lo_e)
+    # e^{eps - l_k} = num / den; the ratio is in (e^{-h}, 1] where the solution lies in the cell, and an
+    # overflowing ratio (den underflowed) gives +inf, clipped to l_k (D_k <= delta was checked)
+    x = jnp.log(jnp.where(ok, num, 1.0) / jnp.where(ok, den, 1.0))
+    x = jnp.clip(x, lo_e - l[k] - h, h)  # keeps +-inf (and inf - inf) out; the cell clip below decides
+    eps = jnp.where(ok, l[k] + x, lo_e)
     if rigorous:  # round the solution up (its own rounding error is a few ulp)
         eps = eps + 8 * U * (1.0 + jnp.abs(eps))
     eps = jnp.clip(eps, lo_e, hi_e)

@@ -10,7 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.pld.constants import CHUNK_BUDGET, MAX_GRID, Z_TRUNC
+import os
+
+from mcacct.pld.constants import (BYTES_PER_POINT, CHUNK_BUDGET, ENV_MEMORY_BUDGET, MAX_GRID, MEMORY_BUDGET_BYTES,
+                                  Z_TRUNC)
 from mcacct.pld.kernels import compose_query_batch, single_batch
 from mcacct.pld.specs import Canonical, PLDResult
 
@@ -19,6 +22,41 @@ def bucket(n: int, minimum: int = 1024) -> int:
     """Smallest power of two >= n (static shapes are bucketed to limit recompilations)."""
     n = max(int(n), minimum)
     return 1 << (n - 1).bit_length()
+
+
+def memory_budget() -> int:
+    """The memory budget of one composition in bytes: ``$MCACCT_PLD_MEMORY_BUDGET`` if set, else
+    :data:`~mcacct.pld.constants.MEMORY_BUDGET_BYTES` (4 GiB)."""
+    raw = os.environ.get(ENV_MEMORY_BUDGET)
+    if raw is None or not raw.strip():
+        return MEMORY_BUDGET_BYTES
+    try:
+        v = float(raw.replace("_", ""))
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v >= 1):
+        raise ValueError(f"{ENV_MEMORY_BUDGET} must be a number of bytes >= 1 (e.g. 16e9); got {raw!r}")
+    return int(v)
+
+
+def check_grid(points: int, h: float | None, *, directions: int = 2, what: str = "the composition window",
+               sigma: float | None = None) -> None:
+    """Refuse, before anything is allocated, a composition on ``points`` grid points per direction (``directions``
+    of them) whose working memory (:data:`~mcacct.pld.constants.BYTES_PER_POINT` per point and direction) is
+    above :func:`memory_budget`, naming the size and what to change."""
+    need = int(points) * BYTES_PER_POINT * directions
+    budget = memory_budget()
+    if need <= budget:
+        return
+    at = "" if sigma is None else f" at sigma={sigma:g}"
+    src = f"${ENV_MEMORY_BUDGET}" if os.environ.get(ENV_MEMORY_BUDGET, "").strip() else \
+        f"the default; ${ENV_MEMORY_BUDGET} overrides it"
+    now = "" if h is None else f" (now {h:g})"
+    raise ValueError(
+        f"{what}{at} needs {int(points):,} grid points per direction (about {need / 2**30:.3g} GiB of working "
+        f"memory for {directions} direction(s)), above the budget of {budget / 2**30:.3g} GiB ({src}); use a "
+        f"larger value_discretization_interval{now}, fewer steps / compositions or a larger sigma, or raise "
+        f"{ENV_MEMORY_BUDGET} (bytes)")
 
 
 def _np_loss(u: float, s: np.ndarray, logp: np.ndarray) -> float:
@@ -38,17 +76,21 @@ def solver_for(c: np.ndarray) -> str:
 def plan(canon: Canonical, sigma: float, h: float) -> tuple[int, int]:
     s = canon.c / sigma
     logp = np.log(canon.p)
-    l_lo = _np_loss(-Z_TRUNC, s, logp)
-    l_hi = _np_loss(float(s.max()) + Z_TRUNC, s, logp)
-    n_lo = math.floor(l_lo / h) - 1
-    n_hi = math.ceil(l_hi / h) + 1
-    k = n_hi - n_lo + 1
-    if k > MAX_GRID or max(abs(l_lo), abs(l_hi)) > 600:
+    with np.errstate(all="ignore"):  # a tiny sigma overflows here: refused below, naming sigma
+        l_lo = _np_loss(-Z_TRUNC, s, logp)
+        l_hi = _np_loss(float(s.max()) + Z_TRUNC, s, logp)
+    finite = math.isfinite(l_lo) and math.isfinite(l_hi) and max(abs(l_lo), abs(l_hi)) <= 600
+    k = math.ceil(l_hi / h) - math.floor(l_lo / h) + 3 if finite else math.inf
+    if k > MAX_GRID:
         raise ValueError(
             f"sigma={sigma:g} is too small for value_discretization_interval={h:g}: the "
-            f"single-step privacy loss spans [{l_lo:.3g}, {l_hi:.3g}] ({k} grid points > {MAX_GRID}); "
-            "increase sigma or value_discretization_interval"
+            f"single-step privacy loss spans [{l_lo:.3g}, {l_hi:.3g}] ({k:.3g} grid points; at most "
+            f"{MAX_GRID} and |loss| <= 600); increase sigma or value_discretization_interval"
         )
+    # the discretisation holds grid x components arrays (the Newton inverse of a general mixture)
+    check_grid(bucket(k) * max(canon.c.size, 1), h, directions=1, sigma=sigma,
+               what=f"the single-step discretisation ({canon.c.size} mixture components)")
+    n_lo = math.floor(l_lo / h) - 1
     return n_lo, k
 
 
@@ -123,6 +165,8 @@ def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
     a_start = np.floor(x_lo / h).astype(np.int64) - 1
     need = np.max(np.ceil(x_hi / h).astype(np.int64) - a_start + 2, axis=1)
     n_of = _two_level([bucket(int(v)) for v in need])
+    for i in np.flatnonzero(n_of == n_of.max())[:1]:
+        check_grid(int(n_of[i]), h, sigma=float(sigmas[i]))  # before any composition is allocated
     res = {name: np.zeros((n_sig, 2))
            for name in ("delta", "epsilon", "inf", "tail", "rb_delta", "rb_epsilon", "floor")}
     res["fft_size"] = n_of.copy()

@@ -10,13 +10,47 @@ from typing import Union
 
 import numpy as np
 
-from mcacct.validate import check_integer, check_positive, check_probability
+from mcacct.pld.checks import check_integer, check_positive, check_probability
+from mcacct.precision import float64
+
+
+#: The most compositions one spec may describe (steps are int64 in the kernels).
+MAX_COMPOSITIONS = 2**53
+#: The most mixture components of one step (the discretisation holds grid x components values: at the smallest
+#: grid, 1024 points, this many fill the default memory budget of :mod:`mcacct.pld.constants`).
+MAX_COMPONENTS = 2**16
+
+
+def _check_components(name: str, value: int, count: int) -> None:
+    if count > MAX_COMPONENTS:
+        raise ValueError(f"{name}={value} gives a mixture of {count} Gaussians, more than the accountant can "
+                         f"discretise ({MAX_COMPONENTS}: the single-step grid holds grid points x components values)")
+
+
+def _plain_fields(spec) -> None:
+    """NumPy scalars among the fields of a spec become Python numbers (so messages read ``nan``, never
+    ``np.float64(nan)``, and equal specs hash alike); sequences of them become tuples of Python numbers."""
+    for f in dataclasses.fields(spec):
+        v = getattr(spec, f.name)
+        if isinstance(v, np.generic):
+            object.__setattr__(spec, f.name, v.item())
+        elif ((isinstance(v, (tuple, list)) or (isinstance(v, np.ndarray) and v.ndim == 1))
+              and any(isinstance(x, np.generic) for x in v)):
+            object.__setattr__(spec, f.name, tuple(x.item() if isinstance(x, np.generic) else x for x in v))
+
+
+def _norm(col: tuple[float, ...]) -> float:
+    """The L2 norm; ``math.hypot`` (no overflow or underflow of the squares) where the plain sum of squares is not
+    a positive finite number."""
+    n = math.sqrt(sum(v * v for v in col))
+    return n if 0 < n < math.inf else math.hypot(*col)
 
 
 def _log_binom(n: int, k: int) -> float:
     return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class GaussianSpec:
     r"""``steps``-fold composition of the Gaussian mechanism.
@@ -42,6 +76,7 @@ class GaussianSpec:
     steps: int = 1
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         check_positive("sigma", self.sigma)
         check_positive("sensitivity", self.sensitivity)
         check_integer("steps", self.steps)
@@ -56,6 +91,7 @@ class GaussianSpec:
         return int(self.steps)
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class PoissonGaussianSpec:
     r"""DP-SGD: ``steps`` compositions of the Poisson-subsampled Gaussian.
@@ -87,6 +123,7 @@ class PoissonGaussianSpec:
     sensitivity: float = 1.0
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         check_probability("sampling_prob", self.sampling_prob)
         check_positive("sigma", self.sigma)
         check_integer("steps", self.steps)
@@ -105,6 +142,7 @@ class PoissonGaussianSpec:
         return int(self.steps)
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class GroupPoissonSpec:
     r"""Group-level DP-SGD with Poisson sampling (Ganesh 2024 [arXiv:2401.10294], Thm. 3.1).
@@ -139,6 +177,7 @@ class GroupPoissonSpec:
     steps: int = 1
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         check_integer("group_size", self.group_size)
         check_probability("sampling_prob", self.sampling_prob)
         check_positive("sigma", self.sigma)
@@ -149,6 +188,7 @@ class GroupPoissonSpec:
         k, q = int(self.group_size), float(self.sampling_prob)
         if q == 1.0:
             return np.array([float(k)]), np.array([1.0])
+        _check_components("group_size", k, k + 1)
         j = np.arange(k + 1)
         logp = np.array(
             [_log_binom(k, i) + i * math.log(q) + (k - i) * math.log1p(-q) for i in j]
@@ -161,6 +201,7 @@ class GroupPoissonSpec:
         return int(self.steps)
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class GroupFixedBatchSpec:
     r"""Group-level DP-SGD with fixed-batch-size sampling (Ganesh 2024 [arXiv:2401.10294], Thm. 3.3).
@@ -203,6 +244,7 @@ class GroupFixedBatchSpec:
     steps: int = 1
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         check_integer("group_size", self.group_size)
         check_integer("dataset_size", self.dataset_size)
         b = check_integer("batch_size", self.batch_size)
@@ -216,6 +258,7 @@ class GroupFixedBatchSpec:
     def mixture(self) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(sensitivities, probabilities)``: ``2m`` w.p. ``Hypergeom(m; B, n+k, k)``."""
         k, b, n = int(self.group_size), int(self.batch_size), int(self.dataset_size)
+        _check_components("group_size", k, min(k, b) - max(0, b - n) + 1)
         ms = np.arange(max(0, b - n), min(k, b) + 1)
         logp = np.array(
             [_log_binom(k, m) + _log_binom(n, b - m) - _log_binom(n + k, b) for m in ms]
@@ -229,6 +272,7 @@ class GroupFixedBatchSpec:
         return int(self.steps)
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class CyclicPoissonBandMFSpec:
     r"""DP-BandMF with cyclic Poisson sampling (Dong & Ganesh 2026 [arXiv:2602.09338], Sec. 3).
@@ -252,7 +296,9 @@ class CyclicPoissonBandMFSpec:
     sampling_prob : float
         Per-opportunity Poisson probability :math:`q\in(0,1]`.
     c_col : sequence of float
-        Column of the strategy matrix; only its L2 norm (> 0) matters.
+        Column of the strategy matrix: its ``1 <= len(c_col) <= min_sep`` band coefficients (a longer column
+        would make the shifted columns of one example's participations overlap, and the analysis below would
+        not hold; refused); only its L2 norm (> 0) enters the PLD.
     sigma : float
         Noise standard deviation (> 0).
     """
@@ -264,6 +310,7 @@ class CyclicPoissonBandMFSpec:
     sigma: float
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         check_integer("iterations", self.iterations)
         check_integer("min_sep", self.min_sep)
         check_probability("sampling_prob", self.sampling_prob)
@@ -271,17 +318,23 @@ class CyclicPoissonBandMFSpec:
             col = tuple(float(v) for v in self.c_col)
         except (TypeError, ValueError):
             raise ValueError(f"c_col must be a non-empty sequence of finite numbers, got {self.c_col!r}") from None
-        if not col or not all(math.isfinite(v) for v in col) or math.sqrt(sum(v * v for v in col)) <= 0:
+        if not col or not all(math.isfinite(v) for v in col) or not 0 < _norm(col) < math.inf:
             raise ValueError(
                 f"c_col must be a non-empty sequence of finite numbers with norm > 0, got {self.c_col!r}"
             )
         object.__setattr__(self, "c_col", col)
+        if len(col) > self.min_sep:
+            raise ValueError(
+                f"c_col has {len(col)} entries but min_sep is {self.min_sep}: the cyclic-Poisson analysis needs "
+                f"len(c_col) <= min_sep (allowed: 1 to {self.min_sep} entries), else the shifted columns of one "
+                "example's participations overlap and its sensitivity exceeds "
+                "sqrt(ceil(iterations / min_sep)) * ||c_col||_2")
         check_positive("sigma", self.sigma)
 
     @property
     def col_norm(self) -> float:
         r""":math:`\|c_{\mathrm{col}}\|_2`."""
-        return math.sqrt(sum(v * v for v in self.c_col))
+        return _norm(self.c_col)
 
     @property
     def compositions(self) -> int:
@@ -296,6 +349,7 @@ class CyclicPoissonBandMFSpec:
         return np.array([0.0, self.col_norm]), np.array([1.0 - q, q])
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class MixtureOfGaussiansSpec:
     r"""``steps`` compositions of a general mixture-of-Gaussians mechanism.
@@ -326,6 +380,7 @@ class MixtureOfGaussiansSpec:
     steps: int = 1
 
     def __post_init__(self) -> None:
+        _plain_fields(self)
         check_positive("sigma", self.sigma)
         check_integer("steps", self.steps)
         try:
@@ -390,9 +445,14 @@ def canonical(spec: MechanismSpec) -> Canonical:
     up = np.array([p[c == v].sum() for v in uc])
     if uc.max() <= 0:
         raise ValueError("mechanism must have a positive sensitivity")
-    return Canonical(uc, up / up.sum(), int(spec.compositions))
+    t = int(spec.compositions)
+    if t > MAX_COMPOSITIONS:  # int64 step counts in the kernels; far beyond any grid budget anyway
+        raise ValueError(f"the mechanism composes {t} times, more than the accountant can (at most 2^53); "
+                         "give fewer steps / compositions")
+    return Canonical(uc, up / up.sum(), t)
 
 
+@float64
 @dataclasses.dataclass(frozen=True)
 class PLDResult:
     r"""Result of a PLD query.

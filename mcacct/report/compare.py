@@ -39,6 +39,7 @@ import time
 
 from mcacct import registry
 from mcacct.validate import check_int, check_real
+from mcacct.precision import float64
 
 __all__ = ["compare_schemes", "SCHEMES"]
 
@@ -86,6 +87,7 @@ def _parse_schemes(schemes) -> tuple[registry.SchemeEntry, ...] | None:
     return tuple(registry.get(s) for s in out)
 
 
+@float64
 def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int, expected_batch_size: float,
                     dataset_size: int, c_col=(1.0,), *, max_batch_size: int | None = None,
                     max_examples_per_user: int | None = None, inverse_bands=None, schemes=None,

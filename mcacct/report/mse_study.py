@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 
 import jax
+from mcacct.precision import float64
 
 __all__ = ["StudyGrid", "QUICK_GRID", "FULL_GRID", "SMOKE_GRID", "run_study", "plot_ratios"]
 
@@ -91,6 +92,7 @@ def _pld_sigma(n, b, q, c_col, epsilon, delta) -> dict:
     return {"sigma": float(sigma), "verified": True, "seconds": time.perf_counter() - t0}
 
 
+@float64
 def run_study(grid: StudyGrid, cache_dir: str, seed: int = 0, progress: bool = True) -> dict:
     """Run (or resume) the study on ``grid``; returns every calibration and, per (ε, E), each method's best
     MSE with its bands (and b) and the ratios b-min-sep / cyclic Poisson and b-min-sep / balls-in-bins."""

@@ -6,6 +6,7 @@ matplotlib is optional (``pip install 'mcacct[plot]'``); without it :func:`plot_
 
 from __future__ import annotations
 
+import os
 from typing import Sequence
 
 import numpy as np
@@ -13,7 +14,35 @@ import numpy as np
 from mcacct.validate import check_int, check_real
 from mcacct.engine.statistics import DirectionStats, delta_bounds
 
-__all__ = ["delta_band", "plot_delta_curve"]
+__all__ = ["delta_band", "plot_delta_curve", "figure_formats", "check_figure_path"]
+
+
+def figure_formats() -> tuple[str, ...]:
+    """The file extensions matplotlib can write (``png``, ``pdf``, ``svg``, ...); ``ValueError`` without
+    matplotlib."""
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError as err:
+        raise ValueError("mcacct plot needs matplotlib: pip install 'mcacct[plot]' (or matplotlib)") from err
+    return tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
+
+
+def check_figure_path(path: str, name: str = "out") -> str:
+    """Refuse a figure path before any work: its directory must exist and its extension be a format matplotlib
+    writes (:func:`figure_formats`). ``ValueError`` naming ``name``; returns ``path``."""
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"{name} must be a file name ending in an image format; got {path!r}")
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise ValueError(f"{name}: directory {os.path.dirname(path) or '.'} does not exist; got {path}")
+    if os.path.isdir(path):
+        raise ValueError(f"{name} is a directory; give a file name such as {os.path.join(path, 'delta.png')}")
+    ext = os.path.splitext(path)[1].lstrip(".").lower()
+    formats = figure_formats()
+    if ext not in formats:
+        raise ValueError(f"{name} must end in one of {', '.join('.' + f for f in formats)}; got "
+                         f"{os.path.splitext(path)[1] or 'no extension'} ({path})")
+    return path
 
 
 def _hist_delta(stats: DirectionStats, eps: np.ndarray, block: int = 16) -> np.ndarray:
@@ -29,11 +58,14 @@ def _max_loss(stats: DirectionStats) -> float:
     return float(top)
 
 
-def delta_band(stats: dict[str, DirectionStats], epsilons: np.ndarray, alpha: float) -> dict[str, np.ndarray]:
+def delta_band(stats: dict[str, DirectionStats], epsilons: np.ndarray, alpha: float,
+               systematic: float = 0.0) -> dict[str, np.ndarray]:
     """Histogram estimate of delta(epsilon) per direction and overall, with Chernoff-KL bounds.
 
     The band is *pointwise*: at each epsilon separately, ``delta_upper`` covers the true delta with
-    confidence ``1 - alpha``; it is not a simultaneous band over the grid (the plot says so).
+    confidence ``1 - alpha``; it is not a simultaneous band over the grid (the plot says so). As in
+    :meth:`mcacct.engine.estimate.Estimate.delta`, ``systematic`` (the sampler's proven systematic term) is
+    added to the upper and subtracted from the lower bound (clipped to ``[0, 1]``).
 
     Parameters
     ----------
@@ -43,6 +75,8 @@ def delta_band(stats: dict[str, DirectionStats], epsilons: np.ndarray, alpha: fl
         Grid of epsilons.
     alpha:
         ``1 -`` confidence of each one-sided bound.
+    systematic:
+        Systematic term ``>= 0`` (:func:`mcacct.engine.systematic.systematic_bound`).
 
     Returns
     -------
@@ -51,6 +85,7 @@ def delta_band(stats: dict[str, DirectionStats], epsilons: np.ndarray, alpha: fl
         ``<direction>_estimate`` per direction.
     """
     eps = np.asarray(epsilons, np.float64)
+    systematic = check_real("systematic", systematic, low=0.0)
     a = alpha / len(stats)
     out = {"epsilon": eps, "delta_estimate": np.zeros_like(eps), "delta_lower": np.zeros_like(eps),
            "delta_upper": np.zeros_like(eps)}
@@ -59,22 +94,28 @@ def delta_band(stats: dict[str, DirectionStats], epsilons: np.ndarray, alpha: fl
         bounds = np.asarray([delta_bounds(float(v), s.count, a) for v in m])
         out[f"{d}_estimate"] = m
         out["delta_estimate"] = np.maximum(out["delta_estimate"], m)
-        out["delta_lower"] = np.maximum(out["delta_lower"], bounds[:, 0])
-        out["delta_upper"] = np.maximum(out["delta_upper"], bounds[:, 1])
+        out["delta_lower"] = np.maximum(out["delta_lower"], np.maximum(bounds[:, 0] - systematic, 0.0))
+        out["delta_upper"] = np.maximum(out["delta_upper"], np.minimum(bounds[:, 1] + systematic, 1.0))
     return out
 
 
 def plot_delta_curve(stats: dict[str, DirectionStats], out: str, alpha: float = 0.01,
                      epsilon_max: float | None = None, points: int = 200, title: str | None = None,
-                     marks: Sequence[tuple[float, float, float]] = ()) -> dict:
+                     marks: Sequence[tuple[float, float, float]] = (), systematic: float = 0.0) -> dict:
     """Write a figure of delta-hat(epsilon) with its ``1 - alpha`` band to ``out`` (png, pdf, svg, ...).
+
+    On the log axis every plotted value -- the estimate, the per-direction estimates, both edges of the band
+    and the marks -- is drawn at ``max(value, 0.5 / n)`` (``n`` the smallest sample count of a direction;
+    below half a sample's worth a histogram estimate is zero or round-off): one floor for all, so the drawn
+    estimate always lies inside its drawn band (the axis label says so). The returned arrays are the values
+    themselves, with the floor as ``floor``.
 
     Parameters
     ----------
     stats:
         Merged statistics per direction.
     out:
-        Output file; the format follows its extension.
+        Output file; the format follows its extension (:func:`check_figure_path`, checked before any work).
     alpha:
         ``1 -`` confidence of the band (split over directions).
     epsilon_max:
@@ -85,11 +126,14 @@ def plot_delta_curve(stats: dict[str, DirectionStats], out: str, alpha: float = 
         Figure title.
     marks:
         ``(epsilon, delta_estimate, delta_upper)`` from the exact fixed-point sums, drawn as points.
+    systematic:
+        The sampler's systematic term, added to the band's upper edge as to the marks' upper bounds
+        (:func:`delta_band`).
 
     Returns
     -------
     dict
-        The plotted arrays (see :func:`delta_band`) and ``out``.
+        The plotted arrays (see :func:`delta_band`), ``floor`` and ``out``.
     """
     alpha = check_real("alpha", alpha, low=0.0, high=1.0, low_open=True, high_open=True)
     points = check_int("points", points, low=2)
@@ -99,6 +143,7 @@ def plot_delta_curve(stats: dict[str, DirectionStats], out: str, alpha: float = 
         epsilon_max = max(_max_loss(s) for s in stats.values())
         epsilon_max = max(epsilon_max, max((m[0] for m in marks), default=0.0), 0.5)
     epsilon_max = check_real("epsilon_max", epsilon_max, low=0.0, low_open=True)
+    check_figure_path(out)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -106,30 +151,35 @@ def plot_delta_curve(stats: dict[str, DirectionStats], out: str, alpha: float = 
     except ImportError as err:
         raise ValueError("mcacct plot needs matplotlib: pip install 'mcacct[plot]' (or matplotlib)") from err
     eps = np.linspace(0.0, epsilon_max, points)
-    band = delta_band(stats, eps, alpha)
+    band = delta_band(stats, eps, alpha, systematic)
     n = min(s.count for s in stats.values())
-    floor = 0.5 / n  # below one sample's worth the log axis would be empty
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.fill_between(eps, np.maximum(band["delta_lower"], floor), np.maximum(band["delta_upper"], floor),
-                    alpha=0.25, label=f"pointwise {100 * (1 - alpha):g}% band (each $\\varepsilon$ separately)")
-    def positive(v: np.ndarray) -> np.ndarray:
-        return np.where(v > 0, v, np.nan)
+    floor = 0.5 / n  # below half a sample's worth the log axis would be empty
 
-    ax.plot(eps, positive(band["delta_estimate"]), lw=1.8, label=r"$\hat\delta(\varepsilon)$ (max of directions)")
+    def floored(v) -> np.ndarray:
+        return np.maximum(np.asarray(v, np.float64), floor)
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.fill_between(eps, floored(band["delta_lower"]), floored(band["delta_upper"]), alpha=0.25,
+                    label=f"pointwise {100 * (1 - alpha):g}% band (each $\\varepsilon$ separately)")
+    ax.plot(eps, floored(band["delta_estimate"]), lw=1.8, label=r"$\hat\delta(\varepsilon)$ (max of directions)")
     for d in stats:
-        ax.plot(eps, positive(band[f"{d}_estimate"]), lw=0.8, ls="--", label=f"{d}")
+        ax.plot(eps, floored(band[f"{d}_estimate"]), lw=0.8, ls="--", label=f"{d}")
     if marks:
         me = np.asarray(marks, np.float64)
-        ax.errorbar(me[:, 0], np.maximum(me[:, 1], floor),
-                    yerr=[np.zeros(len(me)), np.maximum(me[:, 2] - me[:, 1], 0.0)], fmt="o", ms=4,
+        lo, hi = floored(me[:, 1]), floored(me[:, 2])
+        ax.errorbar(me[:, 0], lo, yerr=[np.zeros(len(me)), np.maximum(hi - lo, 0.0)], fmt="o", ms=4,
                     capsize=3, label="exact sums (upper bound)")
     ax.set_yscale("log")
     ax.set_xlabel(r"$\varepsilon$")
-    ax.set_ylabel(r"$\delta(\varepsilon)$")
+    ax.set_ylabel(r"$\delta(\varepsilon)$" + f" (values below 0.5/n = {floor:.2g} drawn at 0.5/n)", fontsize=8)
     ax.set_title(title or f"{n:,} samples per direction")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=150)
-    plt.close(fig)
-    return {**band, "out": out}
+    try:
+        fig.savefig(out, dpi=150)
+    except OSError as err:
+        raise ValueError(f"out: cannot write {out} ({err})") from err
+    finally:
+        plt.close(fig)
+    return {**band, "floor": floor, "out": out}

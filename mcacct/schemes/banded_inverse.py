@@ -59,10 +59,12 @@ from mcacct.schemes.base import jit_method
 from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type, parse_c_col
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.kernels.sliding import participation_log_ratios
+from mcacct.precision import float64
 
 __all__ = ["BandedInverse", "strategy_from_inverse", "cross_term_allowance"]
 
 
+@float64
 def strategy_from_inverse(inverse_bands, iterations: int, tol: float = 1e-12):
     r"""The Toeplitz strategy ``C`` whose inverse has first column ``inverse_bands`` ``(h_0, ..., h_{b-1})``.
 
@@ -109,6 +111,7 @@ def _allowance(c_col: tuple[float, ...], n: int, r: int) -> np.ndarray:
     return cum[np.arange(n) // r]
 
 
+@float64
 def cross_term_allowance(c_col, iterations: int, min_sep: int) -> np.ndarray:
     r""":math:`\Gamma_j` (0-based ``j``) of the module docstring: an upper bound on the sum of
     :math:`\langle c_i, c_j\rangle` over the earlier participations ``i`` of any ``min_sep``-separated
@@ -137,6 +140,7 @@ def _convolve(x: jax.Array, c_col: tuple[float, ...]) -> jax.Array:
     return jnp.fft.irfft(xf * cf, n=size, axis=-1)[..., :n].astype(dtype)
 
 
+@float64
 @dataclass(frozen=True)
 class BandedInverse:
     r"""r-min-sep subsampling for a non-banded, non-negative Toeplitz ``C`` (App. B), via bounds on ``P/Q``.

@@ -9,6 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 import jax
 
 from mcacct.schemes.strategy import check_strategy_type
+from mcacct.precision import float64
 __all__ = ["AccountedScheme", "MinSepAccounting", "jit_method"]
 
 
@@ -42,6 +43,7 @@ class AccountedScheme(Protocol):
         ...
 
 
+@float64
 class MinSepAccounting:
     """The :class:`AccountedScheme` pieces shared by every scheme in which an example participates at most once
     in any ``min_sep`` consecutive iterations (fields ``min_sep`` and ``iterations``)."""

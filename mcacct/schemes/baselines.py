@@ -70,6 +70,7 @@ from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.recursion import shift_mixture_log_ratio
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios, sliding_dot
 from mcacct.schemes.base import MinSepAccounting, jit_method
+from mcacct.precision import float64
 
 __all__ = ["CyclicPoisson", "BallsInBins"]
 
@@ -78,6 +79,7 @@ def _log_terms(y, sigma, strategy, dot_method):
     return participation_log_ratios(y, jnp.asarray(sigma, y.dtype), strategy.c_col, dot_method)
 
 
+@float64
 @dataclass(frozen=True)
 class CyclicPoisson(MinSepAccounting):
     r"""Cyclic Poisson subsampling (Dong & Ganesh 2026 [arXiv:2602.09338], §3) of one example over ``iterations`` steps.
@@ -193,6 +195,7 @@ def _shift_sq_norms(c_col: tuple[float, ...], iterations: int, bins: int) -> np.
     return out
 
 
+@float64
 @dataclass(frozen=True)
 class BallsInBins:
     r"""Balls-in-bins subsampling (Chua et al.; Dong & Ganesh 2026 [arXiv:2602.09338], §3) of one example over ``iterations`` steps.

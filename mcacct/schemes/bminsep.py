@@ -31,12 +31,14 @@ from mcacct.schemes.base import MinSepAccounting
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.validate import (check_bool, check_call, check_count, check_fields, check_int, check_prob, check_real,
                               check_sigma)
+from mcacct.precision import float64
 
 __all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "sample_participation",
            "sample_participation_t", "sample_y", "sample_y_t", "privacy_loss", "log_ratio_from_terms",
            "log_ratio_from_terms_t"]
 
 
+@float64
 @dataclass(frozen=True)
 class BMinSep(MinSepAccounting):
     """b-min-sep subsampling of one example over ``iterations`` steps.
@@ -91,6 +93,7 @@ class BMinSep(MinSepAccounting):
                                self.warm_start, strategy.c_col, dot_method, recursion)
 
 
+@float64
 def expected_participation_rate(sampling_prob: float, min_sep: int) -> float:
     """``p0 = 1 / (1/p + b - 1)``, the stationary participation rate of b-min-sep subsampling."""
     p = check_real("sampling_prob", sampling_prob, low=0.0, high=1.0, low_open=True)
@@ -98,6 +101,7 @@ def expected_participation_rate(sampling_prob: float, min_sep: int) -> float:
     return 1.0 / (1.0 / p + b - 1)
 
 
+@float64
 def sampling_prob_from_batch_size(expected_batch_size: float, dataset_size: int, min_sep: int) -> float:
     r"""The ``p`` that gives an expected batch size ``B`` on a dataset of ``M`` examples.
 
@@ -118,6 +122,7 @@ def sampling_prob_from_batch_size(expected_batch_size: float, dataset_size: int,
 
 
 # -- sampling and loss of the b-min-sep mechanism (the kernels with the scheme's fields) -------------------------
+@float64
 @partial(jax.jit, static_argnames=("scheme", "num_samples"))
 def sample_participation(key: jax.Array, scheme: BMinSep, num_samples: int) -> jax.Array:
     """Participation vectors ``x`` of shape ``(num_samples, n)`` (bool) under b-min-sep subsampling."""
@@ -125,6 +130,7 @@ def sample_participation(key: jax.Array, scheme: BMinSep, num_samples: int) -> j
                               num_samples)
 
 
+@float64
 @partial(jax.jit, static_argnames=("scheme", "num_samples"))
 def sample_participation_t(key: jax.Array, scheme: BMinSep, num_samples: int) -> jax.Array:
     """Time-major participation vectors, shape ``(n, num_samples)`` (bool), by the renewal process for every
@@ -140,6 +146,7 @@ def _check_output_args(scheme: BMinSep, strategy: BandedToeplitz, sigma, num_sam
     strategy.check_min_sep(scheme.min_sep)
 
 
+@float64
 def sample_y(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: float | jax.Array,
              num_samples: int, positive: bool = True, dtype=jnp.float64) -> jax.Array:
     """Draw ``num_samples`` outputs ``y`` of shape ``(num_samples, n)`` under ``P`` or ``Q``.
@@ -162,6 +169,7 @@ def _sample_y(key, scheme, strategy, sigma, num_samples, positive, dtype):
                            lambda k: mean_shift(sample_participation(k, scheme, num_samples), strategy.c_col, dtype))
 
 
+@float64
 def sample_y_t(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: float | jax.Array,
                num_samples: int, positive: bool = True, dtype=jnp.float64) -> jax.Array:
     """Like :func:`sample_y` but time-major, shape ``(n, num_samples)`` (the engine's layout; for the same
@@ -182,6 +190,7 @@ def _sample_y_t(key, scheme, strategy, sigma, num_samples, positive, dtype):
     return gaussian_output(key, (scheme.iterations, num_samples), sigma, dtype, positive, mean)
 
 
+@float64
 def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
     """Run the recursion of Theorem 5.1 on the per-iteration terms ``ell`` (shape ``(..., n)``) with the
     scheme's ``min_sep``, ``sampling_prob`` and ``warm_start``; ``recursion`` as in
@@ -189,6 +198,7 @@ def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto
     return recursion_log_ratio(ell, scheme.min_sep, scheme.sampling_prob, scheme.warm_start, recursion)
 
 
+@float64
 def log_ratio_from_terms_t(ell_t: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
     """:func:`log_ratio_from_terms` for time-major terms ``ell_t`` of shape ``(n, ...)``."""
     return recursion_log_ratio_t(ell_t, scheme.min_sep, scheme.sampling_prob, scheme.warm_start, recursion)
@@ -200,6 +210,7 @@ def _privacy_loss(y, sigma, scheme, c_col, dot_method, recursion):
     return log_ratio_from_terms(ell, scheme, recursion)
 
 
+@float64
 def privacy_loss(scheme: BMinSep, y: jax.Array, sigma: float | jax.Array, c_col=(1.0,),
                  dot_method: str = "auto", recursion: str = "auto") -> jax.Array:
     r"""Privacy loss :math:`\ln P(y)/Q(y)` for each row of ``y``.

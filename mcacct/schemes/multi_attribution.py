@@ -54,6 +54,7 @@ from mcacct.kernels.output import gaussian_output
 from mcacct.schemes.base import jit_method
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios, sliding_dot
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
+from mcacct.precision import float64
 
 __all__ = ["MultiAttribution"]
 
@@ -67,6 +68,7 @@ def _log_binom_pmf(k: int, p: float) -> np.ndarray:
     return lg + j * math.log(p) + (k - j) * math.log1p(-p)
 
 
+@float64
 @dataclass(frozen=True)
 class MultiAttribution:
     r"""User-level accounting of multi-attribution b-min-sep subsampling (Alg. 3, Thm. 6.1), cold start.

@@ -23,28 +23,29 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mcacct.validate import check_int, parse_floats
+from mcacct.validate import check_int, parse_floats, shown
+from mcacct.precision import float64
 
 __all__ = ["BandedToeplitz", "parse_c_col"]
 
 
-def parse_c_col(c_col: Sequence[float] | np.ndarray | str | float) -> tuple[float, ...]:
-    """Turn ``c_col`` (sequence, array, scalar or ``"v1,v2,..."`` string) into a validated tuple."""
+@float64
+def parse_c_col(c_col: Sequence[float] | np.ndarray | str | float, name: str = "c_col") -> tuple[float, ...]:
+    """Turn ``c_col`` (sequence, array, scalar or ``"v1,v2,..."`` string) into a validated tuple: finite entries
+    in ``[0, inf)``, at least one positive; ``ValueError`` naming ``name``."""
     if isinstance(c_col, str):
-        values = list(parse_floats("c_col", c_col))
+        values = list(parse_floats(name, c_col))
     else:
         values = np.atleast_1d(np.asarray(c_col, dtype=np.float64)).tolist()
     if len(values) == 0:
-        raise ValueError("c_col must contain at least one entry")
+        raise ValueError(f"{name} must contain at least one entry")
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 1:
-        raise ValueError(f"c_col must be one-dimensional; got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"c_col entries must be finite; got {values}")
-    if np.any(arr < 0):
-        raise ValueError(f"c_col entries must be non-negative (>= 0); got {values}")
+        raise ValueError(f"{name} must be one-dimensional; got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"{name} entries must be in [0, inf); got {','.join(shown(v) for v in values)}")
     if not np.any(arr > 0):
-        raise ValueError("c_col must have at least one positive entry")
+        raise ValueError(f"{name} must have at least one positive entry; got {','.join(shown(v) for v in values)}")
     return tuple(float(v) for v in arr)
 
 
@@ -55,6 +56,7 @@ def check_strategy_type(name: str, strategy: Any) -> "BandedToeplitz":
     return strategy
 
 
+@float64
 @dataclass(frozen=True)
 class BandedToeplitz:
     """Banded lower-triangular Toeplitz strategy ``C`` given by its first-column non-zeros.

@@ -69,10 +69,12 @@ from mcacct.schemes.base import jit_method
 from mcacct.kernels.sliding import mean_shift_amplitudes, sliding_dot
 from mcacct.kernels.normal import standard_normal
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
+from mcacct.precision import float64
 
 __all__ = ["TruncatedBMinSep"]
 
 
+@float64
 @dataclass(frozen=True)
 class TruncatedBMinSep:
     r"""Truncated b-min-sep subsampling (App. D) with dataset size ``M`` and maximum batch size ``B_max``.
@@ -192,7 +194,7 @@ class TruncatedBMinSep:
         if not is_traced(r) and r.size:
             lo, hi = int(jnp.min(r)), int(jnp.max(r))
             if lo < 0 or hi > self.dataset_size - 1:
-                raise ValueError(f"r (other examples drawn per iteration) must lie in [0, dataset_size - 1] = "
+                raise ValueError(f"r (other examples drawn per iteration) must be in [0, dataset_size - 1] = "
                                  f"[0, {self.dataset_size - 1}]; got values in [{lo}, {hi}]")
         return r
 

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.validate import check_int
+from mcacct.precision import float64
 
 __all__ = ["OBJECTIVES", "OptimizedStrategy", "inverse_times_ones", "per_query_error", "strategy_error",
            "strategy_objective",
@@ -45,6 +46,7 @@ __all__ = ["OBJECTIVES", "OptimizedStrategy", "inverse_times_ones", "per_query_e
 OBJECTIVES = ("mean", "max")
 
 
+@float64
 def max_error_coefficients(bands: int) -> np.ndarray:
     r""":math:`r_j = \binom{2j}{j} 4^{-j}`, ``j < bands`` (the square root of the prefix matrix's series,
     :math:`(1 - x)^{-1/2}`): the initial point of the optimisation."""
@@ -61,6 +63,7 @@ def _block(c: jax.Array, length: int, offset: int) -> jax.Array:
     return jnp.where((d >= 0) & (d < k), c[jnp.clip(d, 0, k - 1)], 0.0)
 
 
+@float64
 @partial(jax.jit, static_argnames=("iterations",))
 def inverse_times_ones(c: jax.Array, iterations: int) -> jax.Array:
     r""":math:`\beta = C^{-1} \mathbf 1` (length ``n = iterations``) for the lower-triangular banded Toeplitz ``C``
@@ -83,12 +86,14 @@ def inverse_times_ones(c: jax.Array, iterations: int) -> jax.Array:
     return blocks.reshape(-1)[:n]
 
 
+@float64
 def per_query_error(c: jax.Array, iterations: int) -> jax.Array:
     r"""Squared error of each prefix-sum query per unit noise, :math:`\sum_{j \le i} \beta_j^2` (length ``n``),
     before the sensitivity factor."""
     return jnp.cumsum(inverse_times_ones(c, iterations) ** 2)
 
 
+@float64
 def strategy_objective(c: jax.Array, iterations: int, objective: str = "mean") -> jax.Array:
     """The error of :func:`strategy_error` as a differentiable JAX function of ``c`` (no validation)."""
     beta2 = inverse_times_ones(c, iterations) ** 2
@@ -96,6 +101,7 @@ def strategy_objective(c: jax.Array, iterations: int, objective: str = "mean") -
     return err * jnp.sum(c ** 2)
 
 
+@float64
 def strategy_error(c_col, iterations: int, objective: str = "mean") -> float:
     r"""The error :math:`E_{mean}` (or :math:`E_{max}`) of the strategy ``c_col`` over ``n = iterations``
     steps: ``mean_i ||(A C^{-1})_i||^2 ||c||^2`` (or the max over ``i``). ``bands = 1`` (``c = (1,)``) gives
@@ -156,6 +162,7 @@ def _lbfgs(x0: jax.Array, iterations: int, objective: str, max_steps: int, tol: 
     return x, optax.tree_utils.tree_get(state, "count")
 
 
+@float64
 def optimize_banded_toeplitz(iterations: int, bands: int, objective: str = "mean", max_steps: int = 500,
                              tol: float = 1e-12) -> OptimizedStrategy:
     r"""The banded Toeplitz strategy with ``bands`` non-zeros that minimises :math:`E_{mean}` (or

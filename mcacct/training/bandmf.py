@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.validate import check_real, parse_floats
+from mcacct.precision import float64
 
 __all__ = ["BandMFNoiseState", "bandmf_noise"]
 
@@ -38,6 +39,7 @@ class BandMFNoiseState(NamedTuple):
     count: jax.Array
 
 
+@float64
 def bandmf_noise(c_col, noise_multiplier: float, clip_norm: float, key: jax.Array):
     r"""An ``optax.GradientTransformation`` adding the BandMF noise :math:`w = \sigma \Delta C^{-1} z` to the
     updates (the summed clipped gradients of one batch), in streaming form.
@@ -82,4 +84,4 @@ def bandmf_noise(c_col, noise_multiplier: float, clip_norm: float, key: jax.Arra
         return (jax.tree_util.tree_unflatten(treedef, new_updates),
                 BandMFNoiseState(state.key, jax.tree_util.tree_unflatten(treedef, new_hist), state.count + 1))
 
-    return optax.GradientTransformation(init_fn, update_fn)
+    return optax.GradientTransformation(float64(init_fn), float64(update_fn))  # noise drawn in float64

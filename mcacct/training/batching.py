@@ -54,6 +54,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.validate import check_bool as _check_bool, check_int, check_real
+from mcacct.precision import float64
 
 __all__ = [
     "SamplerState",
@@ -118,6 +119,7 @@ def _check_prob(name: str, value: Any) -> float:
     return check_real(name, value, low=0.0, high=1.0, low_open=True)
 
 
+@float64
 def participation_rate(sampling_prob: float, min_sep: int) -> float:
     r"""Stationary participation rate of b-min-sep subsampling.
 
@@ -142,6 +144,7 @@ def participation_rate(sampling_prob: float, min_sep: int) -> float:
     return 1.0 / (1.0 / p + b - 1)
 
 
+@float64
 def sampling_prob_for_rate(rate: float, min_sep: int) -> float:
     r"""Inverse of :func:`participation_rate`: :math:`p = p_0 / (1 - p_0 (b - 1))`.
 
@@ -344,6 +347,7 @@ def _require_key(key: Any, what: str) -> jax.Array:
     return key
 
 
+@float64
 @_register_static
 @dataclasses.dataclass(frozen=True)
 class BMinSepSampler:
@@ -473,6 +477,7 @@ class BMinSepSampler:
         return (masks, SamplerState(final)) if return_state else masks
 
 
+@float64
 @_register_static
 @dataclasses.dataclass(frozen=True)
 class TruncatedBMinSepSampler:
@@ -573,6 +578,7 @@ class TruncatedBMinSepSampler:
         return (masks, final) if return_state else masks
 
 
+@float64
 def truncate_batch(key: jax.Array, mask: jax.Array, max_batch_size: int) -> TruncatedBatch:
     r"""Turn a ``bool`` batch mask into a fixed-size :class:`TruncatedBatch` (App. D rule).
 
@@ -626,6 +632,7 @@ def _as_user_matrix(user_of_example: Any) -> tuple[jax.Array, int | None]:
     return jnp.asarray(mat), int(mat.max()) + 1
 
 
+@float64
 class _MultiAttributionBase:
     """Shared implementation of Alg. 3 and Alg. 4 (``_BLOCK_ON_SAMPLED`` selects which)."""
 
@@ -743,6 +750,7 @@ class _MultiAttributionBase:
         return jax.vmap(one)(flat).reshape(masks.shape[:-1] + (self.num_users,))
 
 
+@float64
 class MultiAttributionSampler(_MultiAttributionBase):
     r"""Multi-attribution b-min-sep subsampling (Alg. 3, Sec. 6.1).
 
@@ -783,6 +791,7 @@ class MultiAttributionSampler(_MultiAttributionBase):
     __slots__ = ()
 
 
+@float64
 class ConjecturalMultiAttributionSampler(_MultiAttributionBase):
     r"""Participation-blocked multi-attribution b-min-sep subsampling (Alg. 4, Sec. 6.3).
 
@@ -810,6 +819,7 @@ class ConjecturalMultiAttributionSampler(_MultiAttributionBase):
     __slots__ = ()
 
 
+@float64
 def max_examples_per_user(user_of_example: Any) -> int:
     """:math:`k_u`: the largest number of examples attributed to one user (0 if there are none).
 
@@ -830,6 +840,7 @@ def max_examples_per_user(user_of_example: Any) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+@float64
 def sample_batches(key: jax.Array, sampler: Any, iterations: int, **kwargs: Any):
     """``sampler.sample_batches(key, iterations, **kwargs)``: participation masks of shape
     ``(iterations, dataset_size)`` from any sampler in this module, computed with

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.validate import check_int, check_real, is_traced
+from mcacct.precision import float64
 
 __all__ = ["DPISState", "DPISBatch", "DPISSampler", "importance_sample", "noisy_gradient", "noisy_count",
            "noisy_norm_sum", "refine_k_tilde"]
@@ -126,6 +127,7 @@ def _accept(key, g_hat, candidates, q, norms, k_tilde, n_tilde, b, c, k, g_l):
     return DPISState(new), DPISBatch(candidates, mask, pi, scale, weight, k_tilde >= k * b * c)
 
 
+@float64
 @_register_static
 @dataclasses.dataclass(frozen=True)
 class DPISSampler:
@@ -200,6 +202,7 @@ class DPISSampler:
         return self.accept(k_accept, state, candidates, q, norms, k_tilde, n_tilde)
 
 
+@float64
 def importance_sample(key: jax.Array, norms: Any, k_tilde: Any, n_tilde: Any, batch_size: float,
                       clip: float) -> DPISBatch:
     r"""Plain DPIS importance sampling without the filter (Sec. 3.2-3.3; every norm known): record :math:`i` is
@@ -219,6 +222,7 @@ def importance_sample(key: jax.Array, norms: Any, k_tilde: Any, n_tilde: Any, ba
     return batch
 
 
+@float64
 def noisy_gradient(key: jax.Array, grads: jax.Array, batch: DPISBatch, sigma_g: Any, clip: float,
                    batch_size: float) -> jax.Array:
     r""":math:`\tilde g = \frac1b\big(\sum_i w_i\,\mathrm{clip\_scale}_i\,g_i + \mathcal N(0, \sigma_G^2C^2I)
@@ -230,11 +234,13 @@ def noisy_gradient(key: jax.Array, grads: jax.Array, batch: DPISBatch, sigma_g: 
     return (total + noise) / batch_size
 
 
+@float64
 def noisy_count(key: jax.Array, n: Any, sigma_n: Any) -> jax.Array:
     r""":math:`\tilde N = N + \mathcal N(0, \sigma_N^2)` (eq. 10)."""
     return jnp.asarray(n, jnp.float64) + sigma_n * jax.random.normal(key, (), jnp.float64)
 
 
+@float64
 def noisy_norm_sum(key: jax.Array, norms: Any, clip: Any, p_k: Any, sigma_k: Any) -> jax.Array:
     r""":math:`K' = \frac1{p_K}\sum_{i\in B_K}\min(\|g_i\|, C) + \mathcal N(0, \sigma_K^2C^2)` (eq. 11), with
     :math:`B_K` a Poisson sample of rate :math:`p_K` (sensitivity :math:`C/p_K`; accounted by
@@ -245,6 +251,7 @@ def noisy_norm_sum(key: jax.Array, norms: Any, clip: Any, p_k: Any, sigma_k: Any
     return jnp.sum(jnp.where(keep, n, 0.0)) / p_k + sigma_k * clip * jax.random.normal(k_noise, (), jnp.float64)
 
 
+@float64
 def refine_k_tilde(k_prime: Any, n_tilde: Any, batch_size: Any, clip: Any, *, k: Any = 1.0, floor: Any = 0.0,
                    xi: Any = 1e-6) -> jax.Array:
     r"""Eq. (12) with the lower bounds given priority: :math:`\tilde K = \max(\min(K', \tilde NC), kbC + \xi,

@@ -83,7 +83,7 @@ def test_run_file_round_trip(tmp_path):
     (lambda d: d.pop("n_tilde"), "n_tilde is required"),
     (lambda d: d.update(extra=1), "unknown field"),
     (lambda d: d["epochs"][1].update(k_tilde="big"), "epochs\\[1\\].k_tilde must be a finite number"),
-    (lambda d: d["epochs"][0].update(sigma_g=-1), "epochs\\[0\\].sigma_g must lie in"),
+    (lambda d: d["epochs"][0].update(sigma_g=-1), "epochs\\[0\\].sigma_g must be in"),
     (lambda d: d["epochs"][1].update(k_tilde=5.0), "epochs\\[1\\]: k_tilde must be >="),
     (lambda d: d["epochs"][0].pop("iterations"), "epochs\\[0\\].iterations is required"),
     (lambda d: d.update(epochs=[]), "at least one entry"),

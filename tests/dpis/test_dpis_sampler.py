@@ -97,7 +97,7 @@ def test_k_tilde_below_k_b_c_is_refused():
         sampler.filter(jax.random.key(0), state, 10.0)
     covered = jax.jit(lambda kt: sampler.step(jax.random.key(0), state, cur, kt, float(N))[1].covered)
     assert not bool(covered(49.0)) and bool(covered(50.0))   # traced K~: flagged, not raised
-    with pytest.raises(ValueError, match="k must lie in"):
+    with pytest.raises(ValueError, match="k must be in"):
         DPISSampler(N, B, C, k=0.5)
     with pytest.raises(ValueError, match="norms must have shape"):
         sampler.init(np.ones(3))

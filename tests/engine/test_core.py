@@ -82,18 +82,48 @@ def test_same_keys_same_numbers_and_chunk_plan():
     np.testing.assert_array_equal(merged.hist, full.hist)
 
 
-def test_candidates_and_directions_never_share_keys():
+def test_runner_key_layout_one_chunk_key_for_both_directions_and_every_candidate():
+    """The key layout the runner uses (engine/runner.py; docs/soundness.md, "Shared draws"): chunk ``c`` of a run
+    keyed ``K`` draws from ``fold_in(K, c)`` (its blocks from ``fold_in(chunk key, j)``, engine.problem.block_keys),
+    whatever the shard, device or process that runs it; both directions and every ladder candidate use that one
+    chunk key. The run keys of one seed (``mcacct delta`` and shard jobs: the seed's key; ``--candidate j``:
+    ``candidate_key``; calibration: ``verification_key``, and ``fold_in(pilot_key, stage)`` for the pilot) never
+    give the same chunk key."""
+    from mcacct.engine.problem import block_keys
+    from mcacct.engine.runner import run_ladder
+    from mcacct.engine.statistics import DIRECTIONS
+    from mcacct.evr.calibrate import verification_key
+
+    pb = Problem(mcacct.BMinSep(0.3, 2, 8), mcacct.BandedToeplitz((1.0, 0.5)))
+    key, chunk, sigmas, eps = jax.random.key(3), 64, (0.7, 1.1), (0.0, 0.5, 1.0)
+    one = run_ladder(pb, sigmas, key, 3 * chunk, eps, chunk, chunk_ids=[2])  # chunk 2 alone
+    chunk_key = jax.random.fold_in(key, 2)
+    for j, s in enumerate(sigmas):
+        for d in DIRECTIONS:  # the per-direction kernel on fold_in(key, 2) gives the same sums
+            losses = np.asarray(chunk_losses(chunk_key, s, pb, chunk, d == "remove"), np.float64)
+            ref = [float(np.sum(np.maximum(0.0, -np.expm1(e - losses)))) for e in eps]
+            got = [one.stats[j][d].mean_at(i) * chunk for i in range(len(eps))]
+            np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-9)
+    # shard-like splits of the chunk range merge to the whole run exactly (the key depends on c alone)
+    full = run_ladder(pb, sigmas, key, 3 * chunk, eps, chunk)
+    rest = run_ladder(pb, sigmas, key, 3 * chunk, eps, chunk, chunk_ids=[1, 0])
+    for j in range(len(sigmas)):
+        for d in DIRECTIONS:
+            merged = one.stats[j][d].merge(rest.stats[j][d])
+            assert merged.count == full.stats[j][d].count and merged.sums == full.stats[j][d].sums
+            np.testing.assert_array_equal(merged.hist, full.stats[j][d].hist)
+    # distinct chunk keys (and block keys) across chunks and across the run keys of one seed
     root = jax.random.key(0)
+    runs = [root, verification_key(root), *(jax.random.fold_in(pilot_key(root), st) for st in (0, 1)),
+            *(candidate_key(root, j) for j in range(50))]
     seen = set()
-    keys = [pilot_key(root)] + [candidate_key(root, j) for j in range(200)]
-    for k in keys:
-        for d in (0, 1):
-            dk = jax.random.fold_in(k, d)
-            for c in range(5):
-                data = tuple(np.asarray(jax.random.key_data(jax.random.fold_in(dk, c))).tolist())
+    for k in runs:
+        for c in range(6):
+            ck = jax.random.fold_in(k, c)
+            for bk in [ck, *block_keys(ck, pb, 4 * 4096)]:  # 4 blocks of 4096
+                data = tuple(np.asarray(jax.random.key_data(bk)).tolist())
                 assert data not in seen
                 seen.add(data)
-    assert len(seen) == len(keys) * 2 * 5
 
 
 def test_histogram_is_pessimistic_and_close():

@@ -45,9 +45,25 @@ def test_plan_refuses_other_plans_and_missing_shards(tmp_path):
         cj.write_plan(str(tmp_path), other, PB)
     with pytest.raises(ValueError, match="no shard files"):
         cj.calibrate_from(str(tmp_path))
-    cj.run_plan_shard(str(tmp_path), 0, 2)
+    cj.run_plan_shard(str(tmp_path), 0, 2, checkpoint_seconds=60.0)
     with pytest.raises(ValueError, match=r"missing shards \['1/2'\]"):
         cj.calibrate_from(str(tmp_path))
+    # another split next to this one (calibrate --from would refuse the mix), or a shard without a chunk: refused
+    # before anything is written
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ValueError, match="split into 2"):
+        cj.run_plan_shard(str(tmp_path), 1, 3)
+    chunks = -(-plan.num_samples // plan.chunk_size)
+    with pytest.raises(ValueError, match=rf"num_shards must be in \[1, chunks={chunks}\]; got {chunks + 1}"):
+        cj.run_plan_shard(str(tmp_path), 0, chunks + 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    # the statistics of another kind of run in the plan directory: refused (calibrate --from would fail on it)
+    (tmp_path / "shard-00001-of-00002.json").write_text(json.dumps({"format": "mcacct-stats/1"}))
+    with pytest.raises(ValueError, match="not a shard of a calibration plan"):
+        cj.run_plan_shard(str(tmp_path), 0, 2)
+    (tmp_path / "shard-00001-of-00002.json").unlink()
+    with pytest.raises(ValueError, match="not a directory"):
+        cj.write_plan(str(tmp_path / cj.PLAN_NAME), plan, PB)
     # a plan written under another random-number generator (same keys, other numbers) is refused
     path = tmp_path / cj.PLAN_NAME
     d = json.loads(path.read_text())
@@ -68,6 +84,10 @@ def test_cli_plan_sample_from(tmp_path, capsys):
     for i in (1, 0):
         assert main(["sample", "--plan", d, "--shard", str(i), "--num-shards", "2", "--json", "--quiet"]) == 0
         capsys.readouterr()
+    assert main(["sample", "--plan", d, "--num-shards", "999", "--quiet"]) == 2
+    assert "error: --num-shards must be in [1, chunks=" in capsys.readouterr().err
+    assert main(["sample", "--plan", d, "--sigma", "3", "--quiet"]) == 2
+    assert "error: --sigma does not apply with --plan (the plan fixes it)" in capsys.readouterr().err
     assert main(["calibrate", "--from", d, "--json", "--quiet", "--no-baselines"]) == 0
     merged = json.loads(capsys.readouterr().out)
     assert main(["calibrate", "--sigmas", "1.2,1.4,1.6", "--json", "--quiet", *FLAGS]) == 0

@@ -239,9 +239,9 @@ def test_plot(small, tmp_path, capsys, monkeypatch):
 def test_cli_bad_input_exit_2(tmp_path, capsys):
     base = ["sample", "--out", str(tmp_path), "--sigma", "0.9", "--epsilon", "1", *SCHEME]
     assert main([*base[:-len(SCHEME)], "--shard", "2", "--num-shards", "2", *SCHEME]) == 2
-    assert "error: shard" in capsys.readouterr().err
-    assert main(["sample", "--out", str(tmp_path), "--sigma", "-1", "--epsilon", "1", *SCHEME]) == 2
-    assert "error: sigma" in capsys.readouterr().err
+    assert "error: --shard must be in [0, 1]; got 2" in capsys.readouterr().err
+    assert _main(["sample", "--out", str(tmp_path), "--sigma", "-1", "--epsilon", "1", *SCHEME]) == 2
+    assert "error: --sigma must be in (0, inf); got -1" in capsys.readouterr().err
     assert main(["merge", str(tmp_path / "nowhere")]) == 2
     assert "does not exist" in capsys.readouterr().err
     with pytest.raises(ValueError, match="num_shards"):
@@ -308,7 +308,9 @@ def test_merge_refuses_other_scheme_type_with_equal_parameters(small, tmp_path):
     mixed.mkdir()
     for i in (0, 1):
         shutil.copy(out / jobs.shard_filename(i, 3), mixed)
-    jobs.run_shard(other, 2, 3, str(mixed))
+    # (run_shard itself refuses to write next to shards of another configuration: run elsewhere and copy)
+    jobs.run_shard(other, 2, 3, str(tmp_path / "other"))
+    shutil.copy(tmp_path / "other" / jobs.shard_filename(2, 3), mixed)
     with pytest.raises(ValueError, match=r"scheme\.type differs \('BMinSep'.*'BandedInverse'"):
         jobs.merge([str(mixed)])
     # nor can a shard file of one mechanism be resumed by another
@@ -371,3 +373,210 @@ def test_job_config_refuses_unknown_scheme():
 
     with pytest.raises(ValueError, match="problem.scheme must be one of"):
         jobs.JobConfig(Problem(Custom(0.2, 4, 32), PB.strategy), SIGMA, (0.5,), 10, 5)
+
+
+# -- issue 19: one-direction runs, certification notes, refusals before any write ---------------------------
+FLOAT32_NOTE = ("note: float32 kernel: its round-off is not bounded, so the upper bound holds for the float32 "
+                "computation, not as a privacy certificate (use --dtype float64)")
+
+
+def _sample_argv(out, *extra):
+    return ["sample", "--out", str(out), "--sigma", str(SIGMA), "--epsilon", "0.5,1", "--samples", str(N_SMALL),
+            "--chunk-size", str(CHUNK), *SCHEME, "--quiet", *extra]
+
+
+def _main(argv):
+    """``main(argv)``'s exit status, also for refusals at parse time (argparse exits with status 2)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def _one_error(capsys, *needles):
+    """Exactly one ``error:`` line on stderr (argparse may print its usage lines above it; no traceback),
+    containing every needle; returns it."""
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error")]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def _listing(d):
+    return sorted((p.name, p.stat().st_mtime_ns) for p in d.iterdir()) if d.exists() else None
+
+
+def test_one_direction_run_is_labelled_and_never_certified(small, tmp_path, capsys):
+    out, cfg, _ = small
+    assert _main(["merge", str(out), "--json"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both["certified"] is True and both["directions_run"] == ["remove", "add"] and "note" not in both
+    d = tmp_path / "add"
+    assert _main(_sample_argv(d, "--direction", "add")) == 0
+    capsys.readouterr()
+    assert _main(["merge", str(d), "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["directions_run"] == ["add"] and one["certified"] is False
+    assert "add direction" in one["note"] and "not a certificate of the mechanism" in one["note"]
+    assert _main(["merge", str(d)]) == 0
+    text = capsys.readouterr().out
+    assert "add direction only" in text and "note:" in text and "not a certificate of the mechanism" in text
+    # the Python API says the same of a one-direction estimate
+    est = mcacct.estimate(PB, SIGMA, cfg.root_key(), 2 * CHUNK, (0.5,), chunk_size=CHUNK, directions=("add",))
+    assert est.certified is False
+
+
+def test_merge_text_carries_the_float32_note(small, tmp_path, capsys):
+    out, _, _ = small
+    d = tmp_path / "f32"
+    d.mkdir()
+    for name in os.listdir(out):  # the same statistics, labelled as drawn by the float32 kernel
+        obj = json.loads((out / name).read_text())
+        obj["config"]["dtype"] = "float32"
+        obj["fingerprint"] = jobs._fingerprint(obj["config"])
+        (d / name).write_text(json.dumps(obj))
+    assert _main(["merge", str(d)]) == 0
+    assert FLOAT32_NOTE in capsys.readouterr().out.splitlines()
+    assert _main(["merge", str(d), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["certified"] is False and "float32" in rep["note"]
+
+
+def test_merge_out_existing_file_is_an_error(small, tmp_path, capsys):
+    out, _, _ = small
+    f = tmp_path / "taken"
+    f.write_text("keep me")
+    assert _main(["merge", str(out), "--out", str(f)]) == 2
+    _one_error(capsys, "--out", str(f))
+    assert f.read_text() == "keep me"
+
+
+def test_plot_bad_out_is_refused_before_any_work(small, tmp_path, capsys, monkeypatch):
+    out, _, _ = small
+
+    def no_work(*a, **k):
+        raise AssertionError("merged before the arguments were checked")
+
+    monkeypatch.setattr(jobs, "merge", no_work)
+    assert _main(["plot", str(out), "--out", str(tmp_path / "nodir" / "p.png")]) == 2
+    _one_error(capsys, "--out", "nodir")
+    assert _main(["plot", str(out), "--out", str(tmp_path / "p.notanimage")]) == 2
+    _one_error(capsys, "--out", ".notanimage", "png")
+    assert _main(["plot", str(out), "--out", str(tmp_path / "p.png"), "--points", "1"]) == 2
+    _one_error(capsys, "--points must be", "[2, ", "got 1")
+    assert _main(["plot", str(out), "--out", str(tmp_path / "p.png"), "--alpha", "1.5"]) == 2
+    _one_error(capsys, "--alpha must be in (0, 1); got 1.5")
+    assert not (tmp_path / "nodir").exists() and not list(tmp_path.glob("p.*"))
+
+
+@pytest.mark.parametrize("flag", [["--sigma", "3"], ["--epsilon", "1"], ["--samples", "100"], ["--seed", "1"],
+                                  ["--chunk-size", "64"], ["--dtype", "float32"], ["--scheme", "bminsep"],
+                                  ["--iterations", "8"], ["--c-col", "1"], ["--cold-start"],
+                                  ["--direction", "both"], ["--candidate", "0"], ["--out", "somewhere"]])
+def test_sample_with_plan_refuses_the_flags_the_plan_fixes(tmp_path, capsys, flag):
+    plan = tmp_path / "no-plan-needed"  # refused before the plan is read
+    assert _main(["sample", "--plan", str(plan), "--shard", "0", "--num-shards", "1", *flag]) == 2
+    _one_error(capsys, f"{flag[0]} does not apply with --plan (the plan fixes it)")
+    assert not plan.exists() and not (tmp_path / "somewhere").exists()
+
+
+def test_sample_with_plan_accepts_its_own_flags(tmp_path, capsys):
+    argv = ["sample", "--plan", str(tmp_path / "nope"), "--shard", "0", "--num-shards", "1", "--max-chunks", "2",
+            "--checkpoint-seconds", "5", "--json", "--quiet"]
+    assert _main(argv) == 2
+    assert "does not apply" not in _one_error(capsys, "plan")
+
+
+def test_sample_refuses_another_split_or_config_in_the_same_out(small, tmp_path, capsys):
+    out, _, _ = small
+    d = tmp_path / "run"
+    shutil.copytree(out, d)
+    before = _listing(d)
+    assert _main(_sample_argv(d, "--shard", "1", "--num-shards", "4")) == 2
+    _one_error(capsys, "--num-shards", "3", "4")
+    assert _listing(d) == before
+    # a shard of another configuration next to the split's files is refused too (merge would fail on it)
+    part = tmp_path / "part"
+    part.mkdir()
+    shutil.copy(out / jobs.shard_filename(0, 3), part)
+    before = _listing(part)
+    argv = _sample_argv(part, "--shard", "1", "--num-shards", "3")
+    argv[argv.index("--sigma") + 1] = "1.2"
+    assert _main(argv) == 2
+    _one_error(capsys, "sigma differs")
+    assert _listing(part) == before
+    with pytest.raises(ValueError, match="sigma differs"):
+        jobs.run_shard(_cfg(sigma=1.2), 1, 3, str(part))
+    with pytest.raises(ValueError, match="split"):
+        jobs.run_shard(_cfg(), 1, 4, str(d))
+
+
+def test_sample_refuses_more_shards_than_chunks_and_bad_ranges(tmp_path, capsys):
+    d = tmp_path / "few"
+    argv = _sample_argv(d, "--shard", "0", "--num-shards", "3")
+    argv[argv.index("--samples") + 1] = str(2 * CHUNK)  # 2 chunks
+    assert _main(argv) == 2
+    _one_error(capsys, "--num-shards must be in [1, chunks=2]; got 3")
+    assert not d.exists()
+    with pytest.raises(ValueError, match="num_shards"):
+        jobs.run_shard(_cfg(n=2 * CHUNK), 0, 3, str(d))
+    assert not d.exists()
+    for extra, needles in ((["--shard", "2", "--num-shards", "2"], ("--shard must be", "[0, 1]", "got 2")),
+                           (["--num-shards", "0"], ("--num-shards must be", "[1, ", "got 0")),
+                           (["--max-chunks", "0"], ("--max-chunks must be", "[1, inf)", "got 0")),
+                           (["--checkpoint-seconds", "-1"], ("--checkpoint-seconds must be", "[0, inf)", "got -1")),
+                           (["--candidate", "-1"], ("--candidate must be", "[0, ", "got -1")),
+                           (["--sigma", "-1"], ("--sigma must be", "(0, inf)", "got -1")),
+                           (["--seed", "-1"], ("--seed must be", "[0, ", "got -1")),
+                           (["--chunk-size", "0"], ("--chunk-size must be", "[1, ", "got 0"))):
+        assert _main(_sample_argv(d, *extra)) == 2
+        _one_error(capsys, *needles)
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    assert _main(_sample_argv(f)) == 2
+    _one_error(capsys, "--out", "not a directory")
+    assert not d.exists() and f.read_text() == "x"
+
+
+def test_sample_refuses_a_plan_directory_and_foreign_shard_files(small, tmp_path, capsys):
+    from mcacct.jobs import calibration as cj
+    out, _, _ = small
+    plan_dir = tmp_path / "plan"
+    plan_dir.mkdir()
+    (plan_dir / cj.PLAN_NAME).write_text("{}")
+    assert _main(_sample_argv(plan_dir)) == 2
+    _one_error(capsys, "calibration plan", "--plan")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / jobs.shard_filename(0, 3)).write_text(json.dumps({"format": cj.SHARD_FORMAT}))
+    assert _main(_sample_argv(foreign, "--shard", "1", "--num-shards", "3")) == 2
+    _one_error(capsys, "not an mcacct statistics file")
+    assert sorted(p.name for p in foreign.iterdir()) == [jobs.shard_filename(0, 3)]
+
+
+def test_candidate_and_seed_beyond_the_key_range_are_refused(tmp_path, capsys):
+    assert _main(_sample_argv(tmp_path / "c", "--candidate", str(2**32))) == 2
+    _one_error(capsys, "--candidate must be", str(2**32))
+    with pytest.raises(ValueError, match="candidate"):
+        _cfg(candidate=2**32)
+    with pytest.raises(ValueError, match="seed"):
+        _cfg(seed=2**63)
+    assert not (tmp_path / "c").exists()
+    from mcacct.cli.jobs import CANDIDATE_MAX
+    assert CANDIDATE_MAX == jobs.CANDIDATE_MAX
+
+
+def test_empty_paths_are_refused(small, tmp_path, capsys, monkeypatch):
+    out, _, _ = small
+    monkeypatch.chdir(tmp_path)  # an empty path would write here
+    assert _main(_sample_argv("")) == 2
+    _one_error(capsys, "--out must name a directory")
+    assert _main(["merge", str(out), "--out", ""]) == 2
+    _one_error(capsys, "--out must name a directory")
+    assert _main(["plot", str(out), "--out", ""]) == 2
+    _one_error(capsys, "--out")
+    assert _main(["sample", "--plan", ""]) == 2
+    _one_error(capsys, "--plan must name a directory")
+    assert list(tmp_path.iterdir()) == []

@@ -123,7 +123,7 @@ def test_from_dp_event_refuses_unsupported_events_by_name():
 def test_cli_events(tmp_path):
     path = tmp_path / "events.json"
     path.write_text(json.dumps([{"mechanism": "poisson_gaussian", "sampling_prob": 0.01, "sigma": 1.0, "count": 100},
-                                {"mechanism": "gaussian", "sigma": 8.0}]))
+                                {"mechanism": "gaussian", "sigma": 8.0, "count": 1}]))
     run = lambda *a: subprocess.run([sys.executable, "-m", "mcacct", "pld", *a], capture_output=True,  # noqa: E731
                                     text=True)
     ok = run("epsilon", "--events", str(path), "--delta", "1e-5", "--json", "--no-error-estimate")
@@ -131,7 +131,7 @@ def test_cli_events(tmp_path):
     out = json.loads(ok.stdout)
     assert out["certified"] and out["epsilon"] > 0 and len(out["events"]) == 2
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps([{"mechanism": "gaussian", "sigma": 1.0}, {"mechanism": "nope"}]))
+    bad.write_text(json.dumps([{"mechanism": "gaussian", "sigma": 1.0, "count": 1}, {"mechanism": "nope"}]))
     r = run("epsilon", "--events", str(bad), "--delta", "1e-5")
     assert r.returncode == 2 and "event 1: unknown mechanism 'nope'" in r.stderr and "Traceback" not in r.stderr
 

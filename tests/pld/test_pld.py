@@ -313,21 +313,23 @@ def test_cli_calibrate_and_summary(capsys):
 
 @pytest.mark.parametrize("argv,msg", [
     (["pld", "epsilon", "--sampling-prob", "1.5", "--sigma", "1", "--steps", "10", "--delta", "1e-5"],
-     "sampling_prob must be in (0, 1]"),
-    (["pld", "epsilon", "--sampling-prob", "0.1", "--steps", "10", "--delta", "1e-5"], "--sigma is required"),
+     "--sampling-prob must be in (0, 1]; got 1.5"),
+    (["pld", "epsilon", "--sampling-prob", "0.1", "--steps", "10", "--delta", "1e-5"],
+     "--sigma is required for pld epsilon --scheme poisson"),
     (["pld", "delta", "--sampling-prob", "0.1", "--sigma", "1", "--steps", "10", "--epsilon", "-1"],
-     "epsilon must be a finite number >= 0"),
+     "--epsilon must be in [0, inf); got -1"),
     (["pld", "epsilon", "--sampling-prob", "0.1", "--sigma", "1", "--steps", "10", "--delta", "2"],
-     "delta must be in (0, 1)"),
+     "--delta must be in (0, 1); got 2"),
     (["pld", "epsilon", "--sampling-prob", "0.1", "--sigma", "-1", "--steps", "10", "--delta", "1e-5"],
-     "sigma must be a finite number > 0"),
+     "--sigma must be in (0, inf); got -1"),
     (["pld", "epsilon", "--sampling-prob", "0.1", "--sigma", "1", "--steps", "0", "--delta", "1e-5"],
-     "steps must be an integer >= 1"),
+     "--steps must be an integer in [1, inf); got 0"),
     (["pld", "epsilon", "--sampling-prob", "0.1", "--sigma", "1", "--steps", "10", "--group-size", "0",
-      "--delta", "1e-5"], "group_size must be an integer >= 1"),
+      "--delta", "1e-5"], "--group-size must be an integer in [1, inf); got 0"),
     (["pld", "epsilon", "--scheme", "cyclic-poisson", "--iterations", "10", "--min-sep", "2",
       "--sampling-prob", "0.1", "--c-col", "a,b", "--sigma", "1", "--delta", "1e-5"], "--c-col must be"),
-    (["pld", "calibrate", "--sampling-prob", "0.1", "--steps", "10", "--delta", "1e-5"], "--epsilon is required"),
+    (["pld", "calibrate", "--sampling-prob", "0.1", "--steps", "10", "--delta", "1e-5"],
+     "--epsilon is required for pld calibrate"),
 ])
 def test_cli_bad_input(argv, msg, capsys):
     rc, out, err = _cli(argv, capsys)

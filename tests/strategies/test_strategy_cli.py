@@ -4,6 +4,8 @@ import json
 
 import numpy as np
 
+import pytest
+
 from mcacct.cli import main
 
 
@@ -24,4 +26,6 @@ def test_strategy_bad_input_exit_2(capsys):
     assert main(["strategy", "--iterations", "8", "--bands", "9"]) == 2
     assert "bands" in capsys.readouterr().err
     assert main(["strategy", "--iterations", "8"]) == 2
-    assert main(["strategy", "--iterations", "8", "--c-col", "1,x"]) == 2
+    with pytest.raises(SystemExit) as exc:  # refused by the parser's --c-col type
+        main(["strategy", "--iterations", "8", "--c-col", "1,x"])
+    assert exc.value.code == 2 and "--c-col" in capsys.readouterr().err
