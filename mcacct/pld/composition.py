@@ -14,7 +14,7 @@ loss distribution (:func:`empirical_pld_from_stats`) and FFT-convolved with the 
 of the other mechanisms. With
 :math:`f(x)=\mathbb E[(1-e^{\varepsilon-x-L_{\rm PLD}})_+]\in[0,1]` the composed
 :math:`\delta(\varepsilon)` is exactly an empirical mean of :math:`[0,1]`-valued terms (one or
-two independent sample sets, see below), so besides the point estimate Chernoff-KL
+two sample sets -- the two directions share one key, see below), so besides the point estimate Chernoff-KL
 :math:`(1-\alpha)` *confidence* bounds are reported (``delta_upper``, ``delta_lower``,
 ``epsilon_upper``), as :meth:`mcacct.accountant.Estimate.delta` does for the MC part alone. They
 are statistical statements about one fixed ``sigma`` and a query fixed before sampling -- **not**
@@ -65,10 +65,12 @@ other sample sits at the upper edge of its bin. Two rules (``negative_part``):
   the add-direction loss (:math:`-L`, :math:`y\sim Q`) at :math:`-x>0`, which the add histogram
   measures -- and vice versa. :math:`\delta(\varepsilon)` becomes
   :math:`\mathbb E_P[f(L);L>0]+\mathbb E_Q[e^{-L'}f(-L');L'>0]`, two means of :math:`[0,1]`-valued
-  terms over independent samples, each rounded up (an add sample in bin :math:`k` gives weight
+  terms over the two directions' samples (drawn on one shared key), each rounded up (an add sample in bin :math:`k` gives weight
   :math:`e^{-(k-1)w}` at loss :math:`-(k-1)w`, where both factors are largest). Unbiased up to
   the rounding, assuming :math:`\Pr[L=0]=0` (true for the Gaussian-noise mechanisms here); the
-  confidence bounds add the bounds of the two means (``alpha`` split between them).
+  confidence bounds add the bounds of the two means (``alpha`` split between them): each mean's bound holds
+  with probability at least ``1 - alpha/2`` on its own, whatever the dependence between the two sample sets,
+  so the union bound needs no independence (docs/soundness.md, "Shared draws").
 
 Grid
 ----
@@ -243,7 +245,8 @@ def empirical_pld_from_stats(stats: DirectionStats, value_discretization_interva
     value_discretization_interval : float, optional
         Grid spacing :math:`h`; default ``stats.spec.width / 8`` (every bin edge on the grid).
     opposite : DirectionStats, optional
-        Statistics of the opposite direction (independent samples of the same pair).
+        Statistics of the opposite direction (samples of the same pair; the runner draws both directions
+        from one key, which the union bound of the confidence bounds allows).
 
     Returns
     -------
