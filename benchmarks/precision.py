@@ -39,9 +39,9 @@ def main():
                 for dt in ("float64", "float32"):
                     pb = Problem(mcacct.BMinSep(p, b, n), mcacct.BandedToeplitz(c), dtype=dt, recursion=recursion)
                     parts = []
-                    for direction, positive in (("remove", True), ("add", False)):
-                        k = jax.random.fold_in(jax.random.key(0), int(positive))
-                        ls = [np.asarray(chunk_losses(jax.random.fold_in(k, j), sigma, pb, args.chunk_size, positive),
+                    for direction in ("remove", "add"):
+                        k = jax.random.fold_in(jax.random.key(0), int(direction == "remove"))
+                        ls = [np.asarray(chunk_losses(jax.random.fold_in(k, j), sigma, pb, args.chunk_size, direction),
                                          np.float64) for j in range(args.samples // args.chunk_size)]
                         parts.append(np.concatenate(ls))
                     losses[dt] = parts

@@ -85,7 +85,7 @@ def _median_of(runs):
 
 
 def time_mcacct(problem, sigma, chunk, min_seconds, repeats=1):
-    fn = lambda k: chunk_losses(k, sigma, problem, chunk, True)  # noqa: E731
+    fn = lambda k: chunk_losses(k, sigma, problem, chunk, "remove")  # noqa: E731
     return _median_of([_time_loop(fn, chunk, min_seconds) for _ in range(repeats)])
 
 

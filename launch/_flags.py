@@ -1,6 +1,6 @@
 """absl flags shared by the launchers: the scheme and Monte Carlo flags of ``mcacct`` (underscored names).
 
-The scheme flags are generated from :mod:`mcacct.registry` (``--scheme`` plus every common and per-scheme flag,
+The scheme flags are generated from :mod:`mcacct.cli.schemes` (``--scheme`` plus every common and per-scheme flag,
 ``--max-batch-size`` becoming ``--max_batch_size``), so the launchers know every scheme the command line knows.
 """
 
@@ -18,10 +18,10 @@ _DEFINE = {int: flags.DEFINE_integer, float: flags.DEFINE_float, str: flags.DEFI
 def define_scheme_flags() -> None:
     """``--scheme`` and the scheme/strategy flags, with the same meaning and defaults as the ``mcacct`` command
     line (flags that do not apply to the chosen scheme are refused when the problem is built)."""
-    from mcacct import registry
+    from mcacct.cli import schemes
 
-    flags.DEFINE_enum("scheme", registry.DEFAULT_SCHEME, list(registry.names()), "sampling scheme (as `mcacct`)")
-    for f in registry.all_flags():
+    flags.DEFINE_enum("scheme", schemes.DEFAULT_SCHEME, list(schemes.cli_names()), "sampling scheme (as `mcacct`)")
+    for f in schemes.all_flags():
         if f.kind is bool:
             flags.DEFINE_bool(f.dest, False, f.help)
         else:
@@ -43,9 +43,9 @@ def define_mc_flags() -> None:
 
 def problem_from_flags():
     """The :class:`mcacct.engine.problem.Problem` the same ``mcacct`` flags would give
-    (:func:`mcacct.registry.problem_from_args`)."""
-    from mcacct import registry
+    (:func:`mcacct.cli.schemes.problem_from_args`)."""
+    from mcacct.cli import schemes
 
     ns = argparse.Namespace(scheme=FLAGS.scheme, dtype=FLAGS.dtype,
-                            **{f.dest: FLAGS[f.dest].value for f in registry.all_flags()})
-    return registry.problem_from_args(ns)
+                            **{f.dest: FLAGS[f.dest].value for f in schemes.all_flags()})
+    return schemes.problem_from_args(ns)

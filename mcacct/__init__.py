@@ -6,8 +6,10 @@ the precision policy in the README). Float32 kernels remain available where requ
 """
 
 from mcacct import precision
-from mcacct.schemes.bminsep import (BMinSep, expected_participation_rate, privacy_loss,  # noqa: E402
-                                    sample_participation, sample_y, sampling_prob_from_batch_size)
+from mcacct.schemes.bminsep import (BMinSep, expected_participation_rate,  # noqa: E402
+                                    sample_participation, sampling_prob_from_batch_size)
+from mcacct.schemes.api import privacy_loss, sample, sample_y  # noqa: E402
+from mcacct.schemes.base import AccountedScheme, Draws  # noqa: E402
 from mcacct.schemes.strategy import BandedToeplitz  # noqa: E402
 from mcacct.kernels.sliding import sliding_dot  # noqa: E402
 from mcacct.engine.problem import Problem  # noqa: E402
@@ -18,7 +20,8 @@ from mcacct import pld  # noqa: E402
 from mcacct.pld.composition import certified_composition, compose_mc_with_pld  # noqa: E402
 from mcacct.schemes.multi_attribution import MultiAttribution  # noqa: E402
 from mcacct.schemes.truncated import TruncatedBMinSep  # noqa: E402
-from mcacct.schemes.baselines import CyclicPoisson, BallsInBins  # noqa: E402
+from mcacct.schemes.cyclic_poisson import CyclicPoisson  # noqa: E402
+from mcacct.schemes.balls_in_bins import BallsInBins  # noqa: E402
 from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse  # noqa: E402
 from mcacct import individual  # noqa: E402
 from mcacct import dpis  # noqa: E402
@@ -27,7 +30,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BMinSep", "expected_participation_rate", "sampling_prob_from_batch_size", "BandedToeplitz",
-    "sample_participation", "sample_y", "privacy_loss", "sliding_dot", "Problem", "Estimate", "estimate",
+    "sample_participation", "sample", "sample_y", "privacy_loss", "AccountedScheme", "Draws", "sliding_dot", "Problem", "Estimate", "estimate",
     "CalibrationResult", "calibrate", "evr", "pld", "certified_composition", "compose_mc_with_pld",
     "MultiAttribution", "TruncatedBMinSep", "CyclicPoisson", "BallsInBins", "BandedInverse",
     "strategy_from_inverse", "individual", "dpis", "precision",

@@ -1,4 +1,13 @@
-"""Argument checks shared by the public API: each raises ``ValueError`` naming the parameter."""
+"""Argument checks shared by the public API: each raises ``ValueError`` naming the parameter.
+
+One family, one wording: :func:`check_real`, :func:`check_int` and their shorthands :func:`check_prob` (a
+probability in ``(0, 1]``) and :func:`check_count` (an integer ``>= 1``), plus :func:`check_bool` and
+:func:`check_choice`. Their messages read ``"NAME must be in RANGE; got VALUE"`` (``"NAME must be a finite real
+number in RANGE; got VALUE"`` or ``"NAME must be an integer in RANGE; got VALUE"`` for a value of the wrong kind),
+with ranges written by :func:`interval` and values by :func:`shown`. By default a number's text is accepted (the
+command line passes ``"0.5"``) and converted; ``strict=True`` accepts numbers only (``int``, ``float``, NumPy
+scalars; for :func:`check_int` integers only), for a caller that keeps the value as given (the PLD specs).
+"""
 
 from __future__ import annotations
 
@@ -15,12 +24,39 @@ RECURSIONS = ("auto", "scan", "blocked", "assoc", "linear")
 DIRECTIONS = ("remove", "add")
 
 
-def _is_real(x: Any) -> bool:
+def is_number(x: Any) -> bool:
+    """Whether ``x`` is a real number as a Python or NumPy scalar (``int``, ``float``, ``np.integer``,
+    ``np.floating``); never a bool, text or an array."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
+
+
+def _as_float(x: Any, strict: bool) -> float | None:
+    """``float(x)``, or ``None`` when ``x`` is not a real number (a bool, or with ``strict`` anything but
+    :func:`is_number`); may be non-finite."""
+    if isinstance(x, (bool, np.bool_)) or (strict and not is_number(x)):
+        return None
     try:
-        float(x)
-    except (TypeError, ValueError):
-        return False
-    return not isinstance(x, bool)
+        return float(x)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond the float range
+        return None
+
+
+def _as_int(x: Any, strict: bool) -> int | None:
+    """``x`` as an ``int`` when it is one (a Python or NumPy integer; without ``strict`` also an integral float
+    or the text of an integer, read exactly), else ``None``."""
+    if isinstance(x, (bool, np.bool_)):
+        return None
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if strict:
+        return None
+    if isinstance(x, str):
+        try:
+            return int(x.strip())  # exact: "9223372036854775807" would round through float
+        except ValueError:
+            pass
+    f = _as_float(x, strict=False)
+    return int(f) if f is not None and math.isfinite(f) and f.is_integer() else None
 
 
 def read_json(path: Any, what: str) -> Any:
@@ -82,13 +118,13 @@ def shown(value: Any) -> str:
 
 
 def check_real(name: str, value: Any, *, low: float | None = None, high: float | None = None,
-               low_open: bool = False, high_open: bool = False) -> float:
+               low_open: bool = False, high_open: bool = False, strict: bool = False) -> float:
     """Return ``float(value)`` after checking it is finite and inside the stated interval. Messages read
-    ``"{name} must be in RANGE; got VALUE"``."""
+    ``"{name} must be in RANGE; got VALUE"``; ``strict``: numbers only (module docstring)."""
     rng = interval(low, high, low_open, high_open)
-    if not _is_real(value) or not math.isfinite(float(value)):
+    v = _as_float(value, strict)
+    if v is None or not math.isfinite(v):
         raise ValueError(f"{name} must be a finite real number in {rng}; got {shown(value)}")
-    v = float(value)
     if low is not None and (v < low or (low_open and v == low)):
         raise ValueError(f"{name} must be in {rng}; got {shown(v)}")
     if high is not None and (v > high or (high_open and v == high)):
@@ -96,13 +132,15 @@ def check_real(name: str, value: Any, *, low: float | None = None, high: float |
     return v
 
 
-def check_int(name: str, value: Any, *, low: int | None = None, high: int | None = None) -> int:
-    """Return ``int(value)`` after checking it is an integer inside ``[low, high]``."""
+def check_int(name: str, value: Any, *, low: int | None = None, high: int | None = None,
+              strict: bool = False) -> int:
+    """Return ``int(value)`` after checking it is an integer inside ``[low, high]``; ``strict``: a Python or NumPy
+    integer only (``2.0`` and ``"2"`` refused)."""
     rng = interval(low, high)
-    if (isinstance(value, bool) or not _is_real(value) or not math.isfinite(float(value))
-            or float(value) != int(float(value))):
-        raise ValueError(f"{name} must be an integer in {rng}; got {shown(value)}")
-    v = int(value) if isinstance(value, (int, np.integer)) else int(float(value))
+    v = _as_int(value, strict)
+    if v is None:  # a float as written (2.0, not 2: refused as a float)
+        got = repr(float(value)) if isinstance(value, (float, np.floating)) else shown(value)
+        raise ValueError(f"{name} must be an integer in {rng}; got {got}")
     if (low is not None and v < low) or (high is not None and v > high):
         raise ValueError(f"{name} must be an integer in {rng}; got {v}")
     return v
@@ -110,19 +148,19 @@ def check_int(name: str, value: Any, *, low: int | None = None, high: int | None
 
 def check_bool(name: str, value: Any) -> bool:
     """Return ``bool(value)`` after checking it is a boolean."""
-    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+    if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be a bool; got {value!r}")
     return bool(value)
 
 
-def check_prob(name: str, value: Any) -> float:
+def check_prob(name: str, value: Any, *, strict: bool = False) -> float:
     """A probability in ``(0, 1]``."""
-    return check_real(name, value, low=0.0, high=1.0, low_open=True)
+    return check_real(name, value, low=0.0, high=1.0, low_open=True, strict=strict)
 
 
-def check_count(name: str, value: Any) -> int:
+def check_count(name: str, value: Any, *, strict: bool = False) -> int:
     """An integer ``>= 1``."""
-    return check_int(name, value, low=1)
+    return check_int(name, value, low=1, strict=strict)
 
 
 def check_fields(obj: Any, **checkers) -> None:
@@ -204,11 +242,11 @@ _UNSET = object()
 
 
 def check_call(scheme: Any, *, strategy: Any = _UNSET, sigma: Any = _UNSET, y: Any = _UNSET,
-               num_samples: Any = _UNSET, positive: Any = _UNSET, dtype: Any = _UNSET, dot_method: Any = _UNSET,
+               num_samples: Any = _UNSET, dtype: Any = _UNSET, dot_method: Any = _UNSET,
                recursion: Any = _UNSET):
     """Validate the arguments of a scheme's public sampling / loss method (only those given):
     ``scheme.check_strategy(strategy)``, ``sigma`` finite ``> 0``, ``y`` of shape ``(..., iterations)``,
-    ``num_samples >= 1``, ``positive`` a bool, ``dtype`` float64/float32, ``dot_method`` and ``recursion``
+    ``num_samples >= 1``, ``dtype`` float64/float32, ``dot_method`` and ``recursion``
     among the known methods. Returns ``y`` as a floating array (``None`` when not given)."""
     if strategy is not _UNSET:
         scheme.check_strategy(strategy)  # every scheme checks the strategy's type first
@@ -216,8 +254,6 @@ def check_call(scheme: Any, *, strategy: Any = _UNSET, sigma: Any = _UNSET, y: A
         check_sigma("sigma", sigma)
     if num_samples is not _UNSET:
         check_count("num_samples", num_samples)
-    if positive is not _UNSET:
-        check_bool("positive", positive)
     if dtype is not _UNSET:
         check_kernel_dtype("dtype", dtype)
     if dot_method is not _UNSET or recursion is not _UNSET:
@@ -228,52 +264,3 @@ def check_call(scheme: Any, *, strategy: Any = _UNSET, sigma: Any = _UNSET, y: A
     if y is not _UNSET:
         return check_outputs("y", y, scheme.iterations)
     return None
-
-
-# -- PLD accountant (mcacct.pld) --------------------------------------------------------------------------
-def is_real_number(x: object) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
-
-
-def check_probability(name: str, q: float) -> float:
-    if not is_real_number(q) or not math.isfinite(q) or not 0.0 < q <= 1.0:
-        raise ValueError(f"{name} must be in (0, 1], got {q!r}")
-    return float(q)
-
-
-def check_positive(name: str, x: float) -> float:
-    if not is_real_number(x) or not math.isfinite(x) or x <= 0.0:
-        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
-    return float(x)
-
-
-def check_integer(name: str, n: int, lo: int = 1) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {n!r}")
-    return int(n)
-
-
-def check_epsilon(epsilon: float) -> float:
-    if not is_real_number(epsilon) or not math.isfinite(epsilon) or epsilon < 0:
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
-    return float(epsilon)
-
-
-def check_delta(delta: float) -> float:
-    if not is_real_number(delta) or not math.isfinite(delta) or not 0.0 < delta < 1.0:
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-    return float(delta)
-
-
-def check_value_interval(h: float) -> float:
-    if not is_real_number(h) or not math.isfinite(h) or not 0.0 < h <= 0.1:
-        raise ValueError(f"value_discretization_interval must be in (0, 0.1], got {h!r}")
-    return float(h)
-
-
-def check_discretization(method: str) -> str:
-    if method not in ("connect_dots", "round_up"):
-        raise ValueError(
-            f"discretization must be 'connect_dots' or 'round_up', got {method!r}"
-        )
-    return method

@@ -3,6 +3,7 @@ modules, and every module importable on its own."""
 
 from __future__ import annotations
 
+import pytest
 import ast
 import subprocess
 import sys
@@ -12,16 +13,16 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "mcacct"
 
 # The data flow, bottom to top: a module may import only from its own layer or below (module-level imports).
-# kernels -> schemes -> engine -> registry -> evr -> jobs -> report -> cli; validate and precision are the floor;
-# the PLD accountant (specs, kernels, accountant, group), the confidence bounds of EVR (pure math) and the batch
-# samplers depend on nothing but the floor; PLD compositions with Monte Carlo estimates sit beside evr.
+# kernels -> schemes (mcacct.schemes.registry included) -> engine -> evr -> jobs -> report -> cli; validate and
+# precision are the floor; the PLD accountant (specs, kernels, accountant, group), the confidence bounds of EVR
+# (pure math) and the batch samplers depend on nothing but the floor; PLD compositions with Monte Carlo estimates
+# sit beside evr.
 LAYERS = [
-    ("mcacct.validate", 0), ("mcacct.precision", 0),
+    ("mcacct.validate", 0), ("mcacct.precision", 0), ("mcacct.rates", 1),
     ("mcacct.kernels", 1), ("mcacct.training", 1), ("mcacct.evr.bounds", 1), ("mcacct.strategies", 1),
     ("mcacct.pld.composition", 5), ("mcacct.pld", 1), ("mcacct.individual", 1), ("mcacct.dpis", 1),
     ("mcacct.schemes", 2),
     ("mcacct.engine", 3),
-    ("mcacct.registry", 4),
     ("mcacct.evr", 5),
     ("mcacct.jobs", 6),
     ("mcacct.report", 7),
@@ -155,13 +156,14 @@ def test_no_private_name_is_used_across_modules():
 
 def test_modules_are_small_or_homogeneous():
     """About 400 lines per module; the exceptions are lists of one class per mechanism or per sampler."""
-    allowed = {"mcacct.registry", "mcacct.training.batching", "mcacct.jobs.shards", "mcacct.kernels.recursion",
+    allowed = {"mcacct.training.batching", "mcacct.jobs.shards", "mcacct.kernels.recursion",
                "mcacct.pld.kernels", "mcacct.pld.composition", "mcacct.pld.specs"}
     long = {m: len(p.read_text().splitlines()) for m, p in MODULES.items()}
     big = {m: n for m, n in long.items() if n > 450 and m not in allowed}
     assert big == {}, big
 
 
+@pytest.mark.slow
 def test_every_module_imports_in_isolation():
     """Each mcacct module imported first, in a fresh interpreter state for mcacct, in a subprocess."""
     code = """
@@ -184,3 +186,33 @@ print("\\n".join(bad))
     count, *bad = r.stdout.split("\n", 1)
     assert int(count) == len(names) >= 40
     assert not "".join(bad).strip(), "".join(bad)
+
+
+def _concrete_scheme_names() -> set[str]:
+    """Class names defined in mcacct/schemes/ (the concrete schemes and their helpers)."""
+    names = set()
+    for m, path in MODULES.items():
+        if m.startswith("mcacct.schemes."):
+            names |= {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef)}
+    return names - {"AccountedScheme", "Draws", "LossErrorParams", "SchemeInfo"}
+
+
+def test_engine_evr_and_jobs_read_only_the_scheme_contract():
+    """No ``getattr`` with a default and no ``isinstance`` on a concrete scheme in engine/, evr/ and jobs/: they
+    read the contract of :mod:`mcacct.schemes.base`, never guess a scheme's properties."""
+    concrete = _concrete_scheme_names()
+    bad = []
+    for m, path in MODULES.items():
+        if not m.startswith(("mcacct.engine", "mcacct.evr", "mcacct.jobs")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            if node.func.id == "getattr" and len(node.args) + len(node.keywords) >= 3:
+                bad.append(f"{m}:{node.lineno}: getattr with a default")
+            if node.func.id in ("isinstance", "issubclass") and len(node.args) == 2:
+                kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                named = {k.id if isinstance(k, ast.Name) else getattr(k, "attr", None) for k in kinds}
+                if named & concrete:
+                    bad.append(f"{m}:{node.lineno}: {node.func.id} on {sorted(named & concrete)}")
+    assert bad == [], bad

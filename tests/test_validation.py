@@ -6,6 +6,7 @@ The validation cases each name the offending parameter; those marked "silent" re
 before the checks were added.
 """
 
+import functools
 import math
 
 import jax
@@ -18,10 +19,12 @@ from scipy.special import logsumexp
 import mcacct
 import oracles
 from mcacct import evr
+from mcacct.engine.losses import direction_losses
 from mcacct.engine.problem import Problem
 from mcacct.engine.estimate import estimate
 from mcacct.schemes.banded_inverse import BandedInverse, cross_term_allowance
-from mcacct.schemes.baselines import BallsInBins, CyclicPoisson
+from mcacct.schemes.balls_in_bins import BallsInBins
+from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.kernels.recursion import shift_mixture_log_ratio
 from mcacct.schemes.multi_attribution import MultiAttribution
 from mcacct.schemes.truncated import TruncatedBMinSep
@@ -106,8 +109,8 @@ def test_balls_in_bins_log_ratio_is_exact_for_any_band_width(n, b, c_col):
 def test_balls_in_bins_sampler_draws_the_shift_means(n, b, c_col):
     scheme, strat, m = BallsInBins(b, n), mcacct.BandedToeplitz(c_col), 4000
     key = jax.random.key(3)
-    pos = np.asarray(scheme.sample_y(key, strat, 0.9, m, True))
-    neg = np.asarray(scheme.sample_y(key, strat, 0.9, m, False))  # same noise draw
+    pos = np.asarray(scheme.sample(key, strat, 0.9, m, "remove").y)
+    neg = np.asarray(scheme.sample(key, strat, 0.9, m, "add").y)  # same noise draw
     means = _shift_means(n, b, c_col)
     dist = np.abs((pos - neg)[:, None, :] - means[None]).max(axis=2)
     which = np.argmin(dist, axis=1)
@@ -125,10 +128,10 @@ def test_balls_in_bins_sampler_draws_the_shift_means(n, b, c_col):
 
 def test_balls_in_bins_more_bands_sampler_and_loss_are_one_pair():
     scheme, strat, m, sigma = BallsInBins(3, 12), mcacct.BandedToeplitz((1.0, 0.8, 0.6, 0.5, 0.3)), 20_000, 1.3
-    for positive in (True, False):
-        loss = scheme.loss_kernel(jax.random.key(31), sigma, strat, m, positive, jnp.float64)
+    for direction in ("remove", "add"):
+        loss = direction_losses(scheme, jax.random.key(31), sigma, strat, m, direction, jnp.float64)
         v = np.exp(-np.asarray(loss))  # Q/P under P, P/Q under Q
-        assert abs(v.mean() - 1.0) <= 6 * v.std() / math.sqrt(m), positive
+        assert abs(v.mean() - 1.0) <= 6 * v.std() / math.sqrt(m), direction
 
 
 def test_balls_in_bins_one_bin_many_bands_is_the_gaussian_mechanism():
@@ -190,29 +193,21 @@ SCHEMES = {
 NARROW = ("bminsep", "truncated", "multi", "cyclic")
 
 
+def _aux_like(name, y):
+    return np.zeros(np.shape(y), np.int32) if name == "truncated" else None
+
+
 def _loss_fns(name, scheme):
-    """``(method name, f(y, sigma, strategy, **kw))`` for the y-taking public methods of a scheme."""
+    """``(method name, f(y, sigma, strategy, **kw))`` for the y-taking public methods of a scheme: the contract's
+    ``log_ratio`` (every scheme) and the scheme's own extras."""
+    out = [("log_ratio", lambda y, s, st, **kw: scheme.log_ratio(y, s, st, _aux_like(name, y), **kw))]
     if name == "truncated":
-        def r_like(y):
-            return np.zeros(np.shape(y), np.int32)
-        return [("log_ratio", lambda y, s, st, **kw: scheme.log_ratio(y, r_like(y), s, st, **kw)),
-                ("side_terms", lambda y, s, st, **kw: scheme.side_terms(y, r_like(y), s, st, **kw))]
+        out.append(("side_terms", lambda y, s, st, **kw: scheme.side_terms(y, _aux_like(name, y), s, st, **kw)))
     if name == "inverse":
-        return [("log_ratio_bounds", lambda y, s, st, **kw: scheme.log_ratio_bounds(y, s, st, **kw))]
-    if name == "bminsep":
-        return []
-    out = [("log_ratio", lambda y, s, st, **kw: scheme.log_ratio(y, s, st, **kw))]
+        out.append(("log_ratio_bounds", lambda y, s, st, **kw: scheme.log_ratio_bounds(y, s, st, **kw)))
     if name == "multi":
         out.append(("participation_terms", lambda y, s, st, **kw: scheme.participation_terms(y, s, st, **kw)))
     return out
-
-
-def _sampler(name, scheme):
-    if name == "truncated":
-        return lambda *a, **kw: scheme.sample(KEY, a[1], a[0], *a[2:], **kw)
-    if name == "bminsep":
-        return None
-    return lambda *a, **kw: scheme.sample_y(KEY, *a, **kw)
 
 
 def _cases():
@@ -229,36 +224,32 @@ def _cases():
             cases.append((f"{tag}-strategy-tuple", lambda f=f: f(Y, 0.7, (1.0, 0.5)), "strategy"))
             cases.append((f"{tag}-dot", lambda f=f: f(Y, 0.7, OK, dot_method="fast"), "dot_method"))
             if name in NARROW:
-                cases.append((f"{tag}-wide", lambda f=f: f(Y, 0.7, WIDE), "min_sep"))
-        # sampler
-        smp = _sampler(name, scheme)
-        if smp is not None:
-            cases += [(f"{name}.sample-sigma", lambda smp=smp: smp(OK, -1.0, 8), "sigma"),
-                      (f"{name}.sample-nan-sigma", lambda smp=smp: smp(OK, float("nan"), 8), "sigma"),
-                      (f"{name}.sample-num", lambda smp=smp: smp(OK, 0.7, 0), "num_samples"),
-                      (f"{name}.sample-positive", lambda smp=smp: smp(OK, 0.7, 8, "yes"), "positive"),
-                      (f"{name}.sample-dtype", lambda smp=smp: smp(OK, 0.7, 8, True, jnp.int32), "dtype"),
-                      (f"{name}.sample-strategy", lambda smp=smp: smp([1.0], 0.7, 8), "strategy")]
-            if name in NARROW:
-                cases.append((f"{name}.sample-wide", lambda smp=smp: smp(WIDE, 0.7, 8), "min_sep"))
-        # loss kernel (the Monte Carlo engine's entry point)
-        lk = scheme.loss_kernel
-        cases += [(f"{name}.kernel-sigma", lambda lk=lk: lk(KEY, 0.0, OK, 8, True, jnp.float64), "sigma"),
-                  (f"{name}.kernel-inf-sigma", lambda lk=lk: lk(KEY, float("inf"), OK, 8, True, jnp.float64),
-                   "sigma"),
-                  (f"{name}.kernel-num", lambda lk=lk: lk(KEY, 0.7, OK, -3, True, jnp.float64), "num_samples"),
-                  (f"{name}.kernel-positive", lambda lk=lk: lk(KEY, 0.7, OK, 8, 1, jnp.float64), "positive"),
-                  (f"{name}.kernel-dtype", lambda lk=lk: lk(KEY, 0.7, OK, 8, True, "float16"), "dtype"),
-                  (f"{name}.kernel-dot", lambda lk=lk: lk(KEY, 0.7, OK, 8, True, jnp.float64, "fast"), "dot_method"),
-                  (f"{name}.kernel-recursion",
-                   lambda lk=lk: lk(KEY, 0.7, OK, 8, True, jnp.float64, "auto", "magic"), "recursion"),
-                  (f"{name}.kernel-strategy", lambda lk=lk: lk(KEY, 0.7, "1,0.5", 8, True, jnp.float64), "strategy")]
+                cases.append((f"{tag}-wide", lambda f=f: f(Y, 0.7, WIDE), "min_sep|cycle_length"))
+        cases.append((f"{name}.log_ratio-direction", lambda s=scheme, n=name: s.log_ratio(
+            Y, 0.7, OK, _aux_like(n, Y), direction="both"), "direction"))
+        cases.append((f"{name}.log_ratio-recursion", lambda s=scheme, n=name: s.log_ratio(
+            Y, 0.7, OK, _aux_like(n, Y), recursion="magic"), "recursion"))
+        # sampler (the contract's sample, every scheme)
+        smp = functools.partial(scheme.sample, KEY)
+        cases += [(f"{name}.sample-sigma", lambda smp=smp: smp(OK, -1.0, 8), "sigma"),
+                  (f"{name}.sample-nan-sigma", lambda smp=smp: smp(OK, float("nan"), 8), "sigma"),
+                  (f"{name}.sample-inf-sigma", lambda smp=smp: smp(OK, float("inf"), 8), "sigma"),
+                  (f"{name}.sample-num", lambda smp=smp: smp(OK, 0.7, 0), "num_samples"),
+                  (f"{name}.sample-num-negative", lambda smp=smp: smp(OK, 0.7, -3), "num_samples"),
+                  (f"{name}.sample-direction", lambda smp=smp: smp(OK, 0.7, 8, "yes"), "direction"),
+                  (f"{name}.sample-dtype", lambda smp=smp: smp(OK, 0.7, 8, "remove", jnp.int32), "dtype"),
+                  (f"{name}.sample-dtype16", lambda smp=smp: smp(OK, 0.7, 8, "remove", "float16"), "dtype"),
+                  (f"{name}.sample-strategy", lambda smp=smp: smp([1.0], 0.7, 8), "strategy"),
+                  (f"{name}.sample-strategy-str", lambda smp=smp: smp("1,0.5", 0.7, 8), "strategy")]
         if name in NARROW:
-            cases.append((f"{name}.kernel-wide", lambda lk=lk: lk(KEY, 0.7, WIDE, 8, True, jnp.float64), "min_sep"))
-            cases.append((f"{name}.sensitivity-wide", lambda s=scheme: s.sensitivity_bound(WIDE), "min_sep"))
-            cases.append((f"{name}.check_strategy-wide", lambda s=scheme: s.check_strategy(WIDE), "min_sep"))
+            cases.append((f"{name}.sample-wide", lambda smp=smp: smp(WIDE, 0.7, 8), "min_sep|cycle_length"))
+            cases.append((f"{name}.problem-wide", lambda s=scheme: Problem(s, WIDE), "min_sep|cycle_length"))
+            cases.append((f"{name}.sensitivity-wide", lambda s=scheme: s.sensitivity_bound(WIDE), "min_sep|cycle_length"))
+            cases.append((f"{name}.check_strategy-wide", lambda s=scheme: s.check_strategy(WIDE), "min_sep|cycle_length"))
         cases.append((f"{name}.sensitivity-type", lambda s=scheme: s.sensitivity_bound((1.0,)), "strategy"))
         cases.append((f"{name}.check_strategy-type", lambda s=scheme: s.check_strategy(None), "strategy"))
+        if name != "truncated":
+            cases.append((f"{name}.log_ratio-aux", lambda s=scheme: s.log_ratio(Y, 0.7, OK, R), "aux"))
     cy, ma, tr = SCHEMES["cyclic"], SCHEMES["multi"], SCHEMES["truncated"]
     bi = SCHEMES["inverse"]
     cases += [
@@ -266,14 +257,13 @@ def _cases():
         ("bib.sample_participation-num", lambda: SCHEMES["bib"].sample_participation(KEY, 0), "num_samples"),
         ("multi.sample_counts-num", lambda: ma.sample_counts(KEY, 0), "num_samples"),
         ("truncated.sample_other_counts-num", lambda: tr.sample_other_counts(KEY, -1), "num_samples"),
-        ("multi.log_ratio-recursion", lambda: ma.log_ratio(Y, 0.7, OK, recursion="magic"), "recursion"),
-        ("truncated.log_ratio-recursion", lambda: tr.log_ratio(Y, R, 0.7, OK, recursion="magic"), "recursion"),
         ("inverse.bounds-recursion", lambda: bi.log_ratio_bounds(Y, 0.7, OK, recursion="magic"), "recursion"),
         ("inverse.bounds-which", lambda: bi.log_ratio_bounds(Y, 0.7, OK, which="middle"), "which"),
         ("inverse.allowance-type", lambda: bi.allowance((1.0, 0.5)), "strategy"),
-        ("truncated.r-shape", lambda: tr.log_ratio(Y, R[:, :3], 0.7, OK), "r must have the shape"),
-        ("truncated.r-negative", lambda: tr.log_ratio(Y, R - 1, 0.7, OK), "r .*must be in"),
-        ("truncated.r-too-many", lambda: tr.log_ratio(Y, R + 10, 0.7, OK), "r .*must be in"),
+        ("truncated.r-shape", lambda: tr.log_ratio(Y, 0.7, OK, R[:, :3]), "r must have the shape"),
+        ("truncated.r-negative", lambda: tr.log_ratio(Y, 0.7, OK, R - 1), "r .*must be in"),
+        ("truncated.r-too-many", lambda: tr.log_ratio(Y, 0.7, OK, R + 10), "r .*must be in"),
+        ("truncated.r-missing", lambda: tr.log_ratio(Y, 0.7, OK), "r must be an integer array"),
         ("truncated.r-float", lambda: tr.side_terms(Y, R + 0.5, 0.7, OK), "r must be an integer"),
         ("shift_mixture-period", lambda: shift_mixture_log_ratio(jnp.zeros((2, 4)), 0, 0.5, True), "period"),
         ("shift_mixture-prob", lambda: shift_mixture_log_ratio(jnp.zeros((2, 4)), 2, 1.5, True), "sampling_prob"),
@@ -300,18 +290,19 @@ def test_error_messages_state_the_allowed_range():
     with pytest.raises(ValueError, match=r"\(\.\.\., 6\)"):
         CyclicPoisson(0.5, 2, 6).log_ratio(Y_SHORT, 0.7, OK)
     with pytest.raises(ValueError, match=r"\[0, 9\]"):
-        TruncatedBMinSep(0.3, 2, 6, 10, 3).log_ratio(Y, R + 10, 0.7, OK)
+        TruncatedBMinSep(0.3, 2, 6, 10, 3).log_ratio(Y, 0.7, OK, R + 10)
     with pytest.raises(ValueError, match="float64"):
-        mcacct.BMinSep(0.3, 2, 6).loss_kernel(KEY, 0.7, OK, 8, True, jnp.float16)
+        mcacct.BMinSep(0.3, 2, 6).sample(KEY, OK, 0.7, 8, "remove", jnp.float16)
 
 
 def test_wide_strategies_accepted_where_exact():
     """Balls-in-bins (exact, any k) and the banded-inverse bounds take strategies wider than min_sep."""
     Problem(BallsInBins(2, 6), WIDE)
     Problem(BandedInverse(0.3, 2, 6), WIDE)
-    assert np.all(np.isfinite(np.asarray(BallsInBins(2, 6).loss_kernel(KEY, 0.7, WIDE, 8, True, jnp.float64))))
+    draws = mcacct.sample(KEY, BallsInBins(2, 6), WIDE, 0.7, 8)
+    assert np.all(np.isfinite(np.asarray(mcacct.privacy_loss(BallsInBins(2, 6), draws, 0.7, WIDE))))
     for name in NARROW:
-        with pytest.raises(ValueError, match="min_sep"):
+        with pytest.raises(ValueError, match="min_sep|cycle_length"):
             Problem(SCHEMES[name], WIDE)
 
 
@@ -319,8 +310,8 @@ def test_wide_strategies_accepted_where_exact():
 def test_output_samplers_validate_sigma(sigma):
     import mcacct.schemes.bminsep as smp
     scheme, strategy = mcacct.BMinSep(0.2, 2, 8), mcacct.BandedToeplitz((0.6, 0.4))
-    for fn in (smp.sample_y, smp.sample_y_t):
+    for fn in (mcacct.sample_y, mcacct.sample, smp.sample_y_t):
         with pytest.raises(ValueError, match="sigma"):
             fn(jax.random.key(0), scheme, strategy, sigma, 4)
     with pytest.raises(ValueError, match="num_samples"):
-        smp.sample_y(jax.random.key(0), scheme, strategy, 1.0, 0)
+        mcacct.sample_y(jax.random.key(0), scheme, strategy, 1.0, 0)

@@ -15,7 +15,7 @@ import time
 from mcacct.cli.flags import (Parser, add_distributed_flags, add_problem_flags, device_info,
                               enable_compilation_cache, flag_message, int_in, join_distributed, problem_from_args, real_in,
                               record_given, refuse_options, sample_count, scheme_json, sigma_list)
-from mcacct.registry import DEFAULTS as SCHEME_DEFAULTS, all_flags
+from mcacct.cli.schemes import DEFAULTS as SCHEME_DEFAULTS, all_flags
 from mcacct.precision import float64
 
 DEFAULTS = dict(SCHEME_DEFAULTS, epsilon=2.0, delta=1e-3)
@@ -227,6 +227,8 @@ def _print_uncertified(est) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="mcacct", description="Monte Carlo privacy accounting for DP-BandMF with b-min-sep subsampling.")
+    import mcacct
+    parser.add_argument("--version", action="version", version=f"mcacct {mcacct.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("calibrate", help="smallest verified noise multiplier for a target (epsilon, delta)",

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from mcacct import registry
 from mcacct.cli.flags import SEED_MAX, c_col_arg, int_in, real_in, sample_count
-from mcacct.report.compare import SCHEMES, compare_schemes
+from mcacct.cli.schemes import Flag, flag_for
+from mcacct.report.compare import compare_schemes, row_names
+from mcacct.report.compare_plans import compare_options
 
-__all__ = ["add_compare_parser", "cmd_compare"]
+__all__ = ["add_compare_parser", "cmd_compare", "compare_flags"]
+
+
+def compare_flags() -> tuple[Flag, ...]:
+    """The scheme flags (:mod:`mcacct.cli.schemes`) of the compare rows' options
+    (:func:`mcacct.report.compare_plans.compare_options`): each adds its scheme's row. An option without a
+    command-line flag is not offered."""
+    out = []
+    for _, dest, _ in compare_options():
+        flag = flag_for(dest)
+        if flag is not None and flag not in out:
+            out.append(flag)
+    return tuple(out)
 
 
 def add_compare_parser(subparsers):
@@ -24,9 +37,9 @@ def add_compare_parser(subparsers):
     p.add_argument("--dataset-size", type=int_in(1), default=1024, help="dataset size M (default 1024)")
     p.add_argument("--c-col", type=c_col_arg, default="0.5,0.5,0.5,0.5",
                    help="comma-separated non-zeros of C's first column (length <= min-sep)")
-    for _, flag in registry.compare_flags():  # each adds its scheme's row (mcacct.registry)
+    for flag in compare_flags():  # each adds its scheme's row (mcacct.report.compare_plans)
         flag.add_to(p)
-    p.add_argument("--schemes", type=str, default=None, help=f"comma-separated subset of {','.join(SCHEMES)}")
+    p.add_argument("--schemes", type=str, default=None, help=f"comma-separated subset of {','.join(row_names())}")
     p.add_argument("--samples", type=sample_count, default=None, help="Monte Carlo samples per direction per candidate")
     p.add_argument("--seed", type=int_in(0, SEED_MAX), default=0, help="root seed (default 0)")
     p.add_argument("--ladder-ratio", type=real_in(1, low_open=True), default=1.02, help="ratio between candidates (default 1.02)")
@@ -40,7 +53,7 @@ def add_compare_parser(subparsers):
 
 def cmd_compare(args) -> dict:
     """Handler of ``mcacct compare``: returns the result dict (printed as JSON by the caller with ``--json``)."""
-    options = {f.dest: getattr(args, f.dest) for _, f in registry.compare_flags()}
+    options = {f.dest: getattr(args, f.dest) for f in compare_flags()}
     out = compare_schemes(args.epsilon, args.delta, args.iterations, args.min_sep, args.batch_size,
                           args.dataset_size, args.c_col, schemes=args.schemes, num_samples=args.samples,
                           seed=args.seed, ladder_ratio=args.ladder_ratio, chunk_size=args.chunk_size,

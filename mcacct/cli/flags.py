@@ -1,7 +1,7 @@
 """Flags and report fields shared by the ``mcacct`` subcommands (:mod:`mcacct.cli.commands`, :mod:`mcacct.cli.jobs`).
 
 Both command modules import this one and neither imports the other's flags, so the command-line modules form
-no import cycle. The scheme flags themselves come from :mod:`mcacct.registry`.
+no import cycle. The scheme flags themselves come from :mod:`mcacct.cli.schemes`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import os
 import re
 import sys
 
-from mcacct.registry import add_scheme_flags, entry_for, problem_from_args, scheme_to_dict
+from mcacct.cli.schemes import add_scheme_flags, problem_from_args
+from mcacct.jobs.problem_file import scheme_to_dict
+from mcacct.schemes.registry import entry_for
 from mcacct.validate import check_int, check_real, interval, parse_floats
 
 __all__ = ["add_problem_flags", "add_monte_carlo_flags", "problem_from_args", "scheme_json", "device_info",
@@ -148,7 +150,7 @@ def add_monte_carlo_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_problem_flags(p: argparse.ArgumentParser) -> None:
-    """``--scheme``, every scheme flag of :mod:`mcacct.registry` and the Monte Carlo flags."""
+    """``--scheme``, every scheme flag of :mod:`mcacct.cli.schemes` and the Monte Carlo flags."""
     add_scheme_flags(p)
     add_monte_carlo_flags(p)
 

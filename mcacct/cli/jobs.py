@@ -63,7 +63,7 @@ def _check_out_dir(flag: str, path: str | None) -> None:
 
 def _refuse_plan_fixed(args) -> None:
     """With ``--plan``: every problem and Monte Carlo flag is the plan's; refuse those given."""
-    from mcacct.registry import all_flags
+    from mcacct.cli.schemes import all_flags
     scheme_options = tuple(f.option for f in all_flags())
     why = "with --plan (the plan fixes it)"
     refuse_options(args, PLAN_FIXED_OPTIONS + _MONTE_CARLO_OPTIONS + scheme_options, why)
@@ -171,7 +171,7 @@ def cmd_plot(args) -> dict:
     """Plot delta-hat(epsilon) with its confidence band from merged (or shard) statistics. The figure path (its
     directory and format) is checked before the statistics are read."""
     from mcacct.jobs import shards
-    from mcacct.registry import entry_for
+    from mcacct.schemes.registry import entry_for
     from mcacct.report.plot import check_figure_path, plot_delta_curve
 
     check_figure_path(args.out, "--out")
@@ -180,8 +180,9 @@ def cmd_plot(args) -> dict:
     marks = [(r["epsilon"], r["delta_estimate"], r["delta_upper"]) for r in rep["results"]]
     scheme = res.config.problem.scheme
     dirs = rep["directions_run"]
+    sep = next((getattr(scheme, f) for f in ("min_sep", "cycle_length") if hasattr(scheme, f)), None)
     title = (f"{entry_for(scheme).name}: sigma={res.config.sigma:g}, n={scheme.iterations}, "
-             f"b={scheme.min_sep}, {rep['num_samples']:,} samples/direction")
+             + ("" if sep is None else f"b={sep}, ") + f"{rep['num_samples']:,} samples/direction")
     if len(dirs) < 2:
         title += f"\n{dirs[0]} direction only: not a certificate of the mechanism"
     elif not rep["certified"]:

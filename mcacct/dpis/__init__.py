@@ -17,7 +17,7 @@ The readings of the paper's inconsistent passages, and why the accounting is sou
 """
 
 from mcacct.dpis.events import (DPISEpoch, DPISRun, count_spec, dpis_delta, dpis_epsilon, dpis_events,
-                                iteration_spec, merge_events, norm_sum_spec, norm_sum_star_spec)
+                                iteration_spec, norm_sum_spec, norm_sum_star_spec)
 from mcacct.dpis.runfile import load_run, run_from_dict, run_to_dict
 from mcacct.dpis.rdp import (DEFAULT_ORDERS, RDPResult, conversion_offset, dpis_rdp_epsilon, rdp_dpis_iteration,
                              rdp_gaussian, rdp_of_events, rdp_poisson_gaussian, rdp_to_epsilon)
@@ -26,7 +26,7 @@ from mcacct.dpis.calibrate import RULES, DPISPlan, RuntimeParameters, calibrate_
 from mcacct.dpis.schedule import PaperSchedule, paper_schedule
 
 __all__ = ["DPISEpoch", "DPISRun", "iteration_spec", "count_spec", "norm_sum_spec", "norm_sum_star_spec",
-           "dpis_events", "merge_events", "dpis_epsilon", "dpis_delta", "load_run", "run_from_dict",
+           "dpis_events", "dpis_epsilon", "dpis_delta", "load_run", "run_from_dict",
            "run_to_dict", "DEFAULT_ORDERS", "RDPResult", "rdp_gaussian", "rdp_poisson_gaussian",
            "rdp_dpis_iteration", "rdp_of_events", "conversion_offset", "rdp_to_epsilon", "dpis_rdp_epsilon",
            "ACCOUNTANTS", "aux_events", "plan_events", "plan_epsilon", "bisect_smallest", "RULES", "DPISPlan",

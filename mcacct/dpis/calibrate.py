@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 from mcacct.dpis.events import DPISRun, iteration_spec
 from mcacct.dpis.plan import ACCOUNTANTS, aux_events, bisect_smallest, check_kappas, plan_epsilon, plan_events
 from mcacct.dpis.rdp import DEFAULT_ORDERS, check_orders
-from mcacct.validate import check_choice, check_delta, check_epsilon, check_int, check_real
+from mcacct.validate import check_choice, check_int, check_real
 from mcacct.precision import float64
 
 __all__ = ["RULES", "DPISPlan", "RuntimeParameters", "calibrate_plan", "follows_plan"]
@@ -220,10 +220,8 @@ def calibrate_plan(dataset_size: int, batch_size: float, epochs: int, epsilon: f
     n = check_int("dataset_size", dataset_size, low=1)
     b = check_real("batch_size", batch_size, low=0.0, high=float(n), low_open=True)
     e_count = check_int("epochs", epochs, low=1)
-    eps_target = check_epsilon(epsilon)
-    if eps_target <= 0:
-        raise ValueError("epsilon must be > 0 for a calibration")
-    dl = check_delta(delta)
+    eps_target = check_real("epsilon", epsilon, low=0.0, low_open=True)  # a calibration needs epsilon > 0
+    dl = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     t = max(int(n // b), 1) if iterations_per_epoch is None else check_int("iterations_per_epoch",
                                                                              iterations_per_epoch, low=1)
     ks = check_kappas(kappas, e_count)

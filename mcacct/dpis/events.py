@@ -56,22 +56,14 @@ a guarantee by itself.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from mcacct import pld
-from mcacct.validate import check_delta, check_epsilon, check_int, check_real
+from mcacct.pld.events import merge_events
+from mcacct.validate import check_int, check_real
 from mcacct.precision import float64
 
 __all__ = ["DPISEpoch", "DPISRun", "iteration_spec", "count_spec", "norm_sum_spec", "norm_sum_star_spec",
-           "dpis_events", "merge_events", "dpis_epsilon", "dpis_delta"]
-
-
-def _pos(name: str, value: Any) -> float:
-    return check_real(name, value, low=0.0, low_open=True)
-
-
-def _opt_pos(name: str, value: Any) -> float | None:
-    return None if value is None else _pos(name, value)
+           "dpis_events", "dpis_epsilon", "dpis_delta"]
 
 
 @float64
@@ -110,8 +102,11 @@ def iteration_spec(k_tilde: float, n_tilde: float, batch_size: float, clip: floa
     ValueError
         If a value is outside its range, or :math:`\tilde K < bC` (resp. :math:`< kbC`).
     """
-    kt, nt = _pos("k_tilde", k_tilde), _pos("n_tilde", n_tilde)
-    b, c, sg = _pos("batch_size", batch_size), _pos("clip", clip), _pos("sigma_g", sigma_g)
+    kt = check_real("k_tilde", k_tilde, low=0.0, low_open=True)
+    nt = check_real("n_tilde", n_tilde, low=0.0, low_open=True)
+    b = check_real("batch_size", batch_size, low=0.0, low_open=True)
+    c = check_real("clip", clip, low=0.0, low_open=True)
+    sg = check_real("sigma_g", sigma_g, low=0.0, low_open=True)
     k = 1.0 if rejection_k is None else check_real("rejection_k", rejection_k, low=1.0)
     if kt < k * b * c:
         what = (f"rejection_k*batch_size*clip = {k * b * c!r} (below it the rejection filter caps at 1 and the "
@@ -126,7 +121,7 @@ def iteration_spec(k_tilde: float, n_tilde: float, batch_size: float, clip: floa
 def count_spec(sigma_n: float) -> pld.GaussianSpec:
     r"""The release of :math:`\tilde N = N + \mathcal N(0, \sigma_N^2)` (eq. 10): sensitivity 1,
     ``GaussianSpec(sigma_n)``. ``sigma_n > 0`` is the absolute noise standard deviation."""
-    return pld.GaussianSpec(_pos("sigma_n", sigma_n))
+    return pld.GaussianSpec(check_real("sigma_n", sigma_n, low=0.0, low_open=True))
 
 
 @float64
@@ -145,7 +140,7 @@ def norm_sum_spec(p_k: float, sigma_k: float) -> pld.PoissonGaussianSpec:
         :math:`\sigma_K > 0` (noise standard deviation :math:`\sigma_K C`; the paper uses :math:`0.02N`).
     """
     p = check_real("p_k", p_k, low=0.0, high=1.0, low_open=True)
-    return pld.PoissonGaussianSpec(p, _pos("sigma_k", sigma_k) * p)
+    return pld.PoissonGaussianSpec(p, check_real("sigma_k", sigma_k, low=0.0, low_open=True) * p)
 
 
 @float64
@@ -153,7 +148,7 @@ def norm_sum_star_spec(sigma_k: float) -> pld.GaussianSpec:
     r"""The release of :math:`\tilde K^*_e = \sum_{i=1}^{N}\|\mathrm{Clip}(g_i; C^*)\| + \mathcal N(0,
     \sigma_K^2C^{*2})` (Alg. 1 line 35, adaptive clipping): a sum over *all* records, sensitivity
     :math:`C^*`, no amplification by sampling: ``GaussianSpec(sigma_k)``."""
-    return pld.GaussianSpec(_pos("sigma_k", sigma_k))
+    return pld.GaussianSpec(check_real("sigma_k", sigma_k, low=0.0, low_open=True))
 
 
 @float64
@@ -181,9 +176,10 @@ class DPISEpoch:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "iterations", check_int("iterations", self.iterations, low=0))
-        object.__setattr__(self, "k_tilde", _pos("k_tilde", self.k_tilde))
-        object.__setattr__(self, "sigma_g", _pos("sigma_g", self.sigma_g))
-        object.__setattr__(self, "clip", _opt_pos("clip", self.clip))
+        object.__setattr__(self, "k_tilde", check_real("k_tilde", self.k_tilde, low=0.0, low_open=True))
+        object.__setattr__(self, "sigma_g", check_real("sigma_g", self.sigma_g, low=0.0, low_open=True))
+        if self.clip is not None:
+            object.__setattr__(self, "clip", check_real("clip", self.clip, low=0.0, low_open=True))
 
 
 @float64
@@ -229,9 +225,10 @@ class DPISRun:
 
     def __post_init__(self) -> None:
         for name in ("n_tilde", "batch_size", "clip"):
-            object.__setattr__(self, name, _pos(name, getattr(self, name)))
-        for name in ("sigma_n", "sigma_k"):
-            object.__setattr__(self, name, _opt_pos(name, getattr(self, name)))
+            object.__setattr__(self, name, check_real(name, getattr(self, name), low=0.0, low_open=True))
+        for name in ("sigma_n", "sigma_k"):  # None: no such release
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_real(name, getattr(self, name), low=0.0, low_open=True))
         eps = tuple(self.epochs) if isinstance(self.epochs, (list, tuple)) else None
         if not eps or not all(isinstance(e, DPISEpoch) for e in eps):
             raise ValueError(f"epochs must be a non-empty sequence of DPISEpoch; got {self.epochs!r}")
@@ -278,15 +275,6 @@ class DPISRun:
 
 
 @float64
-def merge_events(events: list) -> list:
-    """Merge events with equal specs (counts add), keeping the order of first appearance; drop zero counts."""
-    totals: dict = {}
-    for e in events:
-        totals[e.spec] = totals.get(e.spec, 0) + e.count
-    return [pld.Event(s, c) for s, c in totals.items() if c > 0]
-
-
-@float64
 def dpis_events(run: DPISRun, *, auxiliary: bool = True) -> list:
     r"""The :class:`mcacct.pld.Event` list of a DPIS run: :math:`\tilde N` (``count_spec``), the :math:`K'`
     releases (``norm_sum_spec``), the :math:`\tilde K^*` releases (``norm_sum_star_spec``) and every
@@ -330,7 +318,8 @@ def dpis_epsilon(run: DPISRun, delta: float, *, value_discretization_interval: f
                  estimate_error: bool = True) -> pld.EventsResult:
     r"""PLD upper bound on :math:`\varepsilon(\delta)` of a DPIS run, max over add and remove
     (:func:`mcacct.pld.events_epsilon` of :func:`dpis_events`)."""
-    return pld.events_epsilon(dpis_events(run), check_delta(delta),
+    delta = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
+    return pld.events_epsilon(dpis_events(run), delta,
                               value_discretization_interval=value_discretization_interval,
                               estimate_error=estimate_error)
 
@@ -339,6 +328,7 @@ def dpis_epsilon(run: DPISRun, delta: float, *, value_discretization_interval: f
 def dpis_delta(run: DPISRun, epsilon: float, *, value_discretization_interval: float = 1e-4,
                estimate_error: bool = True) -> pld.EventsResult:
     r"""PLD upper bound on :math:`\delta(\varepsilon)` of a DPIS run, max over add and remove."""
-    return pld.events_delta(dpis_events(run), check_epsilon(epsilon),
+    epsilon = check_real("epsilon", epsilon, low=0.0)
+    return pld.events_delta(dpis_events(run), epsilon,
                             value_discretization_interval=value_discretization_interval,
                             estimate_error=estimate_error)

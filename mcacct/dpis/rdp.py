@@ -28,7 +28,7 @@ import numpy as np
 
 from mcacct import pld
 from mcacct.dpis.events import DPISRun, dpis_events
-from mcacct.validate import check_delta, check_real
+from mcacct.validate import check_real
 from mcacct.precision import float64
 
 __all__ = ["DEFAULT_ORDERS", "RDPResult", "check_orders", "rdp_gaussian", "rdp_poisson_gaussian",
@@ -159,7 +159,7 @@ def conversion_offset(orders: Sequence[int], delta: float) -> np.ndarray:
     r"""The second term of Lemma 2.5 (eq. 2): :math:`(\log(1/\delta) + (\alpha-1)\log(1-1/\alpha) -
     \log\alpha)/(\alpha-1)` per order."""
     a = check_orders(orders).astype(np.float64)
-    dl = check_delta(delta)
+    dl = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     return (math.log(1.0 / dl) + (a - 1.0) * np.log1p(-1.0 / a) - np.log(a)) / (a - 1.0)
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from mcacct.dpis.calibrate import calibrate_plan
 from mcacct.dpis.plan import aux_events, bisect_smallest, check_kappas
 from mcacct.dpis.rdp import DEFAULT_ORDERS, check_orders, conversion_offset, rdp_of_events, rdp_poisson_gaussian
-from mcacct.validate import check_delta, check_epsilon, check_int, check_real
+from mcacct.validate import check_int, check_real
 from mcacct.precision import float64
 
 __all__ = ["PaperSchedule", "paper_schedule"]
@@ -98,8 +98,8 @@ def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: 
     n = check_real("dataset_size", dataset_size, low=b)
     e_count = check_int("epochs", epochs, low=1)
     ks = check_kappas(kappas, e_count)
-    eps = check_epsilon(epsilon)
-    dl = check_delta(delta)
+    eps = check_real("epsilon", epsilon, low=0.0)
+    dl = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     a_e = check_real("a_e", a_e, low=0.0, high=1.0)
     t = max(int(n // b), 1) if iterations_per_epoch is None else check_int("iterations_per_epoch",
                                                                              iterations_per_epoch, low=1)

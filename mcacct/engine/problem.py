@@ -16,6 +16,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from mcacct.engine.losses import direction_losses
 from mcacct.schemes.base import AccountedScheme
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.precision import float64
@@ -61,9 +62,10 @@ def block_keys(key: jax.Array, problem: Problem, chunk_size: int) -> jax.Array:
 
 
 @float64
-@partial(jax.jit, static_argnames=("problem", "chunk_size", "positive"))
-def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, positive: bool) -> jax.Array:
-    """Privacy losses of one chunk: ``ln P/Q`` for y ~ P (``positive``), ``ln Q/P`` for y ~ Q.
+@partial(jax.jit, static_argnames=("problem", "chunk_size", "direction"))
+def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, direction: str = "remove") -> jax.Array:
+    """Privacy losses of one chunk (:func:`mcacct.engine.losses.direction_losses`): ``ln P/Q`` for y ~ P
+    (``"remove"``), ``ln Q/P`` for y ~ Q (``"add"``).
 
     A chunk is made of blocks of :func:`block_size` samples with keys :func:`block_keys`, so the numbers
     depend only on ``(key, chunk_size)``. On CPU the blocks run one after another (``lax.map``: a block's
@@ -73,10 +75,8 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, posit
     bsize = block_size(problem, chunk_size)
 
     def one_block(k):
-        # randomness is always drawn in float64 (float32 normals have truncated tails, which matter at small
-        # delta); a float32 kernel rounds the float64 draws, so both kernels see the same y on the same key
-        return problem.scheme.loss_kernel(k, sigma, problem.strategy, bsize, positive,
-                                          jnp.dtype(problem.dtype), problem.dot_method, problem.recursion)
+        return direction_losses(problem.scheme, k, sigma, problem.strategy, bsize, direction,
+                                jnp.dtype(problem.dtype), problem.dot_method, problem.recursion)
 
     keys = block_keys(key, problem, chunk_size)
     if jax.default_backend() == "cpu":

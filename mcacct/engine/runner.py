@@ -4,9 +4,10 @@ A *run* is a plan of ``ceil(num_samples / chunk_size)`` chunks. Chunk ``c`` draw
 ``fold_in(key, c)`` (cut into cache-sized blocks, :func:`mcacct.engine.problem.block_keys`), and **one set of
 draws serves every candidate and both directions** (common random numbers): the output mean ``m = C x`` and
 the standard noise ``z`` give ``y = m + sigma_j z`` (remove, ``y ~ P``) and ``y = sigma_j z`` (add, ``y ~ Q``)
-for every ``sigma_j`` of the ladder. Schemes that implement ``ladder_losses`` share the expensive parts (draws,
-participation, sliding sums) and run only the recursion per candidate; other schemes run their
-``loss_kernel`` per candidate and direction on the same key, which draws the same ``x`` and ``z``.
+for every ``sigma_j`` of the ladder. Schemes that share ladder work (``shares_ladder_work``: draws,
+participation and sliding sums once) run only the recursion per candidate; other schemes run the generic loss
+kernel (:mod:`mcacct.engine.losses`) per candidate and direction on the same key, which draws the same ``x``
+and ``z``.
 
 Why sharing draws is sound for Alg. 5 is written out in ``docs/soundness.md`` ("Shared draws").
 
@@ -30,6 +31,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mcacct.validate import check_int, check_real
 from mcacct.engine.distributed import allreduce_stats
+from mcacct.engine.losses import ladder_losses
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, block_keys, block_size
 from mcacct.engine.progress import Progress
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics
@@ -50,19 +52,9 @@ def local_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
 
 
 def _block_ladder_losses(key, sigmas, problem: Problem, num_samples: int) -> jax.Array:
-    """``(J, 2, num_samples)`` losses of one block: the scheme's shared-draw kernel when it has one, else its
-    ``loss_kernel`` per candidate and direction on the same key (same draws, computed per call)."""
-    scheme, strategy = problem.scheme, problem.strategy
-    dtype = jnp.dtype(problem.dtype)
-    fast = getattr(scheme, "ladder_losses", None)
-    if fast is not None:
-        return fast(key, sigmas, strategy, num_samples, dtype, problem.dot_method, problem.recursion)
-
-    def one(sig):
-        return jnp.stack([scheme.loss_kernel(key, sig, strategy, num_samples, positive, dtype,
-                                             problem.dot_method, problem.recursion) for positive in (True, False)])
-
-    return jax.lax.map(one, sigmas)
+    """``(J, 2, num_samples)`` losses of one block (:func:`mcacct.engine.losses.ladder_losses`)."""
+    return ladder_losses(problem.scheme, key, sigmas, problem.strategy, num_samples, jnp.dtype(problem.dtype),
+                         problem.dot_method, problem.recursion)
 
 
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "spec"))

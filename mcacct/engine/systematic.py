@@ -69,68 +69,29 @@ def _c_stats(strategy) -> tuple[int, float, float, float]:
 
 
 def output_coordinate_bound(scheme, strategy) -> float:
-    r""":math:`M_\infty \ge \max_x \|C x\|_\infty` over the scheme's patterns: the scheme's own
-    ``output_coordinate_bound(strategy)`` when it has one; ``max(c)`` when an example participates at most once in
-    any ``min_sep >= len(c_col)`` consecutive iterations (then each output coordinate receives at most one entry
-    of ``c``); otherwise the scheme's ``sensitivity_bound`` (an :math:`\ell_2` bound, hence also an
-    :math:`\ell_\infty` one)."""
-    from mcacct.schemes.base import MinSepAccounting
-    own = getattr(scheme, "output_coordinate_bound", None)
-    if own is not None:
-        return float(own(strategy))
-    if isinstance(scheme, MinSepAccounting) and len(strategy.c_col) <= scheme.min_sep:
-        return _c_stats(strategy)[3]
-    return float(scheme.sensitivity_bound(strategy))
-
-
-def _mixture_factor(scheme) -> float:
-    """1 when ``Q`` is the plain Gaussian ``N(0, sigma^2 I)`` (b-min-sep family), else 2 (the loss may be a
-    ratio of two mixtures, each side contributing a posterior mean to the gradient)."""
-    from mcacct.schemes.base import MinSepAccounting
-    return 1.0 if isinstance(scheme, MinSepAccounting) else 2.0
+    r""":math:`M_\infty \ge \max_x \|C x\|_\infty` over the scheme's patterns: the scheme's own statement
+    (``output_coordinate_bound``, with its proof in the scheme's docstring)."""
+    return float(scheme.output_coordinate_bound(strategy))
 
 
 def normal_coupling_delta(scheme, strategy, sigma: float) -> float:
-    r"""Additive bound :math:`n\,\tau\,M_\infty / \sigma` (times 2 for mixture-vs-mixture losses) on how much
-    the sampler's normal law can move the mean of any contribution (module docstring, item 2)."""
+    r"""Additive bound :math:`n\,\tau\,M_\infty / \sigma` (times the scheme's mixture factor: 2 for
+    mixture-vs-mixture losses) on how much the sampler's normal law can move the mean of any contribution
+    (module docstring, item 2)."""
     m_inf = output_coordinate_bound(scheme, strategy)
-    return scheme.iterations * NORMAL_COUPLING_L1 * _mixture_factor(scheme) * m_inf / float(sigma)
+    factor = scheme.loss_error_params().mixture_factor
+    return scheme.iterations * NORMAL_COUPLING_L1 * factor * m_inf / float(sigma)
 
 
 def participation_mismatch_bound(scheme) -> float:
-    r"""Probability bound that the discrete participation draws of one sample differ from an exact coupling.
-
-    * b-min-sep (renewal sampler of :mod:`mcacct.kernels.participation`): draw ``k`` (``k = 1, 2, ...``) matters only if
-      ``k - 1`` participations happened, hence only for gaps up to the remaining horizon ``n - (k - 1) b``;
-      each such boundary costs :data:`UNIFORM_BOUNDARY_MASS`; the warm start adds its coin (1 boundary) and
-      its offset (``b - 2`` boundaries). ``p = 1`` (no gap draw) is exact.
-    * schemes built on a b-min-sep ``base`` (truncated, banded inverse): the base's bound plus ``n``
-      per-iteration coins; multi-attribution: the user scheme's bound plus ``n`` categorical draws of at
-      most ``n`` outcomes each; other min-sep schemes (cyclic Poisson): an offset of ``b`` outcomes and
-      ``n`` coins; anything else: ``2 n^2`` boundaries (coarse).
+    r"""Probability bound that the discrete participation draws of one sample differ from an exact coupling:
+    the scheme's count of uniform-draw boundaries that matter (``participation_boundaries``, argued in each
+    scheme's docstring), each costing :data:`UNIFORM_BOUNDARY_MASS`.
 
     The binomial counts of other examples drawn by the truncated scheme come from ``jax.random.binomial``,
     whose law is taken as exact (``docs/soundness.md`` states this assumption).
     """
-    from mcacct.schemes.bminsep import BMinSep
-    from mcacct.schemes.base import MinSepAccounting
-    n = scheme.iterations
-    if isinstance(scheme, BMinSep):
-        b, p = scheme.min_sep, scheme.sampling_prob
-        boundaries = 0
-        if p < 1.0:
-            k_max = -(-n // b) + 1
-            boundaries = sum(max(0, n - (k - 1) * b) for k in range(1, k_max + 1))
-        if scheme.warm_start and b > 1:
-            boundaries += 1 + max(0, b - 2)
-        return boundaries * UNIFORM_BOUNDARY_MASS
-    if isinstance(getattr(scheme, "base", None), BMinSep):
-        return participation_mismatch_bound(scheme.base) + n * UNIFORM_BOUNDARY_MASS
-    if isinstance(getattr(scheme, "user_scheme", None), BMinSep):
-        return participation_mismatch_bound(scheme.user_scheme) + n * n * UNIFORM_BOUNDARY_MASS
-    if isinstance(scheme, MinSepAccounting):
-        return (scheme.min_sep + n) * UNIFORM_BOUNDARY_MASS
-    return 2 * n * n * UNIFORM_BOUNDARY_MASS
+    return int(scheme.participation_boundaries()) * UNIFORM_BOUNDARY_MASS
 
 
 def loss_error_bound(problem, sigma: float) -> float:
@@ -166,15 +127,14 @@ def loss_error_bound(problem, sigma: float) -> float:
     e_dot = max((3 * k + 4) * c1 * y_max, 10.0 * math.log2(size) * math.sqrt(c2sq * n) * y_max) * u
     e_dot += 2.0 * u * c1 * y_max
     e_ell = e_dot / sigma**2 + 4.0 * u * lam
-    b = int(getattr(scheme, "min_sep", 1))
-    p = float(getattr(scheme, "sampling_prob", 0.5))
-    j = int(getattr(scheme, "max_participations", n))
+    params = scheme.loss_error_params()
+    b, p, j = int(params.separation), float(params.sampling_prob), int(params.max_participations)
     log_p = abs(math.log(p)) if p > 0 else 0.0
     log_q = abs(math.log1p(-p)) if p < 1.0 else 0.0
     xi = lam + log_p + b * log_q + 1.0
     l_max = j * lam + n * log_q + b * log_p + 1.0
     eta = j * e_ell + u * (n * (8.0 + 4.0 * xi) + 4.0 * n * l_max)
-    return _mixture_factor(scheme) * eta
+    return params.mixture_factor * eta
 
 
 def applied_loss_shift(problem, sigma: float) -> float:

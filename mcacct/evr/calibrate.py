@@ -50,7 +50,6 @@ import numpy as np
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
 from mcacct.engine.statistics import FIXED_BITS, HistogramSpec
 from mcacct.engine.runner import LadderStats, run_ladder
-from mcacct import registry
 from mcacct.evr import bounds as evr
 from mcacct.pld import pld_calibrate
 from mcacct.engine.systematic import systematic_bound
@@ -91,12 +90,12 @@ def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, st
     for the mechanism actually run:
 
     * always: the unamplified Gaussian mechanism with the scheme's worst-case sensitivity (exact, Balle & Wang);
-    * where the scheme's registry entry gives an exact PLD (``top_pld``; b-min-sep with ``b = 1`` is Poisson
+    * where the scheme has an exact PLD (``scheme.exact_pld(strategy)``; b-min-sep with ``b = 1`` is Poisson
       subsampling with ``C = c_0 I``): the pessimistic PLD accountant of :mod:`mcacct.pld` for it.
     """
     sens = problem.scheme.sensitivity_bound(problem.strategy)
     best = (evr.gaussian_sigma(sens, epsilon, delta), "gaussian-worst-case-sensitivity")
-    spec = registry.top_pld(problem)  # the scheme's exact PLD, where it has one (registry hook)
+    spec = problem.scheme.exact_pld(problem.strategy)  # the scheme's exact PLD at sigma = 1, where it has one
     if spec is not None:
         sig = pld_calibrate(spec, epsilon, delta)
         if sig < best[0]:
@@ -107,9 +106,9 @@ def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, st
 @float64
 def baseline_sigmas(problem: Problem, epsilon: float, delta: float) -> dict:
     """The sigma that the deterministic baselines need for the same target at the same expected batch size
-    (PLD accountant, certified upper bounds), from the scheme's entry in :mod:`mcacct.registry` (for
-    :class:`BMinSep`: Poisson DP-SGD and cyclic-Poisson BandMF); schemes without baselines get an empty dict."""
-    return registry.baseline_sigmas(problem, epsilon, delta)
+    (PLD accountant, certified upper bounds): the scheme's ``pld_baselines(strategy, epsilon, delta)`` (for
+    :class:`BMinSep`: Poisson DP-SGD and cyclic-Poisson BandMF); schemes without baselines give an empty dict."""
+    return problem.scheme.pld_baselines(problem.strategy, epsilon, delta)
 
 
 @float64

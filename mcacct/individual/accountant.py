@@ -64,11 +64,12 @@ import numpy as np
 
 from mcacct.individual.gdp import gdp_epsilon
 from mcacct.pld.accountant import pld_epsilon
+from mcacct.pld.checks import check_value_interval
 from mcacct.pld.constants import FFT_C, LAMBDAS, LAMBDAS_NEG, U
 from mcacct.pld.kernels import query_one, single_batch
 from mcacct.pld.plan import bucket, plan, solver_for
 from mcacct.pld.specs import Canonical, PoissonGaussianSpec
-from mcacct.validate import check_delta, check_int, check_positive, check_probability, check_value_interval
+from mcacct.validate import check_int, check_prob, check_real
 from mcacct.precision import float64
 
 __all__ = ["IndividualResult", "bucket_counts", "individual_epsilons", "ACCOUNTANT_LABELS"]
@@ -254,9 +255,9 @@ def individual_epsilons(ratios, sigma: float, sampling_prob: float, delta: float
         raise ValueError(f"ratios must be a non-empty 2-D array (examples, steps); got shape {r.shape}")
     if not np.all(np.isfinite(r)) or np.any(r < 0) or np.any(r > 1):
         raise ValueError("ratios must be finite and in [0, 1] (clipped gradient norm / clip bound)")
-    sigma = check_positive("sigma", sigma)
-    q = check_probability("sampling_prob", sampling_prob)
-    delta = check_delta(delta)
+    sigma = check_real("sigma", sigma, low=0.0, low_open=True)
+    q = check_prob("sampling_prob", sampling_prob)
+    delta = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     k = check_int("buckets", buckets, low=1, high=10_000)
     h = check_value_interval(value_discretization_interval)
     batch_size = check_int("batch_size", batch_size, low=1)

@@ -27,14 +27,14 @@ after :math:`k` steps (~1e-10 relative for a million steps; XLA on CPU also flus
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
 
-from mcacct.validate import check_delta, check_epsilon, check_int, check_positive, check_real, is_traced
+from mcacct.validate import check_int, check_real, interval, is_traced
 from mcacct.precision import float64
 
 __all__ = ["gdp_delta", "gdp_epsilon", "individual_mu", "GDPFilterState", "gdp_filter_init",
@@ -42,27 +42,31 @@ __all__ = ["gdp_delta", "gdp_epsilon", "individual_mu", "GDPFilterState", "gdp_f
 
 
 # -- argument checks ---------------------------------------------------------------------------------------
-def _array(name: str, value: Any, rng: str, ok: Callable, scalar_check: Callable) -> np.ndarray:
-    """``value`` as a float64 array, every entry finite and ``ok``; scalars go through ``scalar_check`` (a
-    :mod:`mcacct.validate` check) so their messages match the rest of mcacct."""
+def _array(name: str, value: Any, low: float, high: float | None = None, *, low_open: bool = False,
+           high_open: bool = False) -> np.ndarray:
+    """``value`` as a float64 array, every entry finite and in the interval; a scalar goes through
+    :func:`mcacct.validate.check_real` with the same interval, so its message matches the rest of mcacct."""
+    rng = interval(low, high, low_open, high_open)
     raw = np.asarray(value)
     if raw.dtype.kind not in "fiu" or raw.size == 0:
         raise ValueError(f"{name} must be a finite real number (or array) in {rng}; got {value!r}")
     arr = raw.astype(np.float64)
     if arr.ndim == 0:
-        scalar_check(arr[()])
-    bad = ~(np.isfinite(arr) & ok(arr))
-    if np.any(bad):
-        raise ValueError(f"{name} must be finite and in {rng}; got {arr[bad][:3].tolist()!r} (first offending)")
+        check_real(name, arr[()], low=low, high=high, low_open=low_open, high_open=high_open)
+    ok = np.isfinite(arr) & ((arr > low) if low_open else (arr >= low))
+    if high is not None:
+        ok &= (arr < high) if high_open else (arr <= high)
+    if not np.all(ok):
+        raise ValueError(f"{name} must be finite and in {rng}; got {arr[~ok][:3].tolist()!r} (first offending)")
     return arr
 
 
 def _mu(name: str, value: Any) -> np.ndarray:
-    return _array(name, value, "[0, inf)", lambda a: a >= 0, lambda v: check_real(name, v, low=0.0))
+    return _array(name, value, 0.0)
 
 
 def _pos(name: str, value: Any) -> np.ndarray:
-    return _array(name, value, "(0, inf)", lambda a: a > 0, lambda v: check_positive(name, v))
+    return _array(name, value, 0.0, low_open=True)
 
 
 def _out(x: jax.Array) -> np.ndarray | np.float64:
@@ -136,7 +140,7 @@ def gdp_delta(mu: Any, epsilon: Any) -> np.ndarray | np.float64:
         If a value is not finite or outside its range.
     """
     m = _mu("mu", mu)
-    e = _array("epsilon", epsilon, "[0, inf)", lambda a: a >= 0, check_epsilon)
+    e = _array("epsilon", epsilon, 0.0)
     return _out(_delta_kernel(jnp.asarray(m), jnp.asarray(e)))
 
 
@@ -201,7 +205,7 @@ def gdp_epsilon(mu: Any, delta: Any) -> np.ndarray | np.float64:
         If a value is not finite or outside its range.
     """
     m = _mu("mu", mu)
-    d = _array("delta", delta, "(0, 1)", lambda a: (a > 0) & (a < 1), check_delta)
+    d = _array("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     return _out(_epsilon_kernel(jnp.asarray(m), jnp.asarray(d)))
 
 

@@ -18,7 +18,6 @@ treats it as failed, as it would anyway.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -28,34 +27,37 @@ import jax
 import numpy as np
 
 from mcacct.validate import check_int, check_real
-from mcacct.engine.problem import Problem, rng_identity
+from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import (CalibrationPlan, CalibrationResult, apply_verdicts, verdict_drop, verification_key,
                               verification_spec)
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats
-from mcacct.jobs.shards import (KERNEL_VERSION, atomic_write_json, shard_chunk_range, shard_filename, stats_from_json,
-                         stats_to_json)
-from mcacct.registry import scheme_from_dict, scheme_to_dict
+from mcacct.jobs.problem_file import check_format, fingerprint, problem_from_dict, problem_to_dict
+from mcacct.jobs.shards import (atomic_write_json, shard_chunk_range, shard_filename, stats_from_json,
+                                stats_to_json)
 from mcacct.engine.runner import LadderStats, run_ladder
-from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.precision import float64
 
-__all__ = ["PLAN_NAME", "write_plan", "load_plan", "run_plan_shard", "calibrate_from"]
+__all__ = ["PLAN_NAME", "FORMAT", "SHARD_FORMAT", "write_plan", "load_plan", "plan_fingerprint", "run_plan_shard",
+           "calibrate_from"]
 
 PLAN_NAME = "plan.json"
-FORMAT = "mcacct-calibration-plan/1"
+#: The format of plan files. Version 2: the problem is stored by :mod:`mcacct.jobs.problem_file` (one
+#: fingerprint for every job file; cyclic Poisson's and balls-in-bins' ``min_sep`` became ``cycle_length``);
+#: plans of version 1 are refused, naming both versions.
+FORMAT = "mcacct-calibration-plan/2"
 SHARD_FORMAT = "mcacct-calibration-shard/1"
 
 
-def _fingerprint(d: dict) -> str:
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:32]
+def plan_fingerprint(d: dict) -> str:
+    """The fingerprint of a plan file's dict ``d`` (without its ``fingerprint``):
+    :func:`mcacct.jobs.problem_file.fingerprint` of :data:`FORMAT` and the rest of ``d``."""
+    return fingerprint(FORMAT, {k: v for k, v in d.items() if k not in ("format", "fingerprint")})
 
 
 def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
     body = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(plan).items()
             if k not in ("pilot_seconds", "pilot_samples_drawn")}
-    return {"format": FORMAT, "kernel": KERNEL_VERSION, "rng": rng_identity(), "scheme": scheme_to_dict(problem.scheme),
-            "strategy": {"c_col": list(problem.strategy.c_col)}, "dtype": problem.dtype,
-            "dot_method": problem.dot_method, "recursion": problem.recursion, "plan": body}
+    return {"format": FORMAT, **problem_to_dict(problem), "plan": body}
 
 
 def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
@@ -65,7 +67,7 @@ def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
         raise ValueError(f"out {out_dir} is not a directory")
     path = os.path.join(out_dir, PLAN_NAME)
     d = _plan_dict(plan, problem)
-    d["fingerprint"] = _fingerprint(d)
+    d["fingerprint"] = plan_fingerprint(d)
     if os.path.exists(path):
         try:
             with open(path) as f:
@@ -91,23 +93,19 @@ def load_plan(plan_dir: str) -> tuple[CalibrationPlan, Problem, str]:
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"plan {path} cannot be read ({err}); write it with `mcacct calibrate --plan-only "
                          "--out DIR`") from err
-    if d.get("format") != FORMAT:
-        raise ValueError(f"plan {path} is not a calibration plan (format {d.get('format')!r})")
-    if d.get("kernel") != KERNEL_VERSION:
-        raise ValueError(f"plan {path} was written for kernel {d.get('kernel')!r}, this mcacct runs "
-                         f"{KERNEL_VERSION!r}; write the plan again")
-    if d.get("rng") != rng_identity():
-        raise ValueError(f"plan {path} was written for the generator {d.get('rng')!r}, this process draws with "
-                         f"{rng_identity()!r}; write the plan again")
-    fp = d.pop("fingerprint", None)
-    if fp != _fingerprint(d):
+    fmt = d.get("format") if isinstance(d, dict) else None
+    check_format(fmt, FORMAT, f"plan {path} is not a calibration plan")
+    fp = d.get("fingerprint")
+    if fp != plan_fingerprint(d):
         raise ValueError(f"plan {path}: fingerprint does not match its content (file edited or corrupt)")
-    body = dict(d["plan"])
-    for k in ("ladder", "systematic", "seed_key_data"):
-        body[k] = tuple(body[k])
-    plan = CalibrationPlan(**body)
-    problem = Problem(scheme_from_dict(d["scheme"]), BandedToeplitz(tuple(d["strategy"]["c_col"])), d["dtype"],
-                      d["dot_method"], d["recursion"])
+    problem = problem_from_dict(d, f"plan {path}", "write the plan again")
+    try:
+        body = dict(d["plan"])
+        for k in ("ladder", "systematic", "seed_key_data"):
+            body[k] = tuple(body[k])
+        plan = CalibrationPlan(**body)
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"plan {path}: malformed plan entry ({err!r})") from err
     return plan, problem, fp
 
 

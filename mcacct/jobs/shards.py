@@ -23,7 +23,6 @@ and nothing is counted twice.
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 import re
@@ -36,27 +35,24 @@ import jax
 import numpy as np
 
 from mcacct.validate import check_int, check_real
-from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, rng_identity
+from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
 from mcacct.engine.estimate import Estimate, certification_notes
 from mcacct.evr.calibrate import candidate_key
 from mcacct.engine.runner import run_ladder
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec
-from mcacct.registry import scheme_from_dict, scheme_to_dict
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.jobs.problem_file import (KERNEL_VERSION, check_format, fingerprint, problem_from_dict, problem_to_dict,
+                                      scheme_to_dict)
 from mcacct.precision import float64
 
 __all__ = ["FORMAT", "JobConfig", "StatsFile", "MergeResult", "config_difference", "shard_chunk_range",
            "shard_filename", "run_shard", "load_stats_file", "find_stats_files", "merge", "write_merged",
-           "atomic_write_json", "stats_to_json", "stats_from_json", "KERNEL_VERSION", "scheme_to_dict",
-           "scheme_from_dict", "SEED_MAX", "CANDIDATE_MAX"]
+           "atomic_write_json", "stats_to_json", "stats_from_json", "config_fingerprint", "KERNEL_VERSION",
+           "SEED_MAX", "CANDIDATE_MAX"]
 
-FORMAT = "mcacct-stats/1"
-#: Identity of the Monte Carlo kernel whose draws a shard holds: the normal sampler
-#: (:func:`mcacct.kernels.normal.standard_normal`), every scheme's participation sampler and loss evaluation, the
-#: chunk/block key layout and the statistics kept per chunk. It is part of every fingerprint: bump it whenever
-#: a change makes the same key and configuration give other samples, losses or sums, so that shards of the
-#: old kernel can no longer be resumed or merged with new ones.
-KERNEL_VERSION = "mcacct-kernel/2"
+#: The format of statistics files. Version 2: the problem is stored by :mod:`mcacct.jobs.problem_file` (one
+#: fingerprint for every job file; cyclic Poisson's and balls-in-bins' ``min_sep`` became ``cycle_length``);
+#: files of version 1 are refused, naming both versions.
+FORMAT = "mcacct-stats/2"
 MERGED_NAME = "merged.json"
 #: The largest root seed (``jax.random.key`` takes a signed 64-bit integer) and EVR candidate index
 #: (``jax.random.fold_in`` takes a uint32).
@@ -65,7 +61,7 @@ CANDIDATE_MAX = 2**32 - 1
 _SHARD_GLOB = "shard-*-of-*.json"
 
 
-# -- configuration (schemes are stored by mcacct.registry.scheme_to_dict) --------------------------------
+# -- configuration (the problem is stored by mcacct.jobs.problem_file) -----------------------------------
 @dataclass(frozen=True)
 class JobConfig:
     """Everything that determines the statistics of a sharded run (and hence its fingerprint).
@@ -73,7 +69,8 @@ class JobConfig:
     Parameters
     ----------
     problem:
-        Scheme (any registered in :mod:`mcacct.registry`), strategy, kernel dtype, dot-product method and recursion.
+        Scheme (any registered in :mod:`mcacct.schemes.registry`), strategy, kernel dtype, dot-product method
+        and recursion.
     sigma:
         Noise multiplier ``> 0``.
     epsilons:
@@ -133,15 +130,11 @@ class JobConfig:
         return root if self.candidate is None else candidate_key(root, self.candidate)
 
     def to_dict(self) -> dict:
-        """Canonical JSON-able description (the fingerprint hashes exactly this): the scheme's class name and
-        every dataclass field, the strategy, kernel dtype, dot method, recursion, the kernel identity
-        :data:`KERNEL_VERSION`, the random-number generator (:func:`mcacct.engine.problem.rng_identity`) and
-        the run parameters."""
-        p = self.problem
-        return {"scheme": scheme_to_dict(p.scheme),
-                "strategy": {"c_col": list(p.strategy.c_col)},
-                "dtype": p.dtype, "dot_method": p.dot_method, "recursion": p.recursion, "kernel": KERNEL_VERSION,
-                "rng": rng_identity(),
+        """Canonical JSON-able description (the fingerprint hashes exactly this): the problem's fields
+        (:func:`mcacct.jobs.problem_file.problem_to_dict`: the scheme's class name and every dataclass field, the
+        strategy, kernel dtype, dot method, recursion, the kernel identity :data:`KERNEL_VERSION` and the
+        random-number generator) and the run parameters."""
+        return {**problem_to_dict(self.problem),
                 "sigma": self.sigma, "epsilons": list(self.epsilons), "num_samples": self.num_samples,
                 "chunk_size": self.chunk_size, "seed": self.seed, "candidate": self.candidate,
                 "directions": list(self.directions),
@@ -152,14 +145,7 @@ class JobConfig:
         """Inverse of :meth:`to_dict`. Refuses a config of another kernel (:data:`KERNEL_VERSION`) or random-number
         generator."""
         try:
-            if d.get("kernel") != KERNEL_VERSION:
-                raise ValueError(f"config.kernel is {d.get('kernel')!r} but this mcacct runs {KERNEL_VERSION!r}: "
-                                 "its samples were drawn by another kernel; rerun the shards with this version")
-            if d.get("rng") != rng_identity():
-                raise ValueError(f"config.rng is {d.get('rng')!r} but this process draws with {rng_identity()!r}: "
-                                 "the same keys give other numbers; rerun the shards with this generator")
-            problem = Problem(scheme_from_dict(d["scheme"]), BandedToeplitz(tuple(d["strategy"]["c_col"])),
-                              d["dtype"], d["dot_method"], d["recursion"])
+            problem = problem_from_dict(d, "config")
             spec = HistogramSpec(float(d["histogram"]["width"]), int(d["histogram"]["bins"]))
             return cls(problem, d["sigma"], tuple(d["epsilons"]), d["num_samples"], d["chunk_size"], d["seed"],
                        d["candidate"], tuple(d["directions"]), spec)
@@ -167,13 +153,14 @@ class JobConfig:
             raise ValueError(f"config is missing or has a malformed field: {err!r}") from err
 
     def fingerprint(self) -> str:
-        """SHA-256 (hex, 32 characters) of the canonical JSON of :meth:`to_dict`."""
-        return _fingerprint(self.to_dict())
+        """:func:`config_fingerprint` of :meth:`to_dict`."""
+        return config_fingerprint(self.to_dict())
 
 
-def _fingerprint(cfg: dict) -> str:
-    text = json.dumps({"format": FORMAT, "config": cfg}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+def config_fingerprint(cfg: dict) -> str:
+    """The fingerprint of a statistics file with config ``cfg`` (:func:`mcacct.jobs.problem_file.fingerprint`
+    of :data:`FORMAT` and ``cfg``)."""
+    return fingerprint(FORMAT, cfg)
 
 
 def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -317,7 +304,7 @@ def _file_json(kind: str, cfg: JobConfig | dict, planned, done, stats, shard=Non
             entry["direction_key"] = key_data[d]
         dirs[d] = entry
     complete = all(_normalise(done[d]) == _normalise(planned[d]) for d in cfg_d["directions"])
-    out = {"format": FORMAT, "kind": kind, "fingerprint": _fingerprint(cfg_d), "config": cfg_d,
+    out = {"format": FORMAT, "kind": kind, "fingerprint": config_fingerprint(cfg_d), "config": cfg_d,
            "complete": complete, "directions": dirs, "seconds": seconds}
     if kind == "shard":
         out["shard"] = {"index": shard, "num_shards": num_shards}
@@ -340,15 +327,14 @@ def load_stats_file(path: str) -> StatsFile:
             d = json.load(f)
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read statistics file {path}: {err}") from err
-    if not isinstance(d, dict) or d.get("format") != FORMAT:
-        raise ValueError(f"{path} is not an mcacct statistics file (format {FORMAT!r})")
+    check_format(d.get("format") if isinstance(d, dict) else None, FORMAT, f"{path} is not an mcacct statistics file")
     try:
         cfg_d = d["config"]
         try:
             cfg = JobConfig.from_dict(cfg_d)
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from err
-        if _fingerprint(cfg_d) != d["fingerprint"] or cfg.to_dict() != cfg_d:
+        if config_fingerprint(cfg_d) != d["fingerprint"] or cfg.to_dict() != cfg_d:
             raise ValueError(f"{path}: fingerprint does not match its config (file edited or corrupt)")
         planned, done, stats = {}, {}, {}
         for dname in cfg.directions:
@@ -533,9 +519,11 @@ def _check_out_dir(out_dir: str, config: JobConfig, num_shards: int) -> None:
         d = _file_head(f)
         if d is None:
             continue
-        if d.get("format") != FORMAT:
-            raise ValueError(f"out {out_dir} holds {os.path.basename(f)}, which is not an mcacct statistics file "
-                             f"(format {FORMAT!r}); use another --out")
+        try:
+            check_format(d.get("format"), FORMAT, f"out {out_dir} holds {os.path.basename(f)}, which is not an "
+                                                  "mcacct statistics file")
+        except ValueError as err:
+            raise ValueError(f"{err}; use another --out") from None
         if d.get("fingerprint") != fp:
             full = _file_head(f, whole=True) or {}
             other_cfg = full.get("config")

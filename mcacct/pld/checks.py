@@ -1,5 +1,12 @@
-"""The argument checks of the PLD accountant: those of :mod:`mcacct.validate`, with NumPy scalars turned into
-Python numbers first, so that a message reads ``got nan`` or ``got 2.0``, never ``got np.float64(nan)``."""
+"""The argument checks of the PLD accountant, in the one family of :mod:`mcacct.validate` (``"NAME must be in
+RANGE; got VALUE"``), with the PLD's ranges named once: a probability, a positive real, an integer ``>= lo``,
+``epsilon`` in ``[0, inf)``, ``delta`` in ``(0, 1)``, the value discretisation interval in ``(0, 0.1]`` and the
+discretisation method.
+
+All are ``strict`` (:mod:`mcacct.validate`): numbers only (``int``, ``float``, NumPy scalars), integers only for
+integer parameters, so a spec, which keeps its fields as given, never holds ``"0.5"`` or ``2.0``; messages show
+NumPy scalars as plain numbers (``got nan``, never ``got np.float64(nan)``).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from mcacct import validate
+from mcacct.validate import check_choice, check_int, check_prob, check_real, is_number
 
 __all__ = ["plain", "check_delta", "check_discretization", "check_epsilon", "check_integer", "check_positive",
-           "check_probability", "check_value_interval", "is_real_number"]
+           "check_probability", "check_value_interval", "is_real_number", "DISCRETIZATIONS"]
 
-is_real_number = validate.is_real_number
+#: The discretisations of a privacy loss distribution (:mod:`mcacct.pld.discrete`).
+DISCRETIZATIONS = ("connect_dots", "round_up")
+
+#: Whether a value is a real number (:func:`mcacct.validate.is_number`: a Python or NumPy scalar, not a bool).
+is_real_number = is_number
 
 
 def plain(x: Any) -> Any:
@@ -21,28 +32,35 @@ def plain(x: Any) -> Any:
 
 
 def check_probability(name: str, q: Any) -> float:
-    return validate.check_probability(name, plain(q))
+    """A probability in ``(0, 1]``."""
+    return check_prob(name, q, strict=True)
 
 
 def check_positive(name: str, x: Any) -> float:
-    return validate.check_positive(name, plain(x))
+    """A finite real number in ``(0, inf)``."""
+    return check_real(name, x, low=0.0, low_open=True, strict=True)
 
 
 def check_integer(name: str, n: Any, lo: int = 1) -> int:
-    return validate.check_integer(name, plain(n), lo)
+    """An integer in ``[lo, inf)``."""
+    return check_int(name, n, low=lo, strict=True)
 
 
 def check_epsilon(epsilon: Any) -> float:
-    return validate.check_epsilon(plain(epsilon))
+    """``epsilon`` in ``[0, inf)``."""
+    return check_real("epsilon", epsilon, low=0.0, strict=True)
 
 
 def check_delta(delta: Any) -> float:
-    return validate.check_delta(plain(delta))
+    """``delta`` in ``(0, 1)``."""
+    return check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True, strict=True)
 
 
 def check_value_interval(h: Any) -> float:
-    return validate.check_value_interval(plain(h))
+    """``value_discretization_interval`` in ``(0, 0.1]``."""
+    return check_real("value_discretization_interval", h, low=0.0, high=0.1, low_open=True, strict=True)
 
 
 def check_discretization(method: Any) -> str:
-    return validate.check_discretization(plain(method))
+    """One of :data:`DISCRETIZATIONS`."""
+    return check_choice("discretization", plain(method), DISCRETIZATIONS)

@@ -46,7 +46,7 @@ from mcacct.pld.constants import DEFAULT_H
 from mcacct.pld.discrete import DIRECTIONS, DirectionPLD, DiscretePLD, compose, identity_pld, mechanism_pld
 from mcacct.pld.specs import (SPEC_TYPES, CyclicPoissonBandMFSpec, GaussianSpec, GroupFixedBatchSpec,
                               GroupPoissonSpec, MechanismSpec, MixtureOfGaussiansSpec, PoissonGaussianSpec)
-from mcacct.validate import read_json, shown
+from mcacct.validate import check_int, read_json
 from mcacct.pld.checks import check_delta, check_discretization, check_epsilon, check_value_interval
 from mcacct.precision import float64
 
@@ -77,9 +77,7 @@ class Event:
     def __post_init__(self) -> None:
         if not isinstance(self.spec, SPEC_TYPES):
             raise ValueError(f"event spec must be an mcacct.pld *Spec; got {type(self.spec).__name__}")
-        if isinstance(self.count, bool) or not isinstance(self.count, (int, np.integer)) or self.count < 0:
-            raise ValueError(f"event count must be an integer >= 0; got {shown(self.count)}")
-        object.__setattr__(self, "count", int(self.count))
+        object.__setattr__(self, "count", check_int("event count", self.count, low=0, strict=True))
 
 
 @float64
@@ -121,9 +119,10 @@ def event_from_dict(entry: Any, index: int | None = None) -> Event:
         raise ValueError(f"{where}: unknown mechanism {kind!r}; expected one of {sorted(EVENT_KINDS)}")
     cls = EVENT_KINDS[kind]
     has_count = "count" in fields
-    count = fields.pop("count", 0)
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise ValueError(f"{where} ({kind}): count must be an integer >= 0; got {shown(count)}")
+    try:
+        count = check_int("count", fields.pop("count", 0), low=0, strict=True)
+    except ValueError as err:
+        raise ValueError(f"{where} ({kind}): {err}") from None
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(fields) - names)
     if unknown:

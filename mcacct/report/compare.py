@@ -20,15 +20,14 @@ scheme                        parameters at rate :math:`p_0`                    
                               r-min-sep with ``r = b`` and the b-min-sep ``p``
 ============================  ====================================================  ==========================
 
-PLD columns come from :mod:`mcacct.pld` (imported lazily; ``None`` with a note when the module or the
-expected API — ``pld_calibrate``, ``CyclicPoissonBandMFSpec``, ``PoissonGaussianSpec``,
-``GroupPoissonSpec`` — is missing). For cyclic Poisson the PLD analyses the public-partition worst case,
+PLD columns come from :mod:`mcacct.pld` (``None`` with a note when the PLD calibration fails). For cyclic Poisson the PLD analyses the public-partition worst case,
 which upper-bounds the random-phase mixture estimated by Monte Carlo. The multi-attribution row is
 user-level (a different adjacency) and its batch size is only matched per example.
 
-Rows, their parameters, their PLD specs and the optional-row flags (``--max-batch-size``,
-``--max-examples-per-user``, ``--inverse-bands``) all come from the schemes' entries in :mod:`mcacct.registry`
-(``compare_plan``, ``compare_default``, flags with ``compare=True``); this module lists no scheme itself.
+Rows, their parameters, their PLD specs and the optional-row options (``max_batch_size``,
+``max_examples_per_user``, ``inverse_bands``) come from the plans of :mod:`mcacct.report.compare_plans`, keyed
+by registry name; row names and defaults from :mod:`mcacct.schemes.registry` (``label``, ``compare_default``).
+This module lists no scheme itself.
 """
 
 from __future__ import annotations
@@ -37,54 +36,44 @@ import math
 import sys
 import time
 
-from mcacct import registry
+from mcacct import pld as pld_api
+from mcacct.jobs.problem_file import scheme_to_dict
+from mcacct.report.compare_plans import CompareSetting, compare_options, compare_schemes_info
+from mcacct.schemes.registry import SchemeInfo
 from mcacct.validate import check_int, check_real
 from mcacct.precision import float64
 
-__all__ = ["compare_schemes", "SCHEMES"]
-
-#: Row names (each scheme's compare label in :mod:`mcacct.registry`; its command-line name is accepted too).
-SCHEMES = tuple(e.row_name for e in registry.SCHEMES)
+__all__ = ["compare_schemes", "row_names", "parse_schemes"]
 
 
-def _pld_module():
-    """``(module, None)`` or ``(None, reason)``."""
-    try:
-        from mcacct import pld as mod
-    except ImportError as err:  # being written elsewhere
-        return None, f"mcacct.pld is not importable ({err})"
-    missing = [n for n in ("pld_calibrate", "CyclicPoissonBandMFSpec", "PoissonGaussianSpec", "GroupPoissonSpec")
-               if not hasattr(mod, n)]
-    if missing:
-        return None, f"mcacct.pld lacks {', '.join(missing)}"
-    return mod, None
+def row_names() -> tuple[str, ...]:
+    """Row names of ``mcacct compare``: the compare label of every registered scheme with a compare plan, in
+    registry order (its registry name is accepted too)."""
+    return tuple(e.label for e, _ in compare_schemes_info())
 
 
 def _pld_sigma(build, epsilon, delta):
-    """Run ``build(mod) -> (spec, scale)`` and calibrate; returns ``(sigma or None, note or None)``."""
-    mod, why = _pld_module()
-    if mod is None:
-        return None, why
+    """Run ``build(mcacct.pld) -> (spec, scale)`` and calibrate; returns ``(sigma or None, note or None)``."""
     try:
-        spec, scale = build(mod)
-        return float(mod.pld_calibrate(spec, epsilon, delta)) * scale, None
-    except (TypeError, AttributeError) as err:
-        return None, f"mcacct.pld API differs: {err}"
+        spec, scale = build(pld_api)
+        return float(pld_api.pld_calibrate(spec, epsilon, delta)) * scale, None
     except ValueError as err:
         return None, f"PLD calibration failed: {err}"
 
 
-def _parse_schemes(schemes) -> tuple[registry.SchemeEntry, ...] | None:
+def parse_schemes(schemes) -> tuple[SchemeInfo, ...] | None:
+    """The schemes named by ``schemes`` (row or registry names, a list or a comma-separated string), or
+    ``None`` when ``schemes`` is ``None``."""
     if schemes is None:
         return None
     if isinstance(schemes, str):
         schemes = [s.strip() for s in schemes.split(",") if s.strip()]
     out = tuple(schemes)
-    known = {n for e in registry.SCHEMES for n in (e.name, e.row_name)}
+    known = {n: e for e, _ in compare_schemes_info() for n in (e.name, e.label)}
     bad = [s for s in out if s not in known]
     if bad or not out:
-        raise ValueError(f"schemes must be a non-empty list drawn from {SCHEMES}; got {list(out)!r}")
-    return tuple(registry.get(s) for s in out)
+        raise ValueError(f"schemes must be a non-empty list drawn from {row_names()}; got {list(out)!r}")
+    return tuple(known[s] for s in out)
 
 
 @float64
@@ -117,9 +106,9 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
     inverse_bands:
         Bands ``(h_0, ..., h_{k-1})`` of :math:`C^{-1}` for the banded-inverse row.
     schemes:
-        Names from :data:`SCHEMES` or registry names (list or comma-separated string). Default: the
+        Names from :func:`row_names` or registry names (list or comma-separated string). Default: the
         registry's default rows (b-min-sep, cyclic Poisson, balls-in-bins), plus every optional row whose
-        parameter is given.
+        option is given.
     num_samples:
         Monte Carlo samples per direction and candidate (default: :func:`mcacct.evr.calibrate.calibrate`'s).
     seed:
@@ -129,8 +118,8 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
     pld:
         Also compute the PLD baselines.
     options:
-        Values of further compare flags of :func:`mcacct.registry.compare_flags` by ``dest`` name (the three
-        keyword arguments above are such options).
+        Values of the rows' options (:func:`mcacct.report.compare_plans.compare_options`) by ``dest`` name (the
+        three keyword arguments above are such options).
 
     Returns
     -------
@@ -161,42 +150,38 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
     sampling_prob_from_batch_size(expected_batch_size, m, b)  # checks expected_batch_size (B / M <= 1/b)
     bs = float(expected_batch_size)
     p0 = bs / m
-    wanted = _parse_schemes(schemes)
+    wanted = parse_schemes(schemes)
     given = dict(options or {})
     for k, v in (("max_batch_size", max_batch_size), ("max_examples_per_user", max_examples_per_user),
                  ("inverse_bands", inverse_bands)):
         if v is not None:
             given[k] = v
-    flags = registry.compare_flags()
-    unknown = sorted(set(given) - {f.dest for _, f in flags})
+    options = compare_options()
+    unknown = sorted(set(given) - {dest for _, dest, _ in options})
     if unknown:
-        raise ValueError(f"options must be among {sorted(f.dest for _, f in flags)}; got {unknown}")
-    for _, f in flags:
-        if given.get(f.dest) is not None and f.check is not None:
-            given[f.dest] = f.check(f.dest, given[f.dest])
-    setting = registry.CompareSetting(n, b, bs, m, strategy, given)
+        raise ValueError(f"options must be among {sorted(dest for _, dest, _ in options)}; got {unknown}")
+    for _, dest, check in options:
+        if given.get(dest) is not None:
+            given[dest] = check(dest, given[dest])
+    setting = CompareSetting(n, b, bs, m, strategy, given)
     if wanted is None:
-        optional = {e.name for e, f in flags if given.get(f.dest) is not None}
-        wanted = tuple(e for e in registry.SCHEMES if e.compare_default or e.name in optional)
+        optional = {e.name for e, dest, _ in options if given.get(dest) is not None}
+        wanted = tuple(e for e, _ in compare_schemes_info() if e.compare_default or e.name in optional)
     if num_samples is not None:
         num_samples = check_int("num_samples", num_samples, low=1)
     c_norm = math.sqrt(sum(v * v for v in strategy.c_col))
 
     rows, skipped = [], []
-    plans = []  # (row name, registry.ComparePlan), from each scheme's registry entry
-    for entry in wanted:
-        plans.append((entry.row_name, entry.compare_plan(setting)))
+    entries = {info.name: entry for info, entry in compare_schemes_info()}
+    plans = [(info.label, entries[info.name].plan(setting)) for info in wanted]  # (row name, ComparePlan)
 
-    pld_mod_note = None
-    if pld:
-        _, pld_mod_note = _pld_module()
     root = jax.random.key(seed)
     for j, (name, plan) in enumerate(plans):
         problem, pld_build = plan.problem, plan.pld
         if problem is None:
             skipped.append({"scheme": name, "reason": plan.skip})
             continue
-        params = {k: v for k, v in registry.scheme_to_dict(problem.scheme).items()
+        params = {k: v for k, v in scheme_to_dict(problem.scheme).items()
                   if k not in ("type", "iterations")}
         params.update(plan.params)
         t1 = time.perf_counter()
@@ -214,5 +199,5 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
         rows.append(row)
     return {"epsilon": eps, "delta": dl, "iterations": n, "min_sep": b, "expected_batch_size": bs,
             "dataset_size": m, "participation_rate": p0, "c_col": list(strategy.c_col), "c_norm": c_norm,
-            "seed": seed, "rows": rows, "skipped": skipped, "pld_module_note": pld_mod_note,
+            "seed": seed, "rows": rows, "skipped": skipped,
             "seconds": time.perf_counter() - t0}

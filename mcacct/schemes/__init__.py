@@ -1,13 +1,17 @@
 """What is accounted: sampling schemes as frozen dataclasses behind :class:`~mcacct.schemes.base.AccountedScheme`.
 
-* :mod:`~mcacct.schemes.base` — the protocol the engine needs, the min-sep mixin, ``jit_method``;
+* :mod:`~mcacct.schemes.base` — the contract (:class:`AccountedScheme`: sampling, loss, the shared-draw ladder,
+  the sensitivity bound and the inputs of every systematic term), the base class ``Scheme``, ``jit_method``;
 * :mod:`~mcacct.schemes.strategy` — the banded Toeplitz strategy ``C``;
 * :mod:`~mcacct.schemes.bminsep` — b-min-sep subsampling (Dong & Ganesh 2026, arXiv:2602.09338, Alg. 1–2) and
   its samplers and privacy loss;
 * :mod:`~mcacct.schemes.truncated` (App. D), :mod:`~mcacct.schemes.multi_attribution` (Alg. 3),
-  :mod:`~mcacct.schemes.banded_inverse` (App. B), :mod:`~mcacct.schemes.baselines` (cyclic Poisson,
-  balls-in-bins, §3).
+  :mod:`~mcacct.schemes.banded_inverse` (App. B), :mod:`~mcacct.schemes.cyclic_poisson` and
+  :mod:`~mcacct.schemes.balls_in_bins` (the baselines of §3);
+* :mod:`~mcacct.schemes.api` — one sampling/loss API for every scheme (``sample``, ``sample_y``,
+  ``privacy_loss``);
+* :mod:`~mcacct.schemes.registry` — the one list of schemes every consumer reads, ``register(...)``.
 
-Each scheme composes the pure kernels of :mod:`mcacct.kernels` with its fields. The list of every scheme with
-its command-line flags, serialisation and PLD baselines is :mod:`mcacct.registry`.
+Each scheme composes the pure kernels of :mod:`mcacct.kernels` with its fields and states its own values of
+the contract. Adding a scheme is one module here and one ``register(...)`` entry.
 """

@@ -55,7 +55,7 @@ import numpy as np
 
 from mcacct.validate import check_bool, check_call, check_choice, check_count, check_fields, check_int, check_prob
 from mcacct.kernels.output import gaussian_output
-from mcacct.schemes.base import jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
 from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type, parse_c_col
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.kernels.sliding import participation_log_ratios
@@ -142,7 +142,7 @@ def _convolve(x: jax.Array, c_col: tuple[float, ...]) -> jax.Array:
 
 @float64
 @dataclass(frozen=True)
-class BandedInverse:
+class BandedInverse(Scheme):
     r"""r-min-sep subsampling for a non-banded, non-negative Toeplitz ``C`` (App. B), via bounds on ``P/Q``.
 
     A thin wrapper around :class:`~mcacct.schemes.bminsep.BMinSep` (``min_sep = r``): the sampler is that of
@@ -202,11 +202,9 @@ class BandedInverse:
         c = np.asarray(self._col(strategy)[:n])
         return math.sqrt(-(-n // r) * (float(np.dot(c, c)) + 2.0 * float(gam[-1])))
 
-    def sample_y(self, key: jax.Array, strategy, sigma, num_samples: int, positive: bool = True,
-                 dtype=jnp.float64) -> jax.Array:
-        """``y = C x + z`` with the full (non-banded) ``C`` (``positive``), or ``y = z``."""
-        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype)
-        return self._sample_y(key, strategy, sigma, num_samples, positive, dtype)
+    def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
+        """``y = C x + z`` with the full (non-banded) ``C`` (``"remove"``), or ``y = z`` (``"add"``)."""
+        return Draws(self._sample_y(key, strategy, sigma, num_samples, direction == "remove", dtype))
 
     @jit_method("strategy", "num_samples", "positive", "dtype")
     def _sample_y(self, key, strategy, sigma, num_samples, positive, dtype):
@@ -232,11 +230,18 @@ class BandedInverse:
             lower = log_ratio_from_terms(ell - gam, self.base, recursion)
         return lower, upper
 
-    def loss_kernel(self, key, sigma, strategy, num_samples: int, positive: bool, dtype,
-                    dot_method: str = "auto", recursion: str = "auto"):
-        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype,
-                   dot_method=dot_method, recursion=recursion)
-        y = self._sample_y(key, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
-        lower, upper = self._log_ratio_bounds(y, sigma, strategy, dot_method, recursion,
-                                              "upper" if positive else "lower")
-        return upper if positive else -lower
+    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+        r"""A bound on :math:`\ln P(y)/Q(y)` that serves ``direction``: the upper bound ``ln U`` for
+        ``"remove"`` (its loss ``ln P/Q`` is over-estimated) and the lower bound ``ln L`` for ``"add"`` (its loss
+        ``ln Q/P = -ln P/Q`` is over-estimated); either way the estimated delta is an upper bound."""
+        which = "upper" if direction == "remove" else "lower"
+        lower, upper = self._log_ratio_bounds(y, sigma, strategy, dot_method, recursion, which)
+        return upper if direction == "remove" else lower
+
+    def participation_boundaries(self) -> int:
+        """The r-min-sep sampler's boundaries plus one per iteration (generous)."""
+        return self.base.participation_boundaries() + self.iterations
+
+    def loss_error_params(self) -> LossErrorParams:
+        """Theorem 5.1's recursion with ``b = r`` and ``p``; ``J = n`` (generous); factor 2 (generous)."""
+        return LossErrorParams(self.min_sep, self.sampling_prob, self.iterations, 2.0)

@@ -1,25 +1,72 @@
-"""What every scheme shares: the :class:`AccountedScheme` protocol the engine types ``Problem.scheme`` with,
-the min-sep mixin and :func:`jit_method` (jit a method of a frozen scheme with ``self`` static)."""
+r"""The scheme contract: everything the engine, EVR and the job files read from a sampling scheme.
+
+A scheme is a frozen dataclass that implements :class:`AccountedScheme`. The contract has four parts:
+
+* **sampling and loss** -- :meth:`~AccountedScheme.sample` returns :class:`Draws` (the outputs ``y`` and any
+  auxiliary data, e.g. truncation's counts ``r``); :meth:`~AccountedScheme.log_ratio` is
+  :math:`\ln P(y)/Q(y)` of those draws; their time-major forms ``sample_t``/``log_ratio_t`` are what the engine
+  runs (one generic loss kernel, :func:`mcacct.engine.losses.direction_losses`);
+* **the shared-draw ladder** -- a scheme that can share work between the candidates of a ladder (draws,
+  participation, sliding sums) says so with ``shares_ladder_work`` and implements ``ladder_losses``; the
+  engine's generic default runs the loss kernel per candidate on the same key;
+* **the sensitivity bound** (the Monte-Carlo-free top of the EVR ladder);
+* **the inputs of every systematic term** (:mod:`mcacct.engine.systematic`): the output-coordinate bound, the
+  number of uniform-draw boundaries of the participation sampler, and :class:`LossErrorParams`.
+
+Each scheme states its own values, with the proof in its docstring; nothing is guessed. :class:`Scheme` is the
+base class that gives the public methods (argument checks, row-major/time-major forms) and the defaults that
+are always valid (no PLD, no baselines, the sensitivity bound as output-coordinate bound). A scheme becomes
+known to the command line and the job files through :func:`mcacct.schemes.registry.register`.
+
+The adjacency directions are named as everywhere in mcacct: ``"remove"`` (``y ~ P``, loss
+:math:`\ln P/Q`) and ``"add"`` (``y ~ Q``, loss :math:`\ln Q/P`).
+"""
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
+import jax.numpy as jnp
 
-from mcacct.schemes.strategy import check_strategy_type
 from mcacct.precision import float64
-__all__ = ["AccountedScheme", "MinSepAccounting", "jit_method"]
+from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type
+from mcacct.validate import DIRECTIONS, check_call, check_choice
+
+__all__ = ["AccountedScheme", "Scheme", "MinSepAccounting", "Draws", "LossErrorParams", "jit_method",
+           "as_strategy", "check_direction"]
+
+
+class Draws(NamedTuple):
+    """One batch of mechanism outputs: ``y`` (``(num_samples, n)``; time-major ``(n, num_samples)`` from
+    ``sample_t``) and ``aux``, the scheme's auxiliary data of the same shape (truncation: the counts ``r`` of
+    other examples drawn per iteration), or ``None``."""
+
+    y: jax.Array
+    aux: Any = None
+
+
+class LossErrorParams(NamedTuple):
+    r"""The scheme's inputs of the loss-error bound (:func:`mcacct.engine.systematic.loss_error_bound`).
+
+    ``separation`` ``b`` and ``sampling_prob`` ``p`` of the recursion whose steps are bounded (a closed-form
+    loss states the values of the recursion it is at most as long as), ``max_participations`` ``J`` (a bound on
+    the posterior participation mass, the sum of :math:`|\partial L/\partial \ell_i|`) and ``mixture_factor``:
+    1 when ``Q`` is the plain Gaussian, 2 when the loss is a ratio of two mixtures."""
+
+    separation: int
+    sampling_prob: float
+    max_participations: int
+    mixture_factor: float
 
 
 @runtime_checkable
 class AccountedScheme(Protocol):
-    """What the Monte Carlo engine needs from a sampling scheme (implemented by frozen dataclasses).
+    """What the engine, EVR and the job files read from a sampling scheme (nothing else is read).
 
-    ``isinstance(scheme, AccountedScheme)`` checks that the four members exist (it is runtime-checkable);
-    the meaning below is the contract. :class:`BMinSep` is the reference implementation; the registry of
-    every scheme the command line, the job files and ``mcacct compare`` know is :mod:`mcacct.registry`.
+    ``isinstance(scheme, AccountedScheme)`` checks the members exist; the meaning below is the contract.
+    :class:`~mcacct.schemes.bminsep.BMinSep` is the reference implementation.
     """
 
     @property
@@ -27,14 +74,41 @@ class AccountedScheme(Protocol):
         """The horizon ``n`` (``>= 1``)."""
         ...
 
-    def check_strategy(self, strategy: Any) -> None:
-        """Raise ``ValueError`` (naming the parameter) if ``strategy`` (``C``) is not admissible for the scheme."""
+    @property
+    def shares_ladder_work(self) -> bool:
+        """Whether :meth:`ladder_losses` shares work between the candidates of a ladder (else the engine runs
+        the generic loss kernel per candidate and direction on the same key: the same draws)."""
         ...
 
-    def loss_kernel(self, key: Any, sigma: Any, strategy: Any, num_samples: int, positive: bool, dtype: Any,
-                    dot_method: str = "auto", recursion: str = "auto") -> Any:
-        """A pure, jit-traceable function returning ``num_samples`` privacy losses: ``ln P/Q`` of ``y ~ P``
-        when ``positive`` and ``ln Q/P`` of ``y ~ Q`` otherwise (randomness drawn in float64)."""
+    def check_strategy(self, strategy: Any) -> None:
+        """Raise ``ValueError`` (naming the parameter) if ``strategy`` (``C``) is not admissible."""
+        ...
+
+    def sample(self, key: Any, strategy: Any, sigma: Any, num_samples: int, direction: str = "remove",
+               dtype: Any = jnp.float64) -> Draws:
+        """``num_samples`` outputs under ``P`` (``"remove"``) or ``Q`` (``"add"``), row-major, with their
+        auxiliary data."""
+        ...
+
+    def log_ratio(self, y: Any, sigma: Any, strategy: Any, aux: Any = None, direction: str = "remove",
+                  dot_method: str = "auto", recursion: str = "auto") -> Any:
+        r""":math:`\ln P(y)/Q(y)` per row (a scheme that bounds it states which bound serves which direction:
+        an upper bound for ``"remove"``, a lower bound for ``"add"``)."""
+        ...
+
+    def sample_t(self, key: Any, strategy: Any, sigma: Any, num_samples: int, direction: str, dtype: Any) -> Draws:
+        """:meth:`sample` time-major (``(n, num_samples)``), unchecked and traceable (the engine's form)."""
+        ...
+
+    def log_ratio_t(self, y_t: Any, sigma: Any, strategy: Any, aux_t: Any, direction: str, dot_method: str,
+                    recursion: str) -> Any:
+        """:meth:`log_ratio` of time-major outputs, unchecked and traceable (the engine's form)."""
+        ...
+
+    def ladder_losses(self, key: Any, sigmas: Any, strategy: Any, num_samples: int, dtype: Any,
+                      dot_method: str = "auto", recursion: str = "auto") -> Any:
+        """``(J, 2, num_samples)`` losses (directions ``remove``, ``add``) for every noise multiplier on the
+        draws of ``key``; called only when :attr:`shares_ladder_work`."""
         ...
 
     def sensitivity_bound(self, strategy: Any) -> float:
@@ -42,11 +116,107 @@ class AccountedScheme(Protocol):
         the Monte-Carlo-free top of the EVR ladder)."""
         ...
 
+    def output_coordinate_bound(self, strategy: Any) -> float:
+        r""":math:`M_\infty \ge \max_x \|C x\|_\infty` over the output means of both distributions."""
+        ...
+
+    def participation_boundaries(self) -> int:
+        """How many uniform-draw boundaries of the participation sampler can change one sample's pattern
+        (each costs :data:`mcacct.engine.systematic.UNIFORM_BOUNDARY_MASS` of probability)."""
+        ...
+
+    def loss_error_params(self) -> LossErrorParams:
+        """The inputs of the loss-error bound."""
+        ...
+
+    def exact_pld(self, strategy: Any) -> Any:
+        """An :mod:`mcacct.pld` spec at ``sigma = 1`` whose PLD is exactly the scheme's privacy curve, or
+        ``None`` (then EVR certifies its top candidate by :meth:`sensitivity_bound`)."""
+        ...
+
+    def pld_baselines(self, strategy: Any, epsilon: float, delta: float) -> dict:
+        """Sigmas of deterministic (PLD) baselines at the same expected batch size (``{}``: none)."""
+        ...
+
+
+def check_direction(direction: Any) -> str:
+    """``"remove"`` or ``"add"``; ``ValueError`` naming ``direction`` otherwise."""
+    return check_choice("direction", direction, DIRECTIONS)
+
+
+def as_strategy(strategy: Any) -> BandedToeplitz:
+    """A :class:`~mcacct.schemes.strategy.BandedToeplitz`, or ``c_col`` values turned into one."""
+    return strategy if isinstance(strategy, BandedToeplitz) else BandedToeplitz(strategy)
+
 
 @float64
-class MinSepAccounting:
-    """The :class:`AccountedScheme` pieces shared by every scheme in which an example participates at most once
-    in any ``min_sep`` consecutive iterations (fields ``min_sep`` and ``iterations``)."""
+class Scheme:
+    """Base class of mcacct's schemes: the public, checked forms of the contract and its always-valid defaults.
+
+    A subclass (a frozen dataclass with field ``iterations``) implements ``check_strategy``,
+    ``sensitivity_bound``, ``participation_boundaries``, ``loss_error_params`` and the two row-major hooks
+    ``draw(key, strategy, sigma, num_samples, direction, dtype) -> Draws`` and
+    ``loss_rows(y, sigma, strategy, aux, direction, dot_method, recursion)`` (traceable, unchecked). The
+    time-major forms default to transposes of those (the same draws, the same values); a scheme with a native
+    time-major path overrides ``sample_t``/``log_ratio_t``.
+    """
+
+    #: no shared-work ladder unless the scheme implements one
+    shares_ladder_work = False
+
+    # -- public, checked ---------------------------------------------------------------------------------
+    def sample(self, key, strategy, sigma, num_samples: int, direction: str = "remove",
+               dtype=jnp.float64) -> Draws:
+        """``num_samples`` outputs ``y`` (shape ``(num_samples, n)``) under ``P`` (``direction="remove"``:
+        ``y = C x + sigma z``) or ``Q`` (``"add"``: the scheme's null distribution), with the auxiliary data
+        :meth:`log_ratio` needs. The same key gives the same draws."""
+        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, dtype=dtype)
+        return self.draw(key, strategy, sigma, num_samples, check_direction(direction), jnp.dtype(dtype))
+
+    def log_ratio(self, y, sigma, strategy, aux=None, direction: str = "remove", dot_method: str = "auto",
+                  recursion: str = "auto"):
+        r""":math:`\ln P(y)/Q(y)` for each row of ``y`` (shape ``(..., n)``), given the draws' ``aux``."""
+        y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method, recursion=recursion)
+        self.check_aux(aux, y)
+        return self.loss_rows(y, sigma, strategy, aux, check_direction(direction), dot_method, recursion)
+
+    def check_aux(self, aux, y) -> None:
+        """Refuse auxiliary data for a scheme that has none (schemes with ``aux`` override this)."""
+        if aux is not None:
+            raise ValueError(f"aux must be None for {type(self).__name__} (its draws carry no auxiliary data)")
+
+    # -- the engine's forms (traceable, unchecked) -------------------------------------------------------
+    def sample_t(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
+        d = self.draw(key, strategy, sigma, num_samples, direction, dtype)
+        return Draws(d.y.T, None if d.aux is None else d.aux.T)
+
+    def log_ratio_t(self, y_t, sigma, strategy, aux_t, direction: str, dot_method: str, recursion: str):
+        return self.loss_rows(y_t.T, sigma, strategy, None if aux_t is None else aux_t.T, direction, dot_method,
+                              recursion)
+
+    def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
+                      recursion: str = "auto"):
+        raise NotImplementedError(f"{type(self).__name__} shares no work between ladder candidates "
+                                  "(shares_ladder_work is False): the engine runs its generic loss kernel")
+
+    # -- defaults that hold for every scheme -------------------------------------------------------------
+    def output_coordinate_bound(self, strategy) -> float:
+        r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one."""
+        return float(self.sensitivity_bound(strategy))
+
+    def exact_pld(self, strategy):
+        """``None``: no exact PLD is known for the scheme."""
+        return None
+
+    def pld_baselines(self, strategy, epsilon: float, delta: float) -> dict:
+        """``{}``: no baselines."""
+        return {}
+
+
+@float64
+class MinSepAccounting(Scheme):
+    """Shared pieces of the schemes in which an example participates at most once in any ``min_sep``
+    consecutive iterations (fields ``min_sep`` and ``iterations``)."""
 
     @property
     def max_participations(self) -> int:
@@ -62,6 +232,12 @@ class MinSepAccounting:
         """``sqrt(ceil(n/b)) ||c||``: at most ``ceil(n/b)`` participations, touching disjoint rows."""
         self.check_strategy(strategy)
         return strategy.worst_case_sensitivity(self.iterations, self.min_sep)
+
+    def output_coordinate_bound(self, strategy) -> float:
+        """``max |c|``: participations are at least ``min_sep >= len(c_col)`` apart, so each output coordinate
+        receives at most one entry of ``c`` (amplitude 1)."""
+        self.check_strategy(strategy)
+        return float(max(abs(v) for v in strategy.c_col))
 
 
 def jit_method(*static: str):

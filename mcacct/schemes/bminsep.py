@@ -24,18 +24,20 @@ import jax.numpy as jnp
 from mcacct.kernels.output import gaussian_output, standardised_draws_t
 from mcacct.kernels.participation import (participation_cap, participation_mask, participation_blocks_t,
                                           participation_mask_t)
-from mcacct.kernels.recursion import RECURSIONS, ladder_losses_t, recursion_log_ratio, recursion_log_ratio_t
+from mcacct.kernels.recursion import ladder_losses_t, recursion_log_ratio, recursion_log_ratio_t
 from mcacct.kernels.sliding import (mean_shift, mean_shift_from_blocks_t, participation_log_ratios,
                                     participation_log_ratios_t)
-from mcacct.schemes.base import MinSepAccounting
+from mcacct.pld.accountant import pld_calibrate
+from mcacct.rates import participation_rate
+from mcacct.rates import sampling_prob_from_batch_size as rates_sampling_prob_from_batch_size
+from mcacct.pld.specs import CyclicPoissonBandMFSpec, PoissonGaussianSpec
+from mcacct.schemes.base import Draws, LossErrorParams, MinSepAccounting, check_direction
 from mcacct.schemes.strategy import BandedToeplitz
-from mcacct.validate import (check_bool, check_call, check_count, check_fields, check_int, check_prob, check_real,
-                              check_sigma)
+from mcacct.validate import check_bool, check_call, check_count, check_fields, check_int, check_prob, check_sigma
 from mcacct.precision import float64
 
 __all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "sample_participation",
-           "sample_participation_t", "sample_y", "sample_y_t", "privacy_loss", "log_ratio_from_terms",
-           "log_ratio_from_terms_t"]
+           "sample_participation_t", "sample_y_t", "log_ratio_from_terms", "log_ratio_from_terms_t"]
 
 
 @float64
@@ -69,21 +71,30 @@ class BMinSep(MinSepAccounting):
         """Stationary expected participation rate ``p0 = 1 / (1/p + b - 1)``."""
         return expected_participation_rate(self.sampling_prob, self.min_sep)
 
-    # -- AccountedScheme (check_strategy, sensitivity_bound: MinSepAccounting) ------------------------------
-    def loss_kernel(self, key, sigma, strategy, num_samples: int, positive: bool, dtype,
-                    dot_method: str = "auto", recursion: str = "auto"):
-        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype,
-                   dot_method=dot_method, recursion=recursion)
+    # -- the contract (check_strategy, sensitivity_bound, output_coordinate_bound: MinSepAccounting) -------
+    shares_ladder_work = True
+
+    def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
+        """Row-major outputs (:func:`sample_y`'s draws); no auxiliary data."""
+        return Draws(_sample_y(key, self, strategy, sigma, num_samples, direction == "remove", dtype))
+
+    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+        ell = participation_log_ratios(y, jnp.asarray(sigma, y.dtype), strategy.c_col, dot_method)
+        return log_ratio_from_terms(ell, self, recursion)
+
+    def sample_t(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
+        """Time-major outputs from the per-block participation (the engine's draws)."""
+        return Draws(_sample_y_t(key, self, strategy, sigma, num_samples, direction == "remove", dtype))
+
+    def log_ratio_t(self, y_t, sigma, strategy, aux_t, direction: str, dot_method: str, recursion: str):
         # time-major throughout: the recursion and the sliding sums run along axis 0 with no transposes
-        y_t = sample_y_t(key, self, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
-        ell_t = participation_log_ratios_t(y_t, jnp.asarray(sigma, dtype), strategy.c_col, dot_method)
-        loss = log_ratio_from_terms_t(ell_t, self, recursion)
-        return loss if positive else -loss
+        ell_t = participation_log_ratios_t(y_t, jnp.asarray(sigma, y_t.dtype), strategy.c_col, dot_method)
+        return log_ratio_from_terms_t(ell_t, self, recursion)
 
     def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
                       recursion: str = "auto"):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on one
-        set of draws (the draws of :meth:`loss_kernel` for the same key): draws, participation and sliding
+        set of draws (the draws of :meth:`sample_t` for the same key): draws, participation and sliding
         sums once, the recursion per candidate (:func:`mcacct.kernels.recursion.ladder_losses_t`)."""
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
@@ -92,33 +103,56 @@ class BMinSep(MinSepAccounting):
         return ladder_losses_t(m_t.astype(dtype), z_t.astype(dtype), sigmas, self.min_sep, self.sampling_prob,
                                self.warm_start, strategy.c_col, dot_method, recursion)
 
+    def participation_boundaries(self) -> int:
+        """Uniform-draw boundaries of the renewal sampler (:mod:`mcacct.kernels.participation`): gap draw
+        ``k`` (``k = 1, 2, ...``) matters only if ``k - 1`` participations happened, hence only for gaps up to
+        the remaining horizon ``n - (k - 1) b``, one boundary per value; the warm start adds its coin (1) and
+        its offset (``b - 2``). ``p = 1`` (no gap draw) is exact."""
+        n, b, p = self.iterations, self.min_sep, self.sampling_prob
+        boundaries = 0
+        if p < 1.0:
+            k_max = -(-n // b) + 1
+            boundaries = sum(max(0, n - (k - 1) * b) for k in range(1, k_max + 1))
+        if self.warm_start and b > 1:
+            boundaries += 1 + max(0, b - 2)
+        return boundaries
+
+    def loss_error_params(self) -> LossErrorParams:
+        """Theorem 5.1's recursion with ``b`` and ``p``; at most ``ceil(n/b)`` participations; ``Q`` is the
+        plain Gaussian (mixture factor 1)."""
+        return LossErrorParams(self.min_sep, self.sampling_prob, self.max_participations, 1.0)
+
+    def exact_pld(self, strategy):
+        """``b = 1`` is Poisson subsampling with ``C = c_0 I``: ``n`` Poisson-subsampled Gaussians of
+        sensitivity ``c_0`` (:class:`mcacct.pld.PoissonGaussianSpec`); ``None`` for ``b > 1``."""
+        if self.min_sep != 1:
+            return None
+        return PoissonGaussianSpec(sampling_prob=self.sampling_prob, sigma=1.0, steps=self.iterations,
+                                   sensitivity=strategy.c_col[0])
+
+    def pld_baselines(self, strategy, epsilon: float, delta: float) -> dict:
+        """Poisson DP-SGD (``C = I``, ``q = p0``, ``n`` steps) and cyclic-Poisson BandMF (``b`` parts,
+        ``q = b p0``, ``ceil(n/b)`` compositions, sensitivity ``||c||``) at the same expected batch size, from
+        the PLD accountant at the target delta."""
+        p0 = self.participation_rate
+        b, n = self.min_sep, self.iterations
+        out = {"poisson_dpsgd_sigma": pld_calibrate(PoissonGaussianSpec(p0, 1.0, steps=n), epsilon, delta)}
+        out["cyclic_poisson_bandmf_sigma"] = pld_calibrate(
+            CyclicPoissonBandMFSpec(n, b, min(1.0, b * p0), tuple(strategy.c_col), 1.0), epsilon, delta)
+        out["note"] = ("PLD (FFT) accountant at the target delta; equal expected batch size p0 = "
+                       f"{p0:.6g} of the dataset per iteration")
+        return out
+
 
 @float64
 def expected_participation_rate(sampling_prob: float, min_sep: int) -> float:
-    """``p0 = 1 / (1/p + b - 1)``, the stationary participation rate of b-min-sep subsampling."""
-    p = check_real("sampling_prob", sampling_prob, low=0.0, high=1.0, low_open=True)
-    b = check_int("min_sep", min_sep, low=1)
-    return 1.0 / (1.0 / p + b - 1)
+    """``p0 = 1 / (1/p + b - 1)``, the stationary participation rate of b-min-sep subsampling
+    (:func:`mcacct.rates.participation_rate`)."""
+    return participation_rate(sampling_prob, min_sep)
 
 
-@float64
-def sampling_prob_from_batch_size(expected_batch_size: float, dataset_size: int, min_sep: int) -> float:
-    r"""The ``p`` that gives an expected batch size ``B`` on a dataset of ``M`` examples.
-
-    With :math:`p_0 = B / M`, :math:`p = p_0 / (1 - p_0 (b - 1))`, feasible only when
-    :math:`p_0 \le 1/b` (each example can take part in at most one in ``b`` iterations).
-
-    Raises
-    ------
-    ValueError
-        If ``B / M`` is not in ``(0, 1/b]``.
-    """
-    m = check_int("dataset_size", dataset_size, low=1)
-    b = check_int("min_sep", min_sep, low=1)
-    bs = check_real("expected_batch_size", expected_batch_size, low=0.0, high=m / b, low_open=True)
-    p0 = bs / m
-    p = p0 / (1.0 - p0 * (b - 1))
-    return min(p, 1.0)
+#: The ``p`` that gives an expected batch size ``B`` on ``M`` examples (:func:`mcacct.rates.sampling_prob_from_batch_size`).
+sampling_prob_from_batch_size = float64(rates_sampling_prob_from_batch_size)
 
 
 # -- sampling and loss of the b-min-sep mechanism (the kernels with the scheme's fields) -------------------------
@@ -146,23 +180,6 @@ def _check_output_args(scheme: BMinSep, strategy: BandedToeplitz, sigma, num_sam
     strategy.check_min_sep(scheme.min_sep)
 
 
-@float64
-def sample_y(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: float | jax.Array,
-             num_samples: int, positive: bool = True, dtype=jnp.float64) -> jax.Array:
-    """Draw ``num_samples`` outputs ``y`` of shape ``(num_samples, n)`` under ``P`` or ``Q``.
-
-    Parameters
-    ----------
-    key: a ``jax.random`` key; the same key gives the same samples.
-    scheme: the sampling scheme (static).
-    strategy: the banded Toeplitz strategy ``C`` (static); needs ``len(c_col) <= min_sep``.
-    sigma: noise standard deviation (noise multiplier).
-    positive: ``True`` samples ``P`` (``y = Cx + z``), ``False`` samples ``Q`` (``y = z``).
-    """
-    _check_output_args(scheme, strategy, sigma, num_samples)
-    return _sample_y(key, scheme, strategy, sigma, num_samples, bool(positive), dtype)
-
-
 @partial(jax.jit, static_argnames=("scheme", "strategy", "num_samples", "positive", "dtype"))
 def _sample_y(key, scheme, strategy, sigma, num_samples, positive, dtype):
     return gaussian_output(key, (num_samples, scheme.iterations), sigma, dtype, positive,
@@ -171,11 +188,11 @@ def _sample_y(key, scheme, strategy, sigma, num_samples, positive, dtype):
 
 @float64
 def sample_y_t(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: float | jax.Array,
-               num_samples: int, positive: bool = True, dtype=jnp.float64) -> jax.Array:
-    """Like :func:`sample_y` but time-major, shape ``(n, num_samples)`` (the engine's layout; for the same
-    key the draws differ from :func:`sample_y`'s, the law is the same)."""
+               num_samples: int, direction: str = "remove", dtype=jnp.float64) -> jax.Array:
+    """Time-major outputs, shape ``(n, num_samples)`` (the engine's layout, ``BMinSep.sample_t``; for the same
+    key the draws differ from the row-major :meth:`BMinSep.sample`'s, the law is the same)."""
     _check_output_args(scheme, strategy, sigma, num_samples)
-    return _sample_y_t(key, scheme, strategy, sigma, num_samples, bool(positive), dtype)
+    return _sample_y_t(key, scheme, strategy, sigma, num_samples, check_direction(direction) == "remove", dtype)
 
 
 @partial(jax.jit, static_argnames=("scheme", "strategy", "num_samples", "positive", "dtype"))
@@ -202,41 +219,3 @@ def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto
 def log_ratio_from_terms_t(ell_t: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
     """:func:`log_ratio_from_terms` for time-major terms ``ell_t`` of shape ``(n, ...)``."""
     return recursion_log_ratio_t(ell_t, scheme.min_sep, scheme.sampling_prob, scheme.warm_start, recursion)
-
-
-@partial(jax.jit, static_argnames=("scheme", "c_col", "dot_method", "recursion"))
-def _privacy_loss(y, sigma, scheme, c_col, dot_method, recursion):
-    ell = participation_log_ratios(y, sigma, c_col, dot_method)
-    return log_ratio_from_terms(ell, scheme, recursion)
-
-
-@float64
-def privacy_loss(scheme: BMinSep, y: jax.Array, sigma: float | jax.Array, c_col=(1.0,),
-                 dot_method: str = "auto", recursion: str = "auto") -> jax.Array:
-    r"""Privacy loss :math:`\ln P(y)/Q(y)` for each row of ``y``.
-
-    Parameters
-    ----------
-    scheme: the b-min-sep scheme (``iterations`` must equal ``y.shape[-1]``).
-    y: outputs of shape ``(num_samples, n)`` (or ``(n,)``); float64 or float32.
-    sigma: noise multiplier, ``> 0``.
-    c_col: non-zeros of the first column of ``C`` (``len(c_col) <= min_sep``), or a
-        :class:`~mcacct.schemes.strategy.BandedToeplitz`.
-    dot_method: how the sliding dot products are computed (:func:`mcacct.kernels.sliding.sliding_dot`).
-    recursion: one of ``RECURSIONS`` (:func:`mcacct.kernels.recursion.recursion_log_ratio`).
-
-    Returns
-    -------
-    Array of shape ``y.shape[:-1]``.
-    """
-    strategy = c_col if isinstance(c_col, BandedToeplitz) else BandedToeplitz(c_col)
-    strategy.check_min_sep(scheme.min_sep)
-    if recursion not in RECURSIONS:
-        raise ValueError(f"recursion must be one of {RECURSIONS}; got {recursion!r}")
-    y = jnp.asarray(y)
-    if y.shape[-1] != scheme.iterations:
-        raise ValueError(f"y must have {scheme.iterations} columns (scheme.iterations); got shape {y.shape}")
-    if not jnp.issubdtype(y.dtype, jnp.floating):
-        y = y.astype(jnp.float64)
-    check_sigma("sigma", sigma)
-    return _privacy_loss(y, sigma, scheme, strategy.c_col, dot_method, recursion)

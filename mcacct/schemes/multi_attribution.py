@@ -51,7 +51,7 @@ import numpy as np
 from mcacct.schemes.strategy import check_strategy_type
 from mcacct.validate import check_call, check_count, check_fields, check_prob
 from mcacct.kernels.output import gaussian_output
-from mcacct.schemes.base import jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios, sliding_dot
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.precision import float64
@@ -70,7 +70,7 @@ def _log_binom_pmf(k: int, p: float) -> np.ndarray:
 
 @float64
 @dataclass(frozen=True)
-class MultiAttribution:
+class MultiAttribution(Scheme):
     r"""User-level accounting of multi-attribution b-min-sep subsampling (Alg. 3, Thm. 6.1), cold start.
 
     Parameters
@@ -143,11 +143,9 @@ class MultiAttribution:
         j = jax.random.categorical(k_count, logits, shape=(num_samples, self.iterations)) + 1
         return jnp.where(part, j.astype(jnp.float64), 0.0)
 
-    def sample_y(self, key: jax.Array, strategy, sigma, num_samples: int, positive: bool = True,
-                 dtype=jnp.float64) -> jax.Array:
-        """``y = C x + z`` under ``P`` (``positive``) or ``y = z`` under ``Q``; shape ``(num_samples, n)``."""
-        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype)
-        return self._sample_y(key, strategy, sigma, num_samples, positive, dtype)
+    def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
+        """``y = C x + z`` under ``P`` (``"remove"``, ``x`` the user's counts per batch) or ``y = z`` under ``Q``."""
+        return Draws(self._sample_y(key, strategy, sigma, num_samples, direction == "remove", dtype))
 
     @jit_method("strategy", "num_samples", "positive", "dtype")
     def _sample_y(self, key, strategy, sigma, num_samples, positive, dtype):
@@ -169,10 +167,8 @@ class MultiAttribution:
         terms = w + j * s[..., None] - 0.5 * j * j * v[:, None]
         return jax.scipy.special.logsumexp(terms, axis=-1)
 
-    def log_ratio(self, y: jax.Array, sigma, strategy, dot_method: str = "auto",
-                  recursion: str = "auto") -> jax.Array:
-        """``ln P(y)/Q(y)`` (Thm. 6.1) for each row of ``y`` (shape ``(..., n)``)."""
-        y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method, recursion=recursion)
+    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+        """``ln P(y)/Q(y)`` (Thm. 6.1): Theorem 5.1's recursion of the user scheme on :meth:`participation_terms`."""
         return self._log_ratio(y, sigma, strategy, dot_method, recursion)
 
     @jit_method("strategy", "dot_method", "recursion")
@@ -180,10 +176,13 @@ class MultiAttribution:
         ell = self.participation_terms(y, sigma, strategy, dot_method)
         return log_ratio_from_terms(ell, self.user_scheme, recursion)
 
-    def loss_kernel(self, key, sigma, strategy, num_samples: int, positive: bool, dtype,
-                    dot_method: str = "auto", recursion: str = "auto"):
-        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype,
-                   dot_method=dot_method, recursion=recursion)
-        y = self._sample_y(key, strategy, sigma, num_samples, positive, jnp.float64).astype(dtype)
-        loss = self._log_ratio(y, sigma, strategy, dot_method, recursion)
-        return loss if positive else -loss
+    def participation_boundaries(self) -> int:
+        """The cold-start user scheme's boundaries plus, per iteration, the categorical draw of the count
+        (at most ``n`` outcomes each: ``n^2`` boundaries, generous)."""
+        n = self.iterations
+        return self.user_scheme.participation_boundaries() + n * n
+
+    def loss_error_params(self) -> LossErrorParams:
+        """The user scheme's recursion (``b``, ``p``); ``J = n`` (posterior participation mass at most one per
+        iteration; generous); the loss is taken as a ratio of mixtures (factor 2, generous)."""
+        return LossErrorParams(self.min_sep, self.sampling_prob, self.iterations, 2.0)

@@ -65,7 +65,7 @@ import numpy as np
 
 from mcacct.schemes.strategy import check_strategy_type
 from mcacct.validate import check_bool, check_call, check_count, check_fields, check_prob, is_traced
-from mcacct.schemes.base import jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
 from mcacct.kernels.sliding import mean_shift_amplitudes, sliding_dot
 from mcacct.kernels.normal import standard_normal
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
@@ -76,7 +76,7 @@ __all__ = ["TruncatedBMinSep"]
 
 @float64
 @dataclass(frozen=True)
-class TruncatedBMinSep:
+class TruncatedBMinSep(Scheme):
     r"""Truncated b-min-sep subsampling (App. D) with dataset size ``M`` and maximum batch size ``B_max``.
 
     Parameters
@@ -152,17 +152,15 @@ class TruncatedBMinSep:
         check_call(self, num_samples=num_samples)
         return _sample_other_counts(key, self, num_samples)
 
-    def sample(self, key: jax.Array, sigma, strategy, num_samples: int, positive: bool = True,
-               dtype=jnp.float64) -> tuple[jax.Array, jax.Array]:
-        """Draw ``(y, r)``: ``y ~ P_r`` (``positive``) or ``y ~ Q_r``, both of shape ``(num_samples, n)``.
-
-        When ``M <= B_max`` truncation is impossible and ``r`` is returned as zeros (its law is irrelevant).
-        """
-        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype)
-        return self._sample(key, sigma, strategy, num_samples, positive, dtype)
+    def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
+        """``Draws(y, r)``: ``y ~ P_r`` (``"remove"``) or ``y ~ Q_r`` (``"add"``), both of shape
+        ``(num_samples, n)``, ``r`` the counts of other examples drawn per iteration. When ``M <= B_max``
+        truncation is impossible and ``r`` is returned as zeros (its law is irrelevant)."""
+        y, r = self._draw(key, sigma, strategy, num_samples, direction == "remove", dtype)
+        return Draws(y, r)
 
     @jit_method("strategy", "num_samples", "positive", "dtype")
-    def _sample(self, key, sigma, strategy, num_samples, positive, dtype):
+    def _draw(self, key, sigma, strategy, num_samples, positive, dtype):
         k_r, k_x, k_z, k_s = jax.random.split(key, 4)
         if self.can_truncate:
             r = _sample_other_counts(k_r, self, num_samples)
@@ -202,7 +200,9 @@ class TruncatedBMinSep:
                    dot_method: str = "auto") -> tuple[jax.Array, jax.Array]:
         r"""The per-iteration terms :math:`(\ell^P_i, \ell^Q_i)` of the two recursions (module docstring)."""
         y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method)
-        r = self._check_counts(r, y)
+        return self._side_terms(y, self._check_counts(r, y), sigma, strategy, dot_method)
+
+    def _side_terms(self, y, r, sigma, strategy, dot_method):
         n = y.shape[-1]
         dtype = y.dtype
         inv_var = 1.0 / jnp.asarray(sigma, dtype) ** 2
@@ -215,26 +215,29 @@ class TruncatedBMinSep:
         ell_q = jnp.where(trunc, jnp.logaddexp(log_w - s - 0.5 * v, log_1mw), jnp.zeros((), dtype))
         return ell_p, ell_q
 
-    def log_ratio(self, y: jax.Array, r: jax.Array, sigma, strategy, dot_method: str = "auto",
-                  recursion: str = "auto") -> jax.Array:
-        """``ln P_r(y)/Q_r(y)`` for each row of ``y`` given the other-example counts ``r`` (same shape)."""
-        y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method, recursion=recursion)
-        r = self._check_counts(r, y)
-        return self._log_ratio(y, r, sigma, strategy, dot_method, recursion)
+    def check_aux(self, aux, y) -> None:
+        """``aux`` is ``r``: integer counts of the shape of ``y`` in ``[0, M - 1]``."""
+        self._check_counts(aux, y)
+
+    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+        """``ln P_r(y)/Q_r(y)`` given the other-example counts ``r = aux``: the difference of two recursions of
+        Theorem 5.1 on the terms of :meth:`side_terms`."""
+        return self._log_ratio(y, aux, sigma, strategy, dot_method, recursion)
 
     @jit_method("strategy", "dot_method", "recursion")
     def _log_ratio(self, y, r, sigma, strategy, dot_method, recursion):
-        ell_p, ell_q = self.side_terms(y, r, sigma, strategy, dot_method)
+        ell_p, ell_q = self._side_terms(y, r, sigma, strategy, dot_method)
         base = self.base
         return log_ratio_from_terms(ell_p, base, recursion) - log_ratio_from_terms(ell_q, base, recursion)
 
-    def loss_kernel(self, key, sigma, strategy, num_samples: int, positive: bool, dtype,
-                    dot_method: str = "auto", recursion: str = "auto"):
-        check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, positive=positive, dtype=dtype,
-                   dot_method=dot_method, recursion=recursion)
-        y, r = self._sample(key, sigma, strategy, num_samples, positive, jnp.float64)
-        loss = self._log_ratio(y.astype(dtype), r, sigma, strategy, dot_method, recursion)
-        return loss if positive else -loss
+    def participation_boundaries(self) -> int:
+        """The untruncated sampler's boundaries plus one per iteration for the survival coin."""
+        return self.base.participation_boundaries() + self.iterations
+
+    def loss_error_params(self) -> LossErrorParams:
+        """The recursions of the base scheme (``b``, ``p``); ``J = n`` (a posterior participation mass is at
+        most one per iteration); both sides are mixtures (factor 2)."""
+        return LossErrorParams(self.min_sep, self.sampling_prob, self.iterations, 2.0)
 
 
 @partial(jax.jit, static_argnames=("scheme", "num_samples"))

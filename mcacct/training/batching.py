@@ -24,7 +24,9 @@ Algorithms
 * :class:`BMinSepSampler` -- Alg. 1 (cold start: :math:`s_j = 0`) and Alg. 2 (warm start from the
   stationary law). Stationary participation rate
 
-  .. math:: p_0 = \frac{1}{1/p + b - 1}, \qquad p = \frac{p_0}{1 - p_0 (b - 1)}.
+  .. math:: p_0 = \frac{1}{1/p + b - 1}, \qquad p = \frac{p_0}{1 - p_0 (b - 1)}
+
+  (:func:`participation_rate` and :func:`sampling_prob_from_rate`, from :mod:`mcacct.rates`).
 
 * :class:`TruncatedBMinSepSampler` -- App. D: the same batches, then truncated to a uniformly random
   subset of size ``max_batch_size`` or padded, returned as fixed-shape index arrays.
@@ -53,7 +55,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.validate import check_bool as _check_bool, check_int, check_real
+from mcacct import rates
+from mcacct.validate import check_bool, check_count, check_int, check_prob
 from mcacct.precision import float64
 
 __all__ = [
@@ -66,7 +69,7 @@ __all__ = [
     "truncate_batch",
     "sample_batches",
     "participation_rate",
-    "sampling_prob_for_rate",
+    "sampling_prob_from_rate",
     "max_examples_per_user",
 ]
 
@@ -110,60 +113,10 @@ class TruncatedBatch(NamedTuple):
     num_sampled: jax.Array
 
 
-# --------------------------------------------------------------------------------------------
-# Validation helpers and rate conversions
-# --------------------------------------------------------------------------------------------
-
-
-def _check_prob(name: str, value: Any) -> float:
-    return check_real(name, value, low=0.0, high=1.0, low_open=True)
-
-
-@float64
-def participation_rate(sampling_prob: float, min_sep: int) -> float:
-    r"""Stationary participation rate of b-min-sep subsampling.
-
-    .. math:: p_0 = \frac{1}{1/p + b - 1}
-
-    (the reciprocal of the expected return time :math:`b - 1 + 1/p` of the Markov chain of Fig. 1).
-
-    Parameters
-    ----------
-    sampling_prob:
-        :math:`p \in (0, 1]`.
-    min_sep:
-        :math:`b \ge 1`.
-
-    Raises
-    ------
-    ValueError
-        If a parameter is outside its range.
-    """
-    p = _check_prob("sampling_prob", sampling_prob)
-    b = check_int("min_sep", min_sep, low=1)
-    return 1.0 / (1.0 / p + b - 1)
-
-
-@float64
-def sampling_prob_for_rate(rate: float, min_sep: int) -> float:
-    r"""Inverse of :func:`participation_rate`: :math:`p = p_0 / (1 - p_0 (b - 1))`.
-
-    Parameters
-    ----------
-    rate:
-        Target stationary participation rate :math:`p_0 \in (0, 1/b]`.
-    min_sep:
-        :math:`b \ge 1`.
-
-    Raises
-    ------
-    ValueError
-        If ``min_sep < 1`` or ``rate`` is not in ``(0, 1/min_sep]`` (no example can take part in
-        more than one of every ``b`` iterations).
-    """
-    b = check_int("min_sep", min_sep, low=1)
-    p0 = check_real("rate", rate, low=0.0, high=1.0 / b, low_open=True)
-    return min(1.0, p0 / (1.0 - p0 * (b - 1)))
+#: :func:`mcacct.rates.participation_rate`: :math:`p_0 = 1/(1/p + b - 1)` (float64, as every entry point here).
+participation_rate = float64(rates.participation_rate)
+#: :func:`mcacct.rates.sampling_prob_from_rate`: :math:`p = p_0/(1 - p_0 (b - 1))`, :math:`p_0 \in (0, 1/b]`.
+sampling_prob_from_rate = float64(rates.sampling_prob_from_rate)
 
 
 # --------------------------------------------------------------------------------------------
@@ -337,10 +290,6 @@ def _check_state(state: Any, m: int) -> jax.Array:
     return jnp.asarray(blocked, jnp.int32)
 
 
-def _check_iterations(iterations: Any) -> int:
-    return check_int("iterations", iterations, low=1)
-
-
 def _require_key(key: Any, what: str) -> jax.Array:
     if key is None:
         raise ValueError(f"key must be a jax.random key for {what}; got None")
@@ -384,13 +333,13 @@ class BMinSepSampler:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, low=1))
-        object.__setattr__(self, "sampling_prob", _check_prob("sampling_prob", self.sampling_prob))
+        object.__setattr__(self, "sampling_prob", check_prob("sampling_prob", self.sampling_prob))
         object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
 
     @classmethod
     def from_participation_rate(cls, dataset_size: int, rate: float, min_sep: int) -> "BMinSepSampler":
         r"""Sampler whose stationary participation rate is ``rate`` (:math:`p_0 \in (0, 1/b]`)."""
-        return cls(dataset_size, sampling_prob_for_rate(rate, min_sep), min_sep)
+        return cls(dataset_size, sampling_prob_from_rate(rate, min_sep), min_sep)
 
     @property
     def participation_rate(self) -> float:
@@ -424,7 +373,7 @@ class BMinSepSampler:
         -------
         SamplerState
         """
-        warm = _check_bool("warm_start", warm_start)
+        warm = check_bool("warm_start", warm_start)
         m = self.dataset_size
         if not warm:
             return SamplerState(jnp.zeros((m,), jnp.int32))
@@ -467,8 +416,8 @@ class BMinSepSampler:
         jax.Array or (jax.Array, SamplerState)
             ``bool`` participation mask of shape ``(iterations, dataset_size)``.
         """
-        n = _check_iterations(iterations)
-        _check_bool("return_state", return_state)
+        n = check_count("iterations", iterations)
+        check_bool("return_state", return_state)
         k_init, k_run = jax.random.split(key)
         blocked0 = (self.init(k_init, warm_start=warm_start).blocked if state is None
                     else _check_state(state, self.dataset_size))
@@ -519,7 +468,7 @@ class TruncatedBMinSepSampler:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, low=1))
-        object.__setattr__(self, "sampling_prob", _check_prob("sampling_prob", self.sampling_prob))
+        object.__setattr__(self, "sampling_prob", check_prob("sampling_prob", self.sampling_prob))
         object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
         object.__setattr__(self, "max_batch_size",
                            check_int("max_batch_size", self.max_batch_size, low=1))
@@ -528,7 +477,7 @@ class TruncatedBMinSepSampler:
     def from_participation_rate(cls, dataset_size: int, rate: float, min_sep: int,
                                 max_batch_size: int) -> "TruncatedBMinSepSampler":
         r"""Sampler whose untruncated stationary participation rate is ``rate``."""
-        return cls(dataset_size, sampling_prob_for_rate(rate, min_sep), min_sep, max_batch_size)
+        return cls(dataset_size, sampling_prob_from_rate(rate, min_sep), min_sep, max_batch_size)
 
     @property
     def untruncated(self) -> BMinSepSampler:
@@ -558,8 +507,8 @@ class TruncatedBMinSepSampler:
         ``indices`` and ``valid`` have shape ``(iterations, max_batch_size)``, ``num_sampled``
         shape ``(iterations,)``. Key handling as in :meth:`BMinSepSampler.sample_batches`.
         """
-        n = _check_iterations(iterations)
-        _check_bool("return_state", return_state)
+        n = check_count("iterations", iterations)
+        check_bool("return_state", return_state)
         k_init, k_run = jax.random.split(key)
         blocked0 = (self.init(k_init, warm_start=warm_start).blocked if state is None
                     else _check_state(state, self.dataset_size))
@@ -642,7 +591,7 @@ class _MultiAttributionBase:
     def __init__(self, user_of_example: Any, sampling_prob: float, min_sep: int,
                  num_users: int | None = None) -> None:
         users, inferred = _as_user_matrix(user_of_example)
-        p = _check_prob("sampling_prob", sampling_prob)
+        p = check_prob("sampling_prob", sampling_prob)
         b = check_int("min_sep", min_sep, low=1)
         lo = max(inferred, 1)
         u = lo if num_users is None else check_int("num_users", num_users, low=lo)
@@ -725,8 +674,8 @@ class _MultiAttributionBase:
         ignored when ``state`` is given. Returns a ``bool`` mask of shape
         ``(iterations, num_examples)`` (and the final state if ``return_state``).
         """
-        n = _check_iterations(iterations)
-        _check_bool("return_state", return_state)
+        n = check_count("iterations", iterations)
+        check_bool("return_state", return_state)
         k_init, k_run = jax.random.split(key)
         blocked0 = (self.init(k_init, burn_in=burn_in).blocked if state is None
                     else _check_state(state, self.dataset_size))

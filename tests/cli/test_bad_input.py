@@ -131,3 +131,10 @@ def test_every_subcommand_has_a_case():
 
 #: Cases of the subcommands whose own test files hold their bad-input tables (pld, sample, merge, plot).
 EXTRA_CASES: list = []
+
+
+def test_version(capsys):
+    import mcacct
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"mcacct {mcacct.__version__}"

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from mcacct.cli.flags import compilation_cache_dir
 
 ARGS = ["delta", "--sigma", "1", "--epsilon", "1", "--samples", "1000", "--json", "--quiet"]
@@ -16,6 +18,7 @@ def _run(env):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_cache_is_filled_then_reused_with_identical_results(tmp_path):
     cache = tmp_path / "cache"
     env = dict(os.environ, MCACCT_CACHE_DIR=str(cache), JAX_PLATFORMS="cpu")

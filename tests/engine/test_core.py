@@ -1,6 +1,8 @@
-"""Core accountant: closed forms, reference libraries, key discipline, estimators, validation."""
+"""Core accountant: closed forms, reference libraries, key discipline, estimators, rates.
 
-import json
+The EVR tests live in tests/evr (test_bounds.py, test_calibrate.py), the command-line ones in
+tests/cli/test_commands.py."""
+
 import math
 
 import jax
@@ -13,8 +15,7 @@ from helpers import run_direction
 from mcacct import evr
 from mcacct.engine.problem import Problem, chunk_losses
 from mcacct.engine.estimate import estimate
-from mcacct.evr.calibrate import calibrate, candidate_key, pilot_key
-from mcacct.cli.commands import main
+from mcacct.evr.calibrate import candidate_key, pilot_key
 
 ALPHA = 1e-3  # two-sided tests use ALPHA per side: each fails with probability <= 1e-3 under the truth
 
@@ -65,9 +66,9 @@ def test_b1_matches_dp_accounting_poisson(q, sigma, steps, eps):
 
 def test_same_keys_same_numbers_and_chunk_plan():
     pb = Problem(mcacct.BMinSep(0.2, 3, 40), mcacct.BandedToeplitz((1.0, 0.5)))
-    a = chunk_losses(jax.random.key(3), 0.9, pb, 256, True)
-    b = chunk_losses(jax.random.key(3), 0.9, pb, 256, True)
-    c = chunk_losses(jax.random.key(4), 0.9, pb, 256, True)
+    a = chunk_losses(jax.random.key(3), 0.9, pb, 256, "remove")
+    b = chunk_losses(jax.random.key(3), 0.9, pb, 256, "remove")
+    c = chunk_losses(jax.random.key(4), 0.9, pb, 256, "remove")
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert not np.array_equal(np.asarray(a), np.asarray(c))
     # a full run equals the merge of its chunk ranges, exactly
@@ -100,7 +101,7 @@ def test_runner_key_layout_one_chunk_key_for_both_directions_and_every_candidate
     chunk_key = jax.random.fold_in(key, 2)
     for j, s in enumerate(sigmas):
         for d in DIRECTIONS:  # the per-direction kernel on fold_in(key, 2) gives the same sums
-            losses = np.asarray(chunk_losses(chunk_key, s, pb, chunk, d == "remove"), np.float64)
+            losses = np.asarray(chunk_losses(chunk_key, s, pb, chunk, d), np.float64)
             ref = [float(np.sum(np.maximum(0.0, -np.expm1(e - losses)))) for e in eps]
             got = [one.stats[j][d].mean_at(i) * chunk for i in range(len(eps))]
             np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-9)
@@ -163,90 +164,6 @@ def test_float32_kernel_close_to_float64_on_same_keys():
         rel = np.max(np.abs(d["float32"] - d["float64"]) / np.maximum(d["float64"], 1e-300))
         worst = max(worst, rel)
     assert worst < 1e-3, worst
-
-
-def test_evr_matches_reference_and_is_monotone():
-    from jax_privacy.experimental.monte_carlo import delta_calculation as ref
-    for s, base in ((10**5, 1e-4), (10**7, 1e-6), (3 * 10**6, 2e-6)):
-        assert evr.overall_delta(s, base) == pytest.approx(ref.get_overall_delta(s, base), rel=1e-6)
-        assert evr.overall_delta(s, base) >= ref.get_overall_delta(s, base) * (1 - 1e-9)
-    s = evr.min_samples(1e-5, 5e-6)
-    assert evr.overall_delta(s, 5e-6) <= 1e-5 < evr.overall_delta(s - 1, 5e-6)
-    assert evr.base_delta_for_target(10**7, 1e-5) < 1e-5
-    assert evr.overall_delta(10**7, evr.base_delta_for_target(10**7, 1e-5)) <= 1e-5
-    # Chernoff bound: q is exactly exp(-s KL) (up to the safety factor)
-    q = evr.tail_bound(1000, 0.01, 0.02)
-    assert q == pytest.approx(math.exp(-1000 * evr.kl_bernoulli(0.01, 0.02)), rel=1e-8)
-
-
-def test_gaussian_sigma_inverts_gaussian_delta():
-    for sens, eps, delta in ((1.0, 1.0, 1e-5), (7.3, 0.5, 1e-8), (0.2, 8.0, 1e-3)):
-        s = evr.gaussian_sigma(sens, eps, delta)
-        assert oracles.gaussian_delta(sens, s, eps) <= delta
-        assert oracles.gaussian_delta(sens, s * (1 - 1e-6), eps) > delta * (1 - 1e-4)
-
-
-def test_calibration_key_independence_and_soundness_small():
-    pb = Problem(mcacct.BMinSep(0.25, 2, 16), mcacct.BandedToeplitz((1.0, 0.5)))
-    r = calibrate(pb, 1.0, 1e-2, jax.random.key(1))
-    assert r.overall_delta <= 1e-2
-    assert r.sigma <= r.top_sigma
-    sigmas = [c["sigma"] for c in r.candidates]
-    assert sigmas == sorted(sigmas, reverse=True)
-    # the returned sigma passed, every candidate above it passed
-    passed = [c for c in r.candidates if c["passed"]]
-    assert all(c["sigma"] >= r.sigma for c in passed)
-
-
-def test_default_calibration_cli(capsys):
-    assert main(["calibrate", "--json", "--quiet"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["verified"] is True
-    assert out["overall_delta"] <= out["delta"]
-    for key in ("sigma", "base_delta", "epsilon", "num_samples", "candidates"):
-        assert key in out
-    assert all("sigma" in c for c in out["candidates"])
-    base = out["baselines"]
-    assert base["poisson_dpsgd_sigma"] > 0 and base["cyclic_poisson_bandmf_sigma"] > 0
-    # DP-SGD (no correlation, C = I) needs less noise than BandMF with the same batch size
-    assert base["poisson_dpsgd_sigma"] < out["sigma"]
-
-
-def test_top_candidate_uses_tightest_valid_certificate():
-    """b = 1 is Poisson subsampling: the PLD bound certifies a smaller top sigma than the worst-case Gaussian."""
-    from mcacct.evr.calibrate import top_sigma
-    from mcacct import pld
-    pb = Problem(mcacct.BMinSep(0.05, 1, 50))
-    sig, how = top_sigma(pb, 1.0, 1e-4)
-    assert how.startswith("pld")
-    assert sig <= evr.gaussian_sigma(math.sqrt(50), 1.0, 1e-4)
-    res = pld.pld_delta(pld.PoissonGaussianSpec(0.05, sig, steps=50), 1.0)
-    assert res.delta <= 1e-4
-    pb2 = Problem(mcacct.BMinSep(0.05, 3, 50), mcacct.BandedToeplitz((1.0, 0.5)))
-    sig2, how2 = top_sigma(pb2, 1.0, 1e-4)
-    assert how2 == "gaussian-worst-case-sensitivity"
-    assert evr.gaussian_delta(pb2.strategy.worst_case_sensitivity(50, 3), sig2, 1.0) <= 1e-4
-
-
-@pytest.mark.parametrize("argv,needle", [
-    (["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "0"], "sampling_prob"),
-    (["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "1.5"], "sampling_prob"),
-    (["delta", "--sigma", "1", "--epsilon", "1", "--min-sep", "0", "--sampling-prob", "0.1"], "min_sep"),
-    (["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "0.1", "--c-col", "1,-1"], "c_col"),
-    (["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "0.1", "--c-col", "1,nan"], "c_col"),
-    (["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "0.1", "--c-col", "1,1,1,1,1",
-      "--min-sep", "4"], "min_sep"),
-    (["delta", "--sigma", "0", "--epsilon", "1", "--sampling-prob", "0.1"], "sigma"),
-    (["delta", "--sigma", "1", "--epsilon", "-1", "--sampling-prob", "0.1"], "epsilon"),
-    (["epsilon", "--sigma", "1", "--delta", "1.5", "--sampling-prob", "0.1"], "delta"),
-    (["calibrate", "--delta", "0"], "delta"),
-    (["calibrate", "--samples", "10"], "samples are needed"),
-    (["calibrate", "--batch-size", "600", "--dataset-size", "1000", "--min-sep", "2"], "expected_batch_size"),
-])
-def test_bad_input_clear_error(argv, needle, capsys):
-    assert main(argv + ["--quiet"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error:") and needle in err and "Traceback" not in err
 
 
 def test_batch_size_helper():

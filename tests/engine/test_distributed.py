@@ -41,6 +41,7 @@ def _assert_same(a: DirectionStats, b: DirectionStats) -> None:
     np.testing.assert_array_equal(a.hist, b.hist)
 
 
+@pytest.mark.slow
 def test_sharded_over_4_devices_equals_single_device():
     code = textwrap.dedent(f"""
         import json, jax, mcacct
@@ -65,6 +66,7 @@ def test_sharded_over_4_devices_equals_single_device():
             _assert_same(stats_from_json(got[dtype][d], EPS, HistogramSpec()), ref.stats[d])
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_process(tmp_path):
     """Two jax.distributed processes (2 CPU devices each, gloo collectives) = one process, one device."""
     out = tmp_path / "result.json"

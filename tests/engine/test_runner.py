@@ -45,14 +45,14 @@ def test_shared_draws_are_the_per_sigma_kernels_draws():
     got = np.concatenate([np.asarray(_block_ladder_losses(k, np.asarray(SIGMAS), PB, bs))
                           for k in block_keys(key, PB, CHUNK)], axis=-1)
     for j, s in enumerate(SIGMAS):
-        for i, positive in enumerate((True, False)):
-            want = np.asarray(chunk_losses(key, s, PB, CHUNK, positive))
+        for i, direction in enumerate(("remove", "add")):
+            want = np.asarray(chunk_losses(key, s, PB, CHUNK, direction))
             np.testing.assert_allclose(got[j, i], want, rtol=1e-12, atol=1e-12)
 
 
 def test_generic_schemes_share_draws_through_their_key():
-    """A scheme without a shared-draw kernel runs its loss_kernel per candidate on the same key."""
-    from mcacct.schemes.baselines import CyclicPoisson
+    """A scheme without a shared-work ladder runs the generic loss kernel per candidate on the same key."""
+    from mcacct.schemes.cyclic_poisson import CyclicPoisson
     pb = Problem(CyclicPoisson(0.5, 4, 24), mcacct.BandedToeplitz((0.5, 0.5)))
     key = jax.random.key(2)
     run = run_ladder(pb, SIGMAS, key, 300, (1.0,), 128)
@@ -108,6 +108,7 @@ def one_device_cli(tmp_path_factory):
     return json.loads(buf.getvalue().strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("devices", [2, 4])
 def test_calibrate_is_identical_on_1_2_and_4_devices(devices, one_device_cli):
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
@@ -119,6 +120,7 @@ def test_calibrate_is_identical_on_1_2_and_4_devices(devices, one_device_cli):
     _same_calibration(got, one_device_cli)
 
 
+@pytest.mark.slow
 def test_calibrate_in_two_processes_equals_one_process(tmp_path, one_device_cli):
     """Two jax.distributed processes with 2 CPU devices each (gloo), pilot and verification both sharded."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}

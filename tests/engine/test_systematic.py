@@ -119,6 +119,7 @@ def test_calibrate_refuses_float32_and_reports_systematic_within_target():
     assert all(c["systematic_delta"] <= res.systematic_delta for c in res.candidates)
 
 
+@pytest.mark.slow
 def test_cli_calibrate_float32_exits_2_without_traceback():
     r = subprocess.run([sys.executable, "-m", "mcacct", "calibrate", "--dtype", "float32", "--quiet"],
                        capture_output=True, text=True)

@@ -100,6 +100,7 @@ def test_bad_input_is_refused():
         individual_epsilons(np.ones((1, 50)), 1.0, 0.1, 1e-12)
 
 
+@pytest.mark.slow
 def test_cli_individual(tmp_path, rows):
     path = tmp_path / "norms.npy"
     np.save(path, rows[:4] * 2.0)

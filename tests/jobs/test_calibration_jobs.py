@@ -69,7 +69,7 @@ def test_plan_refuses_other_plans_and_missing_shards(tmp_path):
     d = json.loads(path.read_text())
     d.pop("fingerprint")
     d["rng"] = "jax.random:rbg:classic"
-    d["fingerprint"] = cj._fingerprint(d)
+    d["fingerprint"] = cj.plan_fingerprint(d)
     path.write_text(json.dumps(d))
     with pytest.raises(ValueError, match="generator"):
         cj.load_plan(str(tmp_path))
@@ -100,6 +100,7 @@ def test_cli_plan_sample_from(tmp_path, capsys):
     assert main(["sample", "--plan", str(tmp_path / "nope"), "--quiet"]) == 2
 
 
+@pytest.mark.slow
 def test_sigkill_plan_shard_then_resume_equals_in_process(tmp_path, capsys):
     """SIGKILL `mcacct sample --plan` once its checkpoint holds a completed group; resume; merge = in process."""
     import os

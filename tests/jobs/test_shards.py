@@ -173,6 +173,7 @@ def test_max_chunks_then_resume(tmp_path, small, capsys):
         _assert_same(res.stats[d], ref[d])
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     """SIGKILL a `mcacct sample` shard once its checkpoint shows a completed chunk; resume; compare."""
     n = 256 * 300  # 300 chunks per direction: shard 0 of 2 has 300 chunks to do
@@ -248,6 +249,7 @@ def test_cli_bad_input_exit_2(tmp_path, capsys):
         jobs.shard_chunk_range(10, 0, 0)
 
 
+@pytest.mark.slow
 def test_job_array_launcher(small, tmp_path):
     out, cfg, ref = small
     env = dict(os.environ, SLURM_ARRAY_TASK_ID="1", SLURM_ARRAY_TASK_COUNT="3", JAX_PLATFORMS="cpu")
@@ -268,7 +270,8 @@ def test_job_array_launcher(small, tmp_path):
 # -- fingerprints identify the mechanism and the kernel -----------------------------------------------------
 def _all_scheme_problems():
     from mcacct.schemes.banded_inverse import BandedInverse
-    from mcacct.schemes.baselines import BallsInBins, CyclicPoisson
+    from mcacct.schemes.balls_in_bins import BallsInBins
+    from mcacct.schemes.cyclic_poisson import CyclicPoisson
     from mcacct.schemes.multi_attribution import MultiAttribution
     from mcacct.schemes.truncated import TruncatedBMinSep
     st = mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5))
@@ -295,7 +298,8 @@ def test_fingerprint_covers_scheme_type_fields_and_kernel(monkeypatch):
         assert d["kernel"] == jobs.KERNEL_VERSION and d["scheme"]["type"] == type(c.problem.scheme).__name__
         back = jobs.JobConfig.from_dict(json.loads(json.dumps(d)))
         assert back == c and back.fingerprint() == c.fingerprint()
-    monkeypatch.setattr(jobs, "KERNEL_VERSION", "another kernel")
+    from mcacct.jobs import problem_file
+    monkeypatch.setattr(problem_file, "KERNEL_VERSION", "another kernel")
     assert cfgs[0].fingerprint() != prints[0]
 
 
@@ -340,7 +344,7 @@ def test_files_of_another_kernel_or_generator_or_without_type_are_refused(small,
     def rewrite(name, edit):
         obj = json.loads(json.dumps(src))
         edit(obj["config"])
-        obj["fingerprint"] = jobs._fingerprint(obj["config"])  # consistent file, only the content is old
+        obj["fingerprint"] = jobs.config_fingerprint(obj["config"])  # consistent file, only the content is old
         d = tmp_path / name
         d.mkdir()
         (d / jobs.shard_filename(0, 3)).write_text(json.dumps(obj))
@@ -435,7 +439,7 @@ def test_merge_text_carries_the_float32_note(small, tmp_path, capsys):
     for name in os.listdir(out):  # the same statistics, labelled as drawn by the float32 kernel
         obj = json.loads((out / name).read_text())
         obj["config"]["dtype"] = "float32"
-        obj["fingerprint"] = jobs._fingerprint(obj["config"])
+        obj["fingerprint"] = jobs.config_fingerprint(obj["config"])
         (d / name).write_text(json.dumps(obj))
     assert _main(["merge", str(d)]) == 0
     assert FLOAT32_NOTE in capsys.readouterr().out.splitlines()

@@ -60,9 +60,10 @@ def test_engine_kernel_equals_enumeration_on_its_own_draws(n, b, p, c_col, warm,
     pb = Problem(scheme, strategy, recursion=recursion)
     sigma, key = 0.9, jax.random.key(7)
     assert block_size(pb, 16) == 16
-    for positive in (True, False):
-        losses = np.asarray(chunk_losses(key, sigma, pb, 16, positive))
-        ys = np.asarray(sample_y_t(block_keys(key, pb, 16)[0], scheme, strategy, sigma, 16, positive)).T
+    for direction in ("remove", "add"):
+        positive = direction == "remove"
+        losses = np.asarray(chunk_losses(key, sigma, pb, 16, direction))
+        ys = np.asarray(sample_y_t(block_keys(key, pb, 16)[0], scheme, strategy, sigma, 16, direction)).T
         expected = np.array([oracles.log_likelihood_ratio(y, sigma, c_col, p, b, warm) for y in ys])
         expected = expected if positive else -expected
         np.testing.assert_allclose(losses, expected, rtol=1e-9, atol=1e-9 * np.max(np.abs(expected)))

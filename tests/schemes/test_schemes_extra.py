@@ -21,7 +21,9 @@ from mcacct import evr
 from mcacct.engine.problem import Problem
 from mcacct.engine.estimate import estimate
 from mcacct.schemes.banded_inverse import BandedInverse, cross_term_allowance, strategy_from_inverse
-from mcacct.schemes.baselines import BallsInBins, CyclicPoisson
+from mcacct.engine.losses import direction_losses
+from mcacct.schemes.balls_in_bins import BallsInBins
+from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.multi_attribution import MultiAttribution
 from mcacct.schemes.truncated import TruncatedBMinSep
 
@@ -105,7 +107,7 @@ def test_truncated_matches_enumeration(n, b, p, warm, c_col, bmax):
     ys = _ys(rng, n, shift=0.0)
     r = rng.integers(0, 2 * bmax + 2, size=ys.shape)
     scheme = TruncatedBMinSep(p, b, n, 50, bmax, warm)
-    got = scheme.log_ratio(jnp.asarray(ys), jnp.asarray(r), SIGMA, mcacct.BandedToeplitz(c_col))
+    got = scheme.log_ratio(jnp.asarray(ys), SIGMA, mcacct.BandedToeplitz(c_col), jnp.asarray(r))
     expected = [ox.truncated_log_ratio(y, rr, SIGMA, c_col, p, b, warm, bmax) for y, rr in zip(ys, r)]
     _close(got, expected)
 
@@ -116,14 +118,14 @@ def test_truncation_far_above_dataset_size_is_untruncated(b, warm):
     strategy = mcacct.BandedToeplitz(c_col)
     trunc = TruncatedBMinSep(p, b, n, dataset_size=40, max_batch_size=10**6, warm_start=warm)
     base = mcacct.BMinSep(p, b, n, warm)
-    for positive in (True, False):
-        y, r = trunc.sample(jax.random.key(3), SIGMA, strategy, 256, positive)
+    for direction in ("remove", "add"):
+        y, r = trunc.sample(jax.random.key(3), strategy, SIGMA, 256, direction)
         ref = mcacct.privacy_loss(base, y, SIGMA, c_col)
-        np.testing.assert_allclose(np.asarray(trunc.log_ratio(y, r, SIGMA, strategy)), np.asarray(ref),
+        np.testing.assert_allclose(np.asarray(trunc.log_ratio(y, SIGMA, strategy, r)), np.asarray(ref),
                                    rtol=1e-12, atol=1e-12)
     # the same holds with real counts r (all far below B_max)
     r = trunc.sample_other_counts(jax.random.key(4), 256)
-    np.testing.assert_allclose(np.asarray(trunc.log_ratio(y, r, SIGMA, strategy)), np.asarray(ref),
+    np.testing.assert_allclose(np.asarray(trunc.log_ratio(y, SIGMA, strategy, r)), np.asarray(ref),
                                rtol=1e-12, atol=1e-12)
 
 
@@ -264,14 +266,14 @@ IDENTITY_SCHEMES = [
 def test_sampler_and_loss_are_one_pair(name, scheme, c_col, kind):
     strategy = strategy_from_inverse((1.0, -0.5), 12) if c_col is None else mcacct.BandedToeplitz(c_col)
     sigma, m = 1.3, 20_000
-    for positive in (True, False):
-        loss = scheme.loss_kernel(jax.random.key(31), sigma, strategy, m, positive, jnp.float64)
+    for direction in ("remove", "add"):
+        loss = direction_losses(scheme, jax.random.key(31), sigma, strategy, m, direction, jnp.float64)
         v = np.exp(-np.asarray(loss))  # Q/P under P, P/Q under Q
         mean, sd = v.mean(), v.std() / math.sqrt(m)
         if kind == "eq":
-            assert abs(mean - 1.0) <= 6 * sd, (positive, mean, sd)
+            assert abs(mean - 1.0) <= 6 * sd, (direction, mean, sd)
         else:
-            assert 0.5 < mean <= 1.0 + 6 * sd, (positive, mean, sd)
+            assert 0.5 < mean <= 1.0 + 6 * sd, (direction, mean, sd)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -285,7 +287,7 @@ def test_sampler_and_loss_are_one_pair(name, scheme, c_col, kind):
     (lambda: TruncatedBMinSep(0.1, 2, 10, 100, 5, warm_start=1), "warm_start"),
     (lambda: CyclicPoisson(1.5, 2, 10), "sampling_prob"),
     (lambda: CyclicPoisson(0.5, 2, 10, random_phase="yes"), "random_phase"),
-    (lambda: BallsInBins(0, 10), "min_sep"),
+    (lambda: BallsInBins(0, 10), "cycle_length"),
     (lambda: BallsInBins(2, 0), "iterations"),
     (lambda: BandedInverse(0.2, 0, 10), "min_sep"),
     (lambda: strategy_from_inverse((0.0, 1.0), 5), "inverse_bands"),
@@ -328,35 +330,35 @@ def test_compare_cli_json():
     for r in rows.values():
         assert 0 < r["sigma"] <= r["top_sigma"] and r["overall_delta"] <= 0.05 and r["sigma_pld"] is None
     assert rows["cyclic-poisson"]["params"]["sampling_prob"] == pytest.approx(0.5)
-    assert rows["balls-in-bins"]["params"]["min_sep"] == 4
+    assert rows["balls-in-bins"]["params"]["cycle_length"] == 4
     with pytest.raises(ValueError, match="expected_batch_size"):
         compare_schemes(1.0, 0.05, 8, 2, 10, 16)
     with pytest.raises(ValueError, match="schemes"):
         compare_schemes(1.0, 0.05, 8, 2, 4, 16, schemes="nope")
 
 
-def test_compare_pld_columns_lazy(monkeypatch):
-    """PLD columns: filled through mcacct.pld when its API is there, None with a note otherwise."""
-    import sys
-    import types
-
+def test_compare_pld_columns_come_from_the_pld_accountant(monkeypatch):
+    """PLD columns: the rows' PLD specs go through mcacct.pld.pld_calibrate (scaled), None with a note when it
+    fails."""
+    from mcacct import pld
     from mcacct.report import compare
 
     calls = []
 
-    class Spec:
-        def __init__(self, **kw):
-            calls.append(kw)
+    def fake_calibrate(spec, eps, delta):
+        calls.append(spec)
+        return 1.25
 
-    fake = types.SimpleNamespace(CyclicPoissonBandMFSpec=Spec, PoissonGaussianSpec=Spec, GroupPoissonSpec=Spec,
-                                 pld_calibrate=lambda spec, eps, delta: 1.25)
-    monkeypatch.setitem(sys.modules, "mcacct.pld", fake)
-    monkeypatch.setattr(mcacct, "pld", fake, raising=False)
+    monkeypatch.setattr(pld, "pld_calibrate", fake_calibrate)
     out = compare.compare_schemes(1.0, 0.05, 4, 1, 4, 16, (0.8,), schemes=["cyclic-poisson", "b-min-sep"],
                                   num_samples=4000)
     rows = {r["scheme"]: r for r in out["rows"]}
     assert rows["cyclic-poisson"]["sigma_pld"] == 1.25 and rows["b-min-sep"]["sigma_pld"] == 1.25
-    assert calls[0]["sampling_prob"] == pytest.approx(0.25) and calls[1]["sensitivity"] == 0.8
-    monkeypatch.setattr(fake, "pld_calibrate", None)
-    del fake.pld_calibrate
-    assert compare._pld_module()[0] is None and "pld_calibrate" in compare._pld_module()[1]
+    assert calls[0].sampling_prob == pytest.approx(0.25) and calls[1].sensitivity == 0.8
+
+    def failing(spec, eps, delta):
+        raise ValueError("no sigma")
+
+    monkeypatch.setattr(pld, "pld_calibrate", failing)
+    out = compare.compare_schemes(1.0, 0.05, 4, 1, 4, 16, (0.8,), schemes=["b-min-sep"], num_samples=4000)
+    assert out["rows"][0]["sigma_pld"] is None and "no sigma" in out["rows"][0]["pld_note"]

@@ -121,7 +121,7 @@ def exact_count_variance(p: float, b: int, n: int) -> float:
 
 @pytest.mark.parametrize("p0,b", [(0.05, 1), (0.05, 4), (0.1, 10), (0.2, 5)])
 def test_rate_roundtrip(p0, b):
-    p = bt.sampling_prob_for_rate(p0, b)
+    p = bt.sampling_prob_from_rate(p0, b)
     assert math.isclose(p, p0 / (1 - p0 * (b - 1)))
     assert math.isclose(bt.participation_rate(p, b), p0)
     s = bt.BMinSepSampler.from_participation_rate(100, p0, b)
@@ -130,7 +130,7 @@ def test_rate_roundtrip(p0, b):
 
 
 def test_rate_at_one_over_b_is_balls_in_bins():
-    assert bt.sampling_prob_for_rate(0.25, 4) == 1.0
+    assert bt.sampling_prob_from_rate(0.25, 4) == 1.0
 
 
 # ------------------------------------------------------------------------------------------
@@ -509,8 +509,8 @@ def test_truncated_validation(bmax):
 
 
 def test_rate_validation():
-    with pytest.raises(ValueError, match=r"rate.*\(0\.0, 0\.25\]"):
-        bt.sampling_prob_for_rate(0.3, 4)
+    with pytest.raises(ValueError, match=r"^rate must be in \(0, 0\.25\]; got 0\.3$"):
+        bt.sampling_prob_from_rate(0.3, 4)
     with pytest.raises(ValueError, match="rate"):
         bt.BMinSepSampler.from_participation_rate(10, 0.0, 2)
     with pytest.raises(ValueError, match="min_sep"):

@@ -1,0 +1,164 @@
+r"""The common scheme flags of the command line and the parsed flags every scheme builder reads.
+
+:class:`Flag` defines a flag once for argparse and the absl launchers; :data:`COMMON_FLAGS` are the flags shared
+by the schemes (each scheme accepts a subset, :class:`mcacct.cli.schemes.SchemeCLI`); :class:`SchemeArgs` gives
+the builders of :mod:`mcacct.cli.schemes` the parsed values with the demo defaults (:data:`DEFAULTS`) and the
+rules shared by every scheme: ``--sampling-prob`` or ``--batch-size`` with ``--dataset-size``, the demo batch 32
+of 1024 and ``c_col = 0.5 x 4`` when no sampling flag is given, ``c_col = 1.0`` otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from mcacct.schemes.bminsep import sampling_prob_from_batch_size
+from mcacct.schemes.strategy import BandedToeplitz, parse_c_col
+from mcacct.validate import check_count, check_prob, check_real
+
+__all__ = ["Flag", "COMMON_FLAGS", "COMMON_DESTS", "DEFAULTS", "SchemeArgs"]
+
+#: Defaults of the common scheme flags (the built-in demo configuration).
+DEFAULTS = {"iterations": 128, "min_sep": 4, "batch_size": 32.0, "dataset_size": 1024, "c_col": "0.5,0.5,0.5,0.5"}
+
+
+# -- flags -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag of a scheme (``--max-batch-size``), defined once for argparse and absl.
+
+    ``kind`` is ``int``, ``float``, ``str`` (parsed by the builder) or ``bool`` (a switch); every non-switch
+    flag defaults to ``None`` (not given). ``check(name, value)`` validates a value (the argparse type, through
+    :meth:`parse`). ``rate``: the flag fixes the participation rate (so the demo defaults of the batch flags
+    are not used)."""
+
+    option: str
+    kind: type
+    help: str
+    check: Callable[[str, Any], Any] | None = None
+    rate: bool = False
+
+    @property
+    def dest(self) -> str:
+        """The attribute name in parsed arguments (``max_batch_size``; also the absl flag's name)."""
+        return self.option.lstrip("-").replace("-", "_")
+
+    def parse(self, text: str) -> Any:
+        """``argparse`` type of the flag: ``check(option, text)`` when there is a check (a refusal names the
+        flag and its range at parse time, before any work), else ``kind(text)``."""
+        if self.check is None:
+            return self.kind(text)
+        try:
+            return self.check(self.option, text)
+        except ValueError as err:
+            msg = str(err)
+            raise argparse.ArgumentTypeError(msg[len(self.option):].lstrip() if msg.startswith(self.option)
+                                             else msg) from None
+
+    def add_to(self, parser) -> None:
+        """Add this flag to an ``argparse`` parser or argument group."""
+        if self.kind is bool:
+            parser.add_argument(self.option, action="store_true", help=self.help)
+        else:
+            parser.add_argument(self.option, type=self.parse if self.check is not None else self.kind, default=None,
+                                help=self.help)
+
+
+def _positive(name: str, value: Any) -> float:
+    return check_real(name, value, low=0.0, low_open=True)
+
+
+def _c_col(name: str, value: Any) -> tuple[float, ...]:
+    return parse_c_col(value, name)
+
+
+COMMON_FLAGS = (
+    Flag("--iterations", int, "training iterations n (>= 1; default 128)", check=check_count),
+    Flag("--min-sep", int, "minimum separation b (>= 1; 1 = Poisson; default 4); the cycle length of "
+                           "cyclic-poisson, r of banded-inverse", check=check_count),
+    Flag("--sampling-prob", float, "sampling probability p in (0, 1] of an available example (cyclic-poisson: "
+                                   "q, the probability within the example's part)", check=check_prob),
+    Flag("--batch-size", float, "expected batch size (> 0, with --dataset-size; sets p = p0/(1 - p0 (b-1)), "
+                                "p0 = batch/dataset; default 32 of 1024 when no sampling flag is given)",
+         check=_positive),
+    Flag("--dataset-size", int, "dataset size (>= 1, with --batch-size; truncated: the scheme's M, also with "
+                                "--sampling-prob)", check=check_count),
+    Flag("--c-col", str, "comma-separated non-zeros of C's first column, each >= 0 (length <= min-sep except "
+                         "balls-in-bins and banded-inverse); default 1.0 (DP-SGD) when any sampling flag is "
+                         "given, else the demo's 0.5,0.5,0.5,0.5", check=_c_col),
+    Flag("--cold-start", bool, "Alg. 1 (all examples available at step 1) instead of the warm start of Alg. 2"),
+)
+COMMON_DESTS = frozenset(f.dest for f in COMMON_FLAGS)
+_SAMPLING = ("sampling_prob", "batch_size", "dataset_size")
+
+
+class SchemeArgs:
+    """The scheme flags of one command line, with the defaults and checks shared by every builder.
+
+    ``name`` is the scheme's registry name, ``cli`` its :class:`mcacct.cli.schemes.SchemeCLI` (its ``flags`` are
+    read); ``values`` maps flag ``dest`` names to values (``None`` or ``False``: not given)."""
+
+    def __init__(self, name: str, cli: Any, values: Mapping[str, Any]):
+        self.name = name
+        self.cli = cli
+        self._values = dict(values)
+
+    def get(self, dest: str, default: Any = None) -> Any:
+        """The value of flag ``dest``, or ``default`` when not given."""
+        v = self._values.get(dest)
+        return default if v is None else v
+
+    def given(self, dest: str) -> bool:
+        """Whether flag ``dest`` was given (a switch: set)."""
+        v = self._values.get(dest)
+        return v is not None and v is not False
+
+    @property
+    def iterations(self) -> int:
+        return self.get("iterations", DEFAULTS["iterations"])
+
+    @property
+    def min_sep(self) -> int:
+        return self.get("min_sep", DEFAULTS["min_sep"])
+
+    @property
+    def warm_start(self) -> bool:
+        return not self.given("cold_start")
+
+    @property
+    def explicit(self) -> bool:
+        """Whether any flag fixing the participation rate was given (else the demo batch and ``c_col``)."""
+        return any(self.given(d) for d in _SAMPLING) or any(self.given(f.dest) for f in self.cli.flags if f.rate)
+
+    def rate(self, dataset_size_with_prob: bool = False) -> tuple[float | None, float | None, int | None]:
+        """``(p, None, None)`` when ``--sampling-prob`` is given, else ``(None, B, M)`` from the batch flags
+        (the demo's 32 of 1024 when no sampling flag is given)."""
+        sp, bs, m = (self._values.get(d) for d in _SAMPLING)
+        if sp is not None:
+            if bs is not None or (m is not None and not dataset_size_with_prob):
+                raise ValueError("give either --sampling-prob or --batch-size with --dataset-size, not both")
+            return sp, None, None
+        if not self.explicit:
+            bs = DEFAULTS["batch_size"] if bs is None else bs
+            m = DEFAULTS["dataset_size"] if m is None else m
+        if bs is None or m is None:
+            raise ValueError("--batch-size and --dataset-size must be given together")
+        return None, bs, m
+
+    def min_sep_prob(self, min_sep: int) -> float:
+        """b-min-sep's ``p``: ``--sampling-prob``, or ``p0 / (1 - p0 (b-1))`` with ``p0 = B/M``."""
+        sp, bs, m = self.rate()
+        if sp is not None:
+            return sp
+        if bs > m / min_sep:
+            demo = "" if self.explicit else (f" (the demo default batch {bs:g} of {m}: give --sampling-prob, or "
+                                             "--batch-size with --dataset-size)")
+            raise ValueError(f"--batch-size must be in (0, dataset size / min-sep] = (0, {m / min_sep:g}] so that "
+                             f"every example can take part; got {bs:g}{demo}")
+        return sampling_prob_from_batch_size(bs, m, min_sep)
+
+    def strategy(self) -> BandedToeplitz:
+        """``BandedToeplitz(--c-col)`` (default 1.0, or the demo's when no sampling flag is given)."""
+        c_col = self.get("c_col", "1.0" if self.explicit else DEFAULTS["c_col"])
+        return BandedToeplitz(c_col)

@@ -1,0 +1,42 @@
+r"""The one generic loss kernel: privacy losses of a block of draws, for any scheme of the contract.
+
+For a direction ``"remove"`` the outputs are drawn from ``P`` and the loss is :math:`\ln P(y)/Q(y)`; for
+``"add"`` they are drawn from ``Q`` and the loss is :math:`\ln Q(y)/P(y)`. Randomness is always drawn in
+float64 (float32 normals have truncated tails, which matter at small delta); a float32 kernel rounds the
+float64 draws, so both precisions see the same ``y`` on the same key. Everything here reads only the scheme
+contract (:class:`mcacct.schemes.base.AccountedScheme`).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from mcacct.validate import DIRECTIONS
+
+__all__ = ["direction_losses", "ladder_losses"]
+
+
+def direction_losses(scheme, key, sigma, strategy, num_samples: int, direction: str, dtype, dot_method: str = "auto",
+                     recursion: str = "auto") -> jax.Array:
+    """``num_samples`` privacy losses of ``direction`` from the draws of ``key`` (time-major sampling, the
+    scheme's ``log_ratio_t``, negated for ``"add"``)."""
+    draws = scheme.sample_t(key, strategy, sigma, num_samples, direction, jnp.float64)
+    loss = scheme.log_ratio_t(draws.y.astype(dtype), sigma, strategy, draws.aux, direction, dot_method, recursion)
+    return loss if direction == "remove" else -loss
+
+
+def ladder_losses(scheme, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
+                  recursion: str = "auto") -> jax.Array:
+    """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions
+    (``remove``, ``add``) on the draws of ``key``: the scheme's shared-work path when it has one
+    (``shares_ladder_work``), else :func:`direction_losses` per candidate and direction on the same key (the
+    same draws, computed per call)."""
+    if scheme.shares_ladder_work:
+        return scheme.ladder_losses(key, sigmas, strategy, num_samples, dtype, dot_method, recursion)
+
+    def one(sig):
+        return jnp.stack([direction_losses(scheme, key, sig, strategy, num_samples, d, dtype, dot_method, recursion)
+                          for d in DIRECTIONS])
+
+    return jax.lax.map(one, sigmas)

@@ -1,0 +1,159 @@
+r"""A :class:`~mcacct.engine.problem.Problem` in a job file, and the one fingerprint of job files.
+
+Both kinds of job file -- the statistics files of :mod:`mcacct.jobs.shards` (in their ``config``) and the
+calibration plans of :mod:`mcacct.jobs.calibration` (at their top level) -- store a problem as the same fields
+(:func:`problem_to_dict`)::
+
+    "scheme":     {"type": class name, field: value, ...}   every dataclass field (scheme_to_dict)
+    "strategy":   {"c_col": [...]}
+    "dtype", "dot_method", "recursion"                      the kernel's precision and methods
+    "kernel":     KERNEL_VERSION                            the Monte Carlo kernel that draws the samples
+    "rng":        rng_identity()                            the random-number generator
+
+and read it back with :func:`problem_from_dict`, which refuses a file of another kernel or generator (its
+numbers would differ for the same keys). A scheme is named by its class name among the registered schemes
+(:func:`mcacct.schemes.registry.types`); its fields are read generically (:func:`dataclasses.fields`), so every
+registered scheme can be stored, including one registered at run time. A file's fingerprint is
+:func:`fingerprint` of its format and content: the SHA-256 of their canonical JSON.
+
+The stored form of a scheme is its fields, so renaming a field changes the format: the files' format strings
+(:data:`mcacct.jobs.shards.FORMAT`, :data:`mcacct.jobs.calibration.FORMAT`) then get a new version, and files of
+another version are refused naming both versions (:func:`check_format`), never misread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+
+from mcacct.engine.problem import Problem, rng_identity
+from mcacct.schemes.registry import types
+from mcacct.schemes.strategy import BandedToeplitz
+
+__all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_dict", "problem_from_dict",
+           "PROBLEM_FIELDS", "fingerprint", "check_format"]
+
+#: Identity of the Monte Carlo kernel whose draws a job file holds: the normal sampler
+#: (:func:`mcacct.kernels.normal.standard_normal`), every scheme's participation sampler and loss evaluation, the
+#: chunk/block key layout and the statistics kept per chunk. It is part of every fingerprint: bump it whenever
+#: a change makes the same key and configuration give other samples, losses or sums, so that files of the old
+#: kernel can no longer be resumed or merged with new ones.
+KERNEL_VERSION = "mcacct-kernel/2"
+
+#: The keys :func:`problem_to_dict` writes.
+PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "kernel", "rng")
+
+
+def scheme_to_dict(scheme: Any) -> dict:
+    """``{"type": class name, field: value, ...}`` with every dataclass field of a registered scheme.
+
+    Raises
+    ------
+    ValueError
+        If the scheme's class is not registered (:func:`mcacct.schemes.registry.register`) or a field is not
+        a bool, an integer or a float.
+    """
+    known = types()
+    name = type(scheme).__name__
+    if known.get(name) is not type(scheme) or not dataclasses.is_dataclass(scheme):
+        raise ValueError(f"problem.scheme must be one of {sorted(known)} for a job file; got {name}")
+    out: dict[str, Any] = {"type": name}
+    for f in dataclasses.fields(scheme):
+        v = getattr(scheme, f.name)
+        if isinstance(v, (bool, np.bool_)):
+            v = bool(v)
+        elif isinstance(v, (int, np.integer)):
+            v = int(v)
+        elif isinstance(v, (float, np.floating)):
+            v = float(v)
+        else:
+            raise ValueError(f"problem.scheme.{f.name} = {v!r} cannot be stored in a job file")
+        out[f.name] = v
+    return out
+
+
+def scheme_from_dict(d: Any, where: str = "config.scheme"):
+    """Inverse of :func:`scheme_to_dict` (the fields must be exactly those of the named class); ``where`` names
+    the entry in messages."""
+    known = types()
+    if not isinstance(d, dict) or "type" not in d:
+        raise ValueError(f"{where} has no 'type': the file was written by an older mcacct whose fingerprint "
+                         "did not identify the scheme and kernel; rerun the shards with this version")
+    cls = known.get(d["type"])
+    if cls is None:
+        raise ValueError(f"{where}.type must be one of {sorted(known)}; got {d['type']!r}")
+    fields = {f.name for f in dataclasses.fields(cls)}
+    given = set(d) - {"type"}
+    if given != fields:
+        raise ValueError(f"{where}: {cls.__name__} has fields {sorted(fields)}; got {sorted(given)}")
+    return cls(**{k: d[k] for k in fields})
+
+
+def problem_to_dict(problem: Problem) -> dict:
+    """The problem's fields of a job file (:data:`PROBLEM_FIELDS`): scheme, strategy, dtype, dot method,
+    recursion, and the identity of the kernel and of the random-number generator that draw its samples."""
+    return {"scheme": scheme_to_dict(problem.scheme), "strategy": {"c_col": list(problem.strategy.c_col)},
+            "dtype": problem.dtype, "dot_method": problem.dot_method, "recursion": problem.recursion,
+            "kernel": KERNEL_VERSION, "rng": rng_identity()}
+
+
+def problem_from_dict(d: dict, where: str = "config", remedy: str = "rerun the shards with this version") -> Problem:
+    """Inverse of :func:`problem_to_dict` (reads the keys :data:`PROBLEM_FIELDS` of ``d``, ignores others).
+
+    Parameters
+    ----------
+    d:
+        A dict holding the problem's fields.
+    where:
+        Names ``d`` in messages (``"config"``, ``"plan DIR/plan.json"``).
+    remedy:
+        The advice ending a refusal of another kernel or generator.
+
+    Raises
+    ------
+    ValueError
+        When the file was drawn by another kernel (:data:`KERNEL_VERSION`) or random-number generator
+        (:func:`mcacct.engine.problem.rng_identity`), or a field is missing or malformed.
+    """
+    if d.get("kernel") != KERNEL_VERSION:
+        raise ValueError(f"{where}: kernel is {d.get('kernel')!r} but this mcacct runs {KERNEL_VERSION!r}: its "
+                         f"samples were drawn by another kernel; {remedy}")
+    if d.get("rng") != rng_identity():
+        raise ValueError(f"{where}: rng is {d.get('rng')!r} but this process draws with the generator "
+                         f"{rng_identity()!r}: the same keys give other numbers; {remedy}")
+    try:
+        return Problem(scheme_from_dict(d["scheme"], f"{where}.scheme"), BandedToeplitz(tuple(d["strategy"]["c_col"])),
+                       d["dtype"], d["dot_method"], d["recursion"])
+    except (KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{where} is missing or has a malformed problem field: {err!r}") from err
+
+
+def fingerprint(file_format: str, content: dict) -> str:
+    """The fingerprint of a job file: SHA-256 (hex, first 32 characters) of the canonical JSON (sorted keys, no
+    spaces) of ``{"format": file_format, "content": content}``."""
+    text = json.dumps({"format": file_format, "content": content}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def check_format(got: Any, expected: str, what: str) -> None:
+    """Refuse a file whose ``format`` is not ``expected`` (``"mcacct-stats/2"``); ``what`` names the file and
+    its kind (``"DIR/shard-...json is not an mcacct statistics file"``). A file of the same kind in another
+    version is named as such: written by another version of mcacct, never read under this one's layout.
+
+    Raises
+    ------
+    ValueError
+        ``"{what} (format {expected!r})"``, or for another version of the format ``"{what} of format {expected!r}:
+        it has format {got!r} (written by another version of mcacct; ...)"``.
+    """
+    if got == expected:
+        return
+    family = expected.rsplit("/", 1)[0]
+    if isinstance(got, str) and got.rsplit("/", 1)[0] == family:
+        raise ValueError(f"{what} of format {expected!r}: it has format {got!r} (written by another version of "
+                         "mcacct, whose job files stored other fields; rerun it with this version)")
+    raise ValueError(f"{what} (format {expected!r})")

@@ -1,0 +1,189 @@
+r"""Balls-in-bins sampling for DP-BandMF (Dong & Ganesh 2026 [arXiv:2602.09338], §3).
+
+Like cyclic Poisson (:mod:`mcacct.schemes.cyclic_poisson`, whose notation this module uses), the example
+belongs to one of ``b = cycle_length`` residue classes; here it takes every opportunity of its class.
+
+* **Balls-in-bins** (Chua et al.): ``q = 1`` and a uniformly random secret shift, i.e. the example takes part
+  in iterations ``s, s + b, s + 2b, ...``:
+
+  .. math::  L(y) = \ln \frac{1}{b} \sum_{s=0}^{b-1} \exp\Big(\sum_{t \equiv s} \ell_t\Big).
+
+  Here ``b`` is the epoch length; at equal expected batch size ``b = M / B``. For ``k <= b`` it coincides
+  with warm-start b-min-sep with ``p = 1`` (:class:`mcacct.schemes.bminsep.BMinSep`) and with random-phase cyclic
+  Poisson with ``q = 1``.
+
+  **More bands than bins** (``k > b``) is handled exactly too: columns of the same class then overlap, but
+  given the shift the output is the single Gaussian :math:`N(C x_s, \sigma^2 I)`, so with
+  :math:`S_s = \sum_{t \equiv s} \langle c^{(t)}, y\rangle = \langle C x_s, y \rangle` and
+  :math:`N_s = \|C x_s\|^2`
+
+  .. math::  L(y) = \ln \frac{1}{b} \sum_{s=0}^{b-1} \exp\big((S_s - N_s / 2)/\sigma^2\big).
+
+  :math:`N_s` does not depend on ``y``: it is computed once (float64) from :math:`m = C x_0`, whose entry
+  ``j`` is the sum of :math:`c_d` over ``d <= j``, ``d = j (mod b)`` (a cumulative sum per residue class);
+  :math:`C x_s` is ``m`` moved ``s`` rows down, so :math:`N_s = \sum_{i < n - s} m_i^2`. For ``k <= b``,
+  :math:`N_s = \sum_{t \equiv s} \|c^{(t)}\|^2` and this is the formula above. The sampler draws the shift
+  and reads the mean from ``m`` (``O(n)`` per sample); the sensitivity bound is the exact
+  :math:`\max_s \|C x_s\| = \sqrt{N_0}`.
+
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcacct.kernels.output import gaussian_output
+from mcacct.kernels.sliding import sliding_dot
+from mcacct.precision import float64
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
+from mcacct.schemes.cyclic_poisson import CyclicPoisson
+from mcacct.schemes.strategy import check_strategy_type
+from mcacct.validate import check_call, check_count, check_fields
+
+__all__ = ["BallsInBins"]
+
+
+@functools.lru_cache(maxsize=64)
+def _class0_mean(c_col: tuple[float, ...], iterations: int, bins: int) -> np.ndarray:
+    """``m = C x_0`` (float64, length ``n``): ``m_j`` is the sum of ``c_d`` over ``d <= j``, ``d = j (mod b)``."""
+    n, b = iterations, bins
+    rows = -(-n // b)
+    c = np.zeros(rows * b)
+    k = min(len(c_col), rows * b)
+    c[:k] = c_col[:k]
+    m = np.cumsum(c.reshape(rows, b), axis=0).reshape(-1)[:n]
+    m.setflags(write=False)
+    return m
+
+
+@functools.lru_cache(maxsize=64)
+def _shift_sq_norms(c_col: tuple[float, ...], iterations: int, bins: int) -> np.ndarray:
+    r""":math:`N_s = \|C x_s\|^2 = \sum_{i < n - s} m_i^2`, ``s = 0..b-1`` (zero for shifts ``s >= n``)."""
+    m = _class0_mean(c_col, iterations, bins)
+    cums = np.concatenate([[0.0], np.cumsum(m * m)])
+    out = cums[np.maximum(iterations - np.arange(bins), 0)]
+    out.setflags(write=False)
+    return out
+
+
+@float64
+@dataclass(frozen=True)
+class BallsInBins(Scheme):
+    r"""Balls-in-bins subsampling (Chua et al.; Dong & Ganesh 2026 [arXiv:2602.09338], §3) of one example over ``iterations`` steps.
+
+    The example is put in one of ``cycle_length = b`` bins uniformly at random and takes part in every
+    iteration of its bin (``s, s + b, ...``, 0-based). The loss is the exact mixture over the ``b`` shifts
+    (see the module docstring); for ``n < b`` shifts ``s >= n`` never participate. Any band width ``k`` is
+    exact: with ``k > b`` the overlapping columns of a class add up in the mean ``C x_s``.
+
+    Parameters
+    ----------
+    cycle_length:
+        ``b >= 1``, the number of bins (jax-privacy's ``cycle_length``) (epoch length; ``M / B`` at expected batch size ``B``).
+    iterations:
+        ``n >= 1``.
+    """
+
+    cycle_length: int
+    iterations: int
+
+    def __post_init__(self) -> None:
+        check_fields(self, cycle_length=check_count, iterations=check_count)
+
+    @property
+    def sampling_prob(self) -> float:
+        """Always 1 (every opportunity is taken)."""
+        return 1.0
+
+    @property
+    def participation_rate(self) -> float:
+        """``1 / b``."""
+        return 1.0 / self.cycle_length
+
+    @property
+    def max_participations(self) -> int:
+        return -(-self.iterations // self.cycle_length)
+
+    def _as_cyclic(self) -> CyclicPoisson:
+        return CyclicPoisson(1.0, self.cycle_length, self.iterations, random_phase=True)
+
+    def class_mean(self, strategy) -> np.ndarray:
+        """``C x_0`` (float64, length ``n``), the output mean of shift 0; shift ``s`` is it moved ``s`` down."""
+        check_call(self, strategy=strategy)
+        return _class0_mean(tuple(strategy.c_col), self.iterations, self.cycle_length)
+
+    def shift_sq_norms(self, strategy) -> np.ndarray:
+        r""":math:`\|C x_s\|^2` for ``s = 0..b-1`` (float64)."""
+        check_call(self, strategy=strategy)
+        return _shift_sq_norms(tuple(strategy.c_col), self.iterations, self.cycle_length)
+
+    # -- the contract -----------------------------------------------------------------------------------
+    def check_strategy(self, strategy) -> None:
+        """Every non-negative banded Toeplitz ``C`` is admissible, any number of bands."""
+        check_strategy_type("strategy", strategy)
+
+    def sensitivity_bound(self, strategy) -> float:
+        r"""The exact :math:`\max_s \|C x_s\| = \|C x_0\|` over the ``b`` participation patterns (the shift-0
+        pattern has the most and the least truncated columns); ``<= sqrt(ceil(n/b)) ||c||`` when ``k <= b``.
+        If ``C`` touches no row within the horizon (:math:`C x_0 = 0`, ``P = Q``) the positive
+        ``sqrt(ceil(n/b)) ||c||`` is returned instead, which is still an upper bound."""
+        norms = self.shift_sq_norms(strategy)
+        exact = math.sqrt(float(np.max(norms)))
+        if exact > 0.0:
+            return exact
+        return math.sqrt(self.max_participations * float(np.sum(np.square(strategy.c_col))))
+
+    def sample_participation(self, key: jax.Array, num_samples: int) -> jax.Array:
+        """Participation vectors, shape ``(num_samples, n)`` (bool)."""
+        return self._as_cyclic().sample_participation(key, num_samples)
+
+    def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
+        """Outputs ``y = C x + z`` (``"remove"``) or ``y = z`` (``"add"``), shape ``(num_samples, n)``."""
+        return Draws(self._sample_y(key, strategy, sigma, num_samples, direction == "remove", dtype))
+
+    @jit_method("strategy", "num_samples", "positive", "dtype")
+    def _sample_y(self, key, strategy, sigma, num_samples, positive, dtype):
+        n, b = self.iterations, self.cycle_length
+        m_pad = np.concatenate([[0.0], _class0_mean(tuple(strategy.c_col), n, b)])  # index 0: "above the shift"
+
+        def mean(k):
+            k_shift, _ = jax.random.split(k)  # the split of CyclicPoisson.sample_participation
+            shift = jax.random.randint(k_shift, (num_samples, 1), 0, b, dtype=jnp.int32)
+            idx = jnp.maximum(jnp.arange(n, dtype=jnp.int32)[None, :] - shift + 1, 0)
+            return jnp.asarray(m_pad, dtype)[idx]
+
+        return gaussian_output(key, (num_samples, n), sigma, dtype, positive, mean)
+
+    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+        """``ln P(y)/Q(y)`` for each row of ``y``: the exact mixture over the shifts (module docstring); a closed
+        form, so ``recursion`` is not used."""
+        return self._log_ratio(y, sigma, strategy, dot_method)
+
+    @jit_method("strategy", "dot_method")
+    def _log_ratio(self, y, sigma, strategy, dot_method):
+        n, b = self.iterations, self.cycle_length
+        dtype = y.dtype
+        c = tuple(strategy.c_col)[:n]  # rows beyond the horizon never matter
+        dots = sliding_dot(y, c, dot_method)  # <c^(t), y>, columns truncated at row n
+        rows = -(-n // b)
+        pad = [(0, 0)] * (y.ndim - 1) + [(0, rows * b - n)]
+        per_class = jnp.sum(jnp.pad(dots, pad).reshape(y.shape[:-1] + (rows, b)), axis=-2)  # S_s = <C x_s, y>
+        half_norms = jnp.asarray(0.5 * _shift_sq_norms(tuple(strategy.c_col), n, b), dtype)
+        inv_var = 1.0 / jnp.asarray(sigma, dtype) ** 2
+        terms = (per_class - half_norms) * inv_var
+        return jax.scipy.special.logsumexp(terms, axis=-1) - jnp.asarray(math.log(b), dtype)
+
+    def participation_boundaries(self) -> int:
+        """``2 n^2`` (generous: the sampler draws one phase of ``b`` outcomes)."""
+        return 2 * self.iterations * self.iterations
+
+    def loss_error_params(self) -> LossErrorParams:
+        """The closed form is at most as long as Theorem 5.1's recursion with ``b`` bins and ``p = 1``; at most
+        ``ceil(n/b)`` participations; taken as a ratio of mixtures (factor 2, generous)."""
+        return LossErrorParams(self.cycle_length, 1.0, self.max_participations, 2.0)

@@ -1,0 +1,155 @@
+r"""Cyclic Poisson sampling for DP-BandMF (Dong & Ganesh 2026 [arXiv:2602.09338], §3).
+
+Both assign an example to one of ``b`` residue classes ("shifts") ``s in {0, ..., b-1}``; the example can
+only take part in the iterations ``t`` (0-based) with ``t = s (mod b)``. With a ``k``-banded strategy,
+``k <= b``, the outputs touched by different opportunities are disjoint, so given the shift the privacy
+loss factorises over the opportunities. With
+
+.. math::  \ell_t = \big(\langle c^{(t)}, y\rangle - \|c^{(t)}\|^2/2\big)/\sigma^2
+
+(column ``t`` of ``C`` truncated at row ``n``, as in :mod:`mcacct.kernels.sliding`):
+
+* **Cyclic Poisson** (Choquette-Choo et al.): in every opportunity the example is Poisson sampled with
+  probability ``q``. Given the shift, :math:`P_s/Q = \prod_{t \equiv s} (1 - q + q e^{\ell_t})`.
+  With ``random_phase=True`` the shift is uniform and secret, so
+
+  .. math::  L(y) = \ln \frac{1}{b} \sum_{s=0}^{b-1} \exp\Big(\sum_{t \equiv s} \ln(1 - q + q e^{\ell_t})\Big);
+
+  with ``random_phase=False`` the partition is public and the worst class (shift 0, the one with
+  :math:`\lceil n/b \rceil` opportunities and untruncated columns) is analysed:
+  :math:`L = \sum_{t \equiv 0} \ln(1 - q + q e^{\ell_t})`. The latter is exactly the composition of
+  :math:`\lceil n/b \rceil` Poisson-subsampled Gaussian mechanisms with noise multiplier
+  :math:`\sigma / \|c\|` when every column of class 0 is complete (e.g. ``b | n``), and is dominated by that
+  composition otherwise; it is the analysis of Dong & Ganesh 2026 [arXiv:2602.09338] §3 and of :class:`mcacct.pld.CyclicPoissonBandMFSpec`.
+  By convexity the random-phase divergence never exceeds the fixed-phase one.
+  At equal expected batch size ``B`` on ``M`` examples, ``q = b B / M``.
+
+Both mixtures over shifts are evaluated exactly with ``logsumexp`` (``O(n)`` per sample after the sliding
+dot products). Samplers draw the shift and the Poisson coins directly. :class:`CyclicPoisson` needs
+``k <= b`` (for ``q < 1`` overlapping columns break the factorisation over the opportunities; ``q = 1`` with
+a random phase is :class:`BallsInBins`); its public methods refuse a wider strategy.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from dataclasses import dataclass
+
+from mcacct.kernels.output import gaussian_output
+from mcacct.kernels.recursion import shift_mixture_log_ratio
+from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
+from mcacct.precision import float64
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
+from mcacct.schemes.strategy import check_strategy_type
+from mcacct.validate import check_bool, check_call, check_count, check_fields, check_prob
+
+__all__ = ["CyclicPoisson"]
+
+
+def _log_terms(y, sigma, strategy, dot_method):
+    return participation_log_ratios(y, jnp.asarray(sigma, y.dtype), strategy.c_col, dot_method)
+
+
+@float64
+@dataclass(frozen=True)
+class CyclicPoisson(Scheme):
+    r"""Cyclic Poisson subsampling (Dong & Ganesh 2026 [arXiv:2602.09338], §3) of one example over ``iterations`` steps.
+
+    The data are split into ``cycle_length = b`` parts; iteration ``t`` (0-based) Poisson-samples with
+    probability ``q`` from part ``t mod b``. See the module docstring for the privacy loss.
+
+    Parameters
+    ----------
+    sampling_prob:
+        ``q`` in ``(0, 1]``, the Poisson probability within the example's part
+        (``q = b B / M`` for expected batch size ``B`` on ``M`` examples).
+    cycle_length:
+        ``b >= 1``, the cycle length (number of parts; jax-privacy's ``cycle_length``); needs
+        ``len(c_col) <= b``.
+    iterations:
+        ``n >= 1``.
+    random_phase:
+        ``True`` (default): the example's part is uniformly random and secret, the loss is the mixture over
+        the ``b`` shifts. ``False``: the public-partition worst case (part 0), whose loss equals the
+        composition analysed by the PLD accountant.
+    """
+
+    sampling_prob: float
+    cycle_length: int
+    iterations: int
+    random_phase: bool = True
+
+    def __post_init__(self) -> None:
+        check_fields(self, sampling_prob=check_prob, cycle_length=check_count, iterations=check_count,
+                     random_phase=check_bool)
+
+    @property
+    def participation_rate(self) -> float:
+        """Expected participation rate ``q / b`` (random phase; per iteration of the part otherwise ``q``)."""
+        return self.sampling_prob / self.cycle_length
+
+    # -- the contract -----------------------------------------------------------------------------------
+    def check_strategy(self, strategy) -> None:
+        """``strategy`` must be a :class:`~mcacct.schemes.strategy.BandedToeplitz` with ``len(c_col) <= cycle_length``."""
+        check_strategy_type("strategy", strategy)
+        if strategy.bands > self.cycle_length:
+            raise ValueError(
+                f"c_col has {strategy.bands} entries but cycle_length is {self.cycle_length}: CyclicPoisson needs "
+                f"len(c_col) <= cycle_length (allowed: 1 to {self.cycle_length} bands); for q = 1 with a random phase use "
+                "BallsInBins, which is exact for any band width")
+
+    def sample_participation(self, key: jax.Array, num_samples: int) -> jax.Array:
+        """Participation vectors, shape ``(num_samples, n)`` (bool)."""
+        check_call(self, num_samples=num_samples)
+        b, n = self.cycle_length, self.iterations
+        k_shift, k_coin = jax.random.split(key)
+        if self.random_phase:
+            shift = jax.random.randint(k_shift, (num_samples, 1), 0, b, dtype=jnp.int32)
+        else:
+            shift = jnp.zeros((num_samples, 1), jnp.int32)
+        slot = (jnp.arange(n, dtype=jnp.int32) % b)[None, :] == shift
+        if self.sampling_prob >= 1.0:
+            return slot
+        coins = jax.random.uniform(k_coin, (num_samples, n), dtype=jnp.float64) < self.sampling_prob
+        return slot & coins
+
+    def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
+        """Outputs ``y = C x + z`` (``"remove"``) or ``y = z`` (``"add"``), shape ``(num_samples, n)``."""
+        return Draws(self._sample_y(key, strategy, sigma, num_samples, direction == "remove", dtype))
+
+    @jit_method("strategy", "num_samples", "positive", "dtype")
+    def _sample_y(self, key, strategy, sigma, num_samples, positive, dtype):
+        return gaussian_output(key, (num_samples, self.iterations), sigma, dtype, positive, lambda k: mean_shift_amplitudes(
+            self.sample_participation(k, num_samples).astype(dtype), strategy.c_col))
+
+    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+        """``ln P(y)/Q(y)`` for each row of ``y``: the exact mixture over the shifts (module docstring); a closed
+        form, so ``recursion`` is not used."""
+        return self._log_ratio(y, sigma, strategy, dot_method)
+
+    @jit_method("strategy", "dot_method")
+    def _log_ratio(self, y, sigma, strategy, dot_method):
+        ell = _log_terms(y, sigma, strategy, dot_method)
+        return shift_mixture_log_ratio(ell, self.cycle_length, self.sampling_prob, self.random_phase)
+
+    def sensitivity_bound(self, strategy) -> float:
+        """``sqrt(ceil(n/b)) ||c||``: at most ``ceil(n/b)`` participations (one per cycle), touching disjoint
+        rows since ``len(c_col) <= b``."""
+        self.check_strategy(strategy)
+        return strategy.worst_case_sensitivity(self.iterations, self.cycle_length)
+
+    def output_coordinate_bound(self, strategy) -> float:
+        """``max |c|``: participations are ``b >= len(c_col)`` apart, so each output coordinate receives at most
+        one entry of ``c``."""
+        self.check_strategy(strategy)
+        return float(max(abs(v) for v in strategy.c_col))
+
+    def participation_boundaries(self) -> int:
+        """The phase (``b`` outcomes) and one coin per iteration."""
+        return self.cycle_length + self.iterations
+
+    def loss_error_params(self) -> LossErrorParams:
+        """The closed form is at most as long as Theorem 5.1's recursion with ``b`` and ``q``; at most
+        ``ceil(n/b)`` participations; ``Q`` is the plain Gaussian (factor 1)."""
+        return LossErrorParams(self.cycle_length, self.sampling_prob, -(-self.iterations // self.cycle_length), 1.0)

@@ -1,0 +1,159 @@
+"""The scheme contract holds: a scheme defined here only, registered at run time, runs through ``estimate``,
+``calibrate``, shard jobs and the systematic terms with no package file touched; the default b-min-sep path
+gives the statistics it gave before the contract (stored values)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import mcacct
+from mcacct import (BallsInBins, BandedInverse, BandedToeplitz, BMinSep, CyclicPoisson, MultiAttribution, Problem,
+                    TruncatedBMinSep, pld)
+from mcacct.engine.runner import run_ladder
+from mcacct.engine.systematic import systematic_bound
+from mcacct.kernels.output import gaussian_output
+from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme
+from mcacct.schemes.registry import SchemeInfo, register, unregister
+
+
+@dataclasses.dataclass(frozen=True)
+class PoissonOnce(Scheme):
+    """Toy scheme: the example can take part only in iteration 0, with probability ``q`` (one
+    Poisson-subsampled Gaussian release of ``c^(0)``)."""
+
+    sampling_prob: float
+    iterations: int
+
+    def check_strategy(self, strategy) -> None:
+        if not isinstance(strategy, BandedToeplitz):
+            raise ValueError("strategy must be a BandedToeplitz")
+
+    def sensitivity_bound(self, strategy) -> float:
+        return math.sqrt(float(strategy.column_sq_norms(self.iterations)[0]))
+
+    def draw(self, key, strategy, sigma, num_samples, direction, dtype):
+        n = self.iterations
+
+        def mean(k):
+            x = jax.random.uniform(k, (num_samples, 1), jnp.float64) < self.sampling_prob
+            x = jnp.concatenate([x, jnp.zeros((num_samples, n - 1), bool)], axis=1)
+            return mean_shift_amplitudes(x.astype(dtype), strategy.c_col)
+
+        return Draws(gaussian_output(key, (num_samples, n), sigma, dtype, direction == "remove", mean))
+
+    def loss_rows(self, y, sigma, strategy, aux, direction, dot_method, recursion):
+        ell0 = participation_log_ratios(y, jnp.asarray(sigma, y.dtype), strategy.c_col, dot_method)[..., 0]
+        q = self.sampling_prob
+        return jnp.logaddexp(jnp.log1p(-q), math.log(q) + ell0)
+
+    def participation_boundaries(self) -> int:
+        return 1  # one coin
+
+    def loss_error_params(self) -> LossErrorParams:
+        return LossErrorParams(1, self.sampling_prob, 1, 1.0)
+
+    def exact_pld(self, strategy):
+        return pld.PoissonGaussianSpec(sampling_prob=self.sampling_prob, sigma=1.0, steps=1,
+                                       sensitivity=self.sensitivity_bound(strategy))
+
+
+TOY = Problem(PoissonOnce(0.3, 6), BandedToeplitz((1.0, 0.5)))
+
+
+@pytest.fixture()
+def toy_registered():
+    register(SchemeInfo("poisson-once", PoissonOnce, "toy: one Poisson-subsampled release"))
+    yield
+    unregister("poisson-once")
+
+
+def test_toy_scheme_satisfies_the_protocol_and_its_systematic_terms():
+    assert isinstance(TOY.scheme, mcacct.AccountedScheme)
+    sb = systematic_bound(TOY, 1.0)
+    assert 0 < sb.loss_shift < 1e-12 and 0 < sb.delta < 1e-13
+    draws = mcacct.sample(jax.random.key(0), TOY.scheme, TOY.strategy, 1.0, 8, "add")
+    assert draws.y.shape == (8, 6) and draws.aux is None
+    loss = mcacct.privacy_loss(TOY.scheme, draws, 1.0, TOY.strategy)
+    assert loss.shape == (8,) and loss.dtype == jnp.float64
+
+
+def test_toy_scheme_estimate_brackets_its_exact_pld(toy_registered):
+    eps, sigma = 0.5, 0.8
+    est = mcacct.estimate(TOY, sigma, jax.random.key(1), 20_000, (eps,), chunk_size=4096)
+    d = est.delta(0)
+    exact = pld.pld_delta(dataclasses.replace(TOY.scheme.exact_pld(TOY.strategy), sigma=sigma), eps)
+    assert d["delta_lower"] <= exact.delta <= d["delta_upper"]
+
+
+def test_toy_scheme_calibrates_and_runs_as_shard_jobs(toy_registered, tmp_path):
+    from mcacct.jobs.shards import JobConfig, merge, run_shard
+    res = mcacct.calibrate(TOY, 1.0, 1e-2, jax.random.key(2), sigmas=[0.9, 1.2, 1.6])
+    assert res.sigma > 0 and res.overall_delta <= 1e-2
+    cfg = JobConfig(problem=TOY, sigma=1.2, epsilons=(1.0,), num_samples=2048, chunk_size=512, seed=3)
+    for shard in range(2):
+        run_shard(cfg, shard, 2, str(tmp_path))
+    merged = merge([str(tmp_path)])
+    direct = mcacct.estimate(TOY, 1.2, jax.random.key(3), 2048, (1.0,), chunk_size=512)
+    assert merged.estimate().delta(0)["delta_upper"] == direct.delta(0)["delta_upper"]
+
+
+# -- numbers that must not move: every scheme's statistics equal those of the code before the contract ---------
+# computed with the code before the contract (commit de8c70f): run_ladder, sigmas (0.8, 1.1), key 7, 1000 samples,
+# chunks of 256, epsilons (0.5, 1.0); sums are the exact fixed-point integers, hist a digest of the histogram
+STORED = {
+    "bminsep": (Problem(BMinSep(0.2, 4, 32, True), BandedToeplitz((0.6, 0.5, 0.4))), {
+        "0:remove": ([471629713249056717448534730, 333302009845008383792263740], "bf8ba1217c1ac113"),
+        "0:add": ([417619067348708172914587392, 272976036751277609385367258], "5e6266e35f30119b"),
+        "1:remove": ([277959695705370472316545972, 145144892974305007990670746], "9ee30c3ec552717f"),
+        "1:add": ([252072953634379527435883232, 120428045499388415918905013], "463878489c95de1d")}),
+    "bminsep_cold_b1": (Problem(BMinSep(0.1, 1, 24, False), BandedToeplitz((1.0,))), {
+        "0:remove": ([206122085469723628553072290, 103581750596780300505077205], "5dfa5243e515e982"),
+        "0:add": ([139664309111568473047271079, 22225601569452424070466694], "e9485b6818bc233c"),
+        "1:remove": ([82973767437653027237433906, 18676537235775192303624180], "c8f6d90ffc09d379"),
+        "1:add": ([50043999243645861320782916, 1593207629236470066048099], "cd156c1ccdf1e0b6")}),
+    "truncated": (Problem(TruncatedBMinSep(0.2, 2, 16, 12, 3, True), BandedToeplitz((1.0, 0.5))), {
+        "0:remove": ([565078637045165133697144939, 473628692561986299765714725], "a77722f3a210f03a"),
+        "0:add": ([525867710208091549321139793, 350013146872600995338274748], "35d08938ac420676"),
+        "1:remove": ([375662034925829465259966261, 273483077275175018302200349], "8be8a9b87ef2eb78"),
+        "1:add": ([343414327776097304973186979, 179796112031112214097098239], "58b067e79ae4974c")}),
+    "multi": (Problem(MultiAttribution(0.2, 2, 16, 2), BandedToeplitz((1.0, 0.5))), {
+        "0:remove": ([793746471025775736302054158, 716737280289785036220780204], "bedd84f7d93e68e1"),
+        "0:add": ([752470759791901027171562246, 629128394829300994735479049], "1229e381111188e5"),
+        "1:remove": ([579460419930077893520712200, 467851302562035502312976235], "bf4c66a65058b2cf"),
+        "1:add": ([533120324089047339401280705, 385341659928451365128631688], "42896ad0bc1cb3a5")}),
+    "cyclic": (Problem(CyclicPoisson(0.5, 2, 16, True), BandedToeplitz((1.0, 0.5))), {
+        "0:remove": ([697933940061374290903822531, 606440914773683735040419542], "88398495c5abd903"),
+        "0:add": ([629121452627931438222793665, 481561619056496754891193239], "7f73833d3a7ead4d"),
+        "1:remove": ([482768459723684844635761013, 360586725419239251627606809], "25b365d78a4d30a0"),
+        "1:add": ([420139062892976665029261445, 266245587600404375130479966], "ad3b41ef0bcbb2d4")}),
+    "bins": (Problem(BallsInBins(4, 16), BandedToeplitz((1.0, 0.5, 0.3, 0.2, 0.1))), {
+        "0:remove": ([942418797753169933350778574, 881605121403518973478338728], "e507be9a57750d28"),
+        "0:add": ([925621241350992134739337633, 855316487046172464088171559], "63c62c294b539a58"),
+        "1:remove": ([708637982651584729100563764, 603155191192919337733894147], "2c0753f25531d5bf"),
+        "1:add": ([677506853867481582207532146, 556194487918873717427774250], "e0ee910e8aad2077")}),
+    "inverse": (Problem(BandedInverse(0.3, 2, 16, True), BandedToeplitz((1.0, 0.5, 0.25))), {
+        "0:remove": ([780968444866556234112636347, 700905441685100087321401266], "dc3ba0209208ca39"),
+        "0:add": ([840262210320631498978705750, 715364468784262295830291836], "f1c0a0b73ba763c1"),
+        "1:remove": ([569528628724030793705391512, 454038207909486563771284550], "03219c0bbd725593"),
+        "1:add": ([589571596663770915397266178, 418497009917183311475175861], "cc26444314a778d2")}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STORED))
+def test_statistics_are_bit_identical_to_stored_values(name):
+    problem, want = STORED[name]
+    r = run_ladder(problem, [0.8, 1.1], jax.random.key(7), 1000, (0.5, 1.0), 256)
+    for j, st in enumerate(r.stats):
+        for d, s in st.items():
+            sums, digest = want[f"{j}:{d}"]
+            assert s.count == 1000
+            assert [int(v) for v in s.sums] == sums, (j, d)
+            assert hashlib.sha256(np.asarray(s.hist).tobytes()).hexdigest()[:16] == digest, (j, d)
