@@ -14,21 +14,20 @@ import time
 
 from mcacct.cli.flags import (Parser, add_distributed_flags, add_problem_flags, device_info,
                               enable_compilation_cache, flag_message, int_in, join_distributed, problem_from_args, real_in,
-                              record_given, refuse_options, sample_count, scheme_json, sigma_list)
-from mcacct.cli.schemes import DEFAULTS as SCHEME_DEFAULTS, all_flags
+                              problem_options, record_given, refuse_options, sample_count, scheme_json, sigma_list)
+from mcacct.cli.schemes import DEFAULTS as SCHEME_DEFAULTS
 from mcacct.precision import float64
 
 DEFAULTS = dict(SCHEME_DEFAULTS, epsilon=2.0, delta=1e-3)
 #: ``calibrate``'s options that shape a new calibration (refused with ``--from``, whose plan fixes them all).
 _CALIBRATION_OPTIONS = ("--epsilon", "--delta", "--samples", "--ladder-ratio", "--above", "--below",
                         "--systematic-reserve", "--sigmas", "--plan-only", "--out")
-_MONTE_CARLO_OPTIONS = ("--scheme", "--seed", "--chunk-size", "--dtype")
 
 
 def _check_calibrate_flags(args) -> None:
     """Refuse, before any work, the flags that a calibrate mode ignores."""
     if args.from_dir is not None:
-        refuse_options(args, _CALIBRATION_OPTIONS + _MONTE_CARLO_OPTIONS + tuple(f.option for f in all_flags()),
+        refuse_options(args, _CALIBRATION_OPTIONS + problem_options(),
                        "with --from (the plan in the directory fixes the problem, the target and the ladder)")
     if args.sigmas is not None:
         refuse_options(args, ("--ladder-ratio", "--above", "--below"),

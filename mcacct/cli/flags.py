@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-from mcacct.cli.schemes import add_scheme_flags, problem_from_args
+from mcacct.cli.schemes import add_scheme_flags, all_flags, problem_from_args
 from mcacct.jobs.problem_file import scheme_to_dict
 from mcacct.schemes.registry import entry_for
 from mcacct.validate import check_int, check_real, interval, parse_floats
@@ -19,7 +19,7 @@ from mcacct.validate import check_int, check_real, interval, parse_floats
 __all__ = ["add_problem_flags", "add_monte_carlo_flags", "problem_from_args", "scheme_json", "device_info",
            "float_list", "sigma_list", "sample_count", "add_distributed_flags", "join_distributed", "compilation_cache_dir",
            "enable_compilation_cache", "ENV_CACHE", "Parser", "real_in", "int_in", "SEED_MAX", "check_out_file",
-           "given_options", "refuse_options", "record_given", "flag_message", "PARAMETER_FLAGS", "c_col_arg"]
+           "given_options", "refuse_options", "problem_options", "record_given", "flag_message", "PARAMETER_FLAGS", "c_col_arg"]
 
 #: The largest root seed (``jax.random.key`` takes a 64-bit integer).
 SEED_MAX = 2**63 - 1
@@ -107,6 +107,12 @@ def given_options(args: argparse.Namespace) -> frozenset[str]:
     :func:`mcacct.cli.commands.main` (abbreviations are off, so the spelling is exact); empty when the
     arguments did not come from it."""
     return getattr(args, "given_options", frozenset())
+
+
+def problem_options() -> tuple[str, ...]:
+    """The options that define a problem and its Monte Carlo run: ``--scheme``, ``--seed``, ``--chunk-size``,
+    ``--dtype`` and every scheme flag (refused where a plan fixes them)."""
+    return ("--scheme", "--seed", "--chunk-size", "--dtype") + tuple(f.option for f in all_flags())
 
 
 def refuse_options(args: argparse.Namespace, options, why: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 
-from mcacct.cli.flags import (add_problem_flags, device_info, float_list, given_options, int_in,
+from mcacct.cli.flags import (add_problem_flags, device_info, float_list, given_options, int_in, problem_options,
                               problem_from_args, real_in, refuse_options, sample_count)
 
 __all__ = ["add_parsers", "cmd_sample", "cmd_merge", "cmd_plot", "PLAN_FIXED_OPTIONS"]
@@ -25,7 +25,6 @@ __all__ = ["add_parsers", "cmd_sample", "cmd_merge", "cmd_plot", "PLAN_FIXED_OPT
 #: ``sample``'s own options that a calibration plan fixes (refused with ``--plan``; the scheme flags, ``--scheme``,
 #: ``--seed``, ``--chunk-size`` and ``--dtype`` are refused too).
 PLAN_FIXED_OPTIONS = ("--out", "--sigma", "--epsilon", "--samples", "--candidate", "--direction")
-_MONTE_CARLO_OPTIONS = ("--scheme", "--seed", "--chunk-size", "--dtype")
 #: ``mcacct.jobs.shards.CANDIDATE_MAX`` (``jax.random.fold_in`` takes a uint32), spelled out here so that building
 #: the parsers imports no JAX.
 CANDIDATE_MAX = 2**32 - 1
@@ -64,9 +63,8 @@ def _check_out_dir(flag: str, path: str | None) -> None:
 def _refuse_plan_fixed(args) -> None:
     """With ``--plan``: every problem and Monte Carlo flag is the plan's; refuse those given."""
     from mcacct.cli.schemes import all_flags
-    scheme_options = tuple(f.option for f in all_flags())
     why = "with --plan (the plan fixes it)"
-    refuse_options(args, PLAN_FIXED_OPTIONS + _MONTE_CARLO_OPTIONS + scheme_options, why)
+    refuse_options(args, PLAN_FIXED_OPTIONS + problem_options(), why)
     # arguments that did not come from the command line (no record of the options given): a value other than
     # the parser's "not given" still names its flag
     if not given_options(args):
