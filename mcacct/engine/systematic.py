@@ -88,10 +88,12 @@ def participation_mismatch_bound(scheme) -> float:
     the scheme's count of uniform-draw boundaries that matter (``participation_boundaries``, argued in each
     scheme's docstring), each costing :data:`UNIFORM_BOUNDARY_MASS`.
 
-    The binomial counts of other examples drawn by the truncated scheme come from ``jax.random.binomial``,
-    whose law is taken as exact (``docs/soundness.md`` states this assumption).
+    Plus the scheme's ``draw_law_tv``: the total-variation bound of its auxiliary draws (the truncated scheme's
+    counts of other examples come from integer alias tables, :mod:`mcacct.kernels.counts`; where a count
+    falls outside the tables, and for the warm start's virtual history, ``jax.random.binomial`` is used and its
+    law is taken as exact, as ``docs/soundness.md`` states).
     """
-    return int(scheme.participation_boundaries()) * UNIFORM_BOUNDARY_MASS
+    return int(scheme.participation_boundaries()) * UNIFORM_BOUNDARY_MASS + float(scheme.draw_law_tv())
 
 
 def loss_error_bound(problem, sigma: float) -> float:

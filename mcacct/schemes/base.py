@@ -11,7 +11,8 @@ A scheme is a frozen dataclass that implements :class:`AccountedScheme`. The con
   engine's generic default runs the loss kernel per candidate on the same key;
 * **the sensitivity bound** (the Monte-Carlo-free top of the EVR ladder);
 * **the inputs of every systematic term** (:mod:`mcacct.engine.systematic`): the output-coordinate bound, the
-  number of uniform-draw boundaries of the participation sampler, and :class:`LossErrorParams`.
+  number of uniform-draw boundaries of the participation sampler, the total-variation bound of any auxiliary
+  draws (``draw_law_tv``) and :class:`LossErrorParams`.
 
 Each scheme states its own values, with the proof in its docstring; nothing is guessed. :class:`Scheme` is the
 base class that gives the public methods (argument checks, row-major/time-major forms) and the defaults that
@@ -80,6 +81,12 @@ class AccountedScheme(Protocol):
         the generic loss kernel per candidate and direction on the same key: the same draws)."""
         ...
 
+    @property
+    def block_floor(self) -> int:
+        """The smallest number of samples per engine block the scheme wants (its draws vectorise over a
+        block); the engine's blocks are at least this large, up to the chunk size."""
+        ...
+
     def check_strategy(self, strategy: Any) -> None:
         """Raise ``ValueError`` (naming the parameter) if ``strategy`` (``C``) is not admissible."""
         ...
@@ -129,6 +136,12 @@ class AccountedScheme(Protocol):
         """The inputs of the loss-error bound."""
         ...
 
+    def draw_law_tv(self) -> float:
+        """A bound on the total-variation distance between the law of one sample's auxiliary discrete draws
+        (e.g. truncation's counts from integer alias tables) and their exact law; added to every reported
+        delta (:func:`mcacct.engine.systematic.participation_mismatch_bound`). ``0.0``: drawn exactly."""
+        ...
+
     def exact_pld(self, strategy: Any) -> Any:
         """An :mod:`mcacct.pld` spec at ``sigma = 1`` whose PLD is exactly the scheme's privacy curve, or
         ``None`` (then EVR certifies its top candidate by :meth:`sensitivity_bound`)."""
@@ -163,6 +176,8 @@ class Scheme:
 
     #: no shared-work ladder unless the scheme implements one
     shares_ladder_work = False
+    #: the smallest engine block (samples) the scheme wants (:func:`mcacct.engine.problem.block_size`)
+    block_floor = 16
 
     # -- public, checked ---------------------------------------------------------------------------------
     def sample(self, key, strategy, sigma, num_samples: int, direction: str = "remove",
@@ -203,6 +218,10 @@ class Scheme:
     def output_coordinate_bound(self, strategy) -> float:
         r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one."""
         return float(self.sensitivity_bound(strategy))
+
+    def draw_law_tv(self) -> float:
+        """``0.0``: the scheme has no auxiliary draws beyond the participation sampler."""
+        return 0.0
 
     def exact_pld(self, strategy):
         """``None``: no exact PLD is known for the scheme."""

@@ -57,7 +57,6 @@ With ``B_max >= M`` truncation never happens, ``Q_r = R`` and the loss is that o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -66,9 +65,13 @@ import numpy as np
 from mcacct.schemes.strategy import check_strategy_type
 from mcacct.validate import check_bool, check_call, check_count, check_fields, check_prob, is_traced
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
-from mcacct.kernels.sliding import mean_shift_amplitudes, sliding_dot
+from mcacct.kernels.counts import count_tables, other_counts_t
 from mcacct.kernels.normal import standard_normal
-from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
+from mcacct.kernels.participation import participation_blocks_t, participation_cap
+from mcacct.kernels.recursion import ladder_losses_t
+from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, participation_log_ratios_t,
+                                    sliding_dot)
+from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, log_ratio_from_terms_t
 from mcacct.precision import float64
 
 __all__ = ["TruncatedBMinSep"]
@@ -148,35 +151,211 @@ class TruncatedBMinSep(Scheme):
         return factor * strategy.worst_case_sensitivity(self.iterations, self.min_sep)
 
     def sample_other_counts(self, key: jax.Array, num_samples: int) -> jax.Array:
-        """``r``: the numbers of other examples drawn per iteration, shape ``(num_samples, n)``, int32."""
+        """``r``: the numbers of other examples drawn per iteration, shape ``(num_samples, n)``, int32
+        (:func:`mcacct.kernels.counts.other_counts_t`, the engine's draws transposed)."""
         check_call(self, num_samples=num_samples)
-        return _sample_other_counts(key, self, num_samples)
+        return self._counts_t(key, num_samples).T
 
+    def _counts_t(self, key, num_samples: int):
+        return other_counts_t(key, self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start,
+                              self.iterations, num_samples)
+
+    def draw_law_tv(self) -> float:
+        """Total-variation bound of one sample's counts ``r`` against their exact law: ``n`` table draws, each
+        within :attr:`mcacct.kernels.counts.CountTables.tv_per_draw` (0 when truncation is impossible and ``r``
+        is not drawn, or when the tables are not used)."""
+        if not self.can_truncate:
+            return 0.0
+        tables = count_tables(self.dataset_size - 1, self.min_sep, self.sampling_prob)
+        return 0.0 if tables is None else self.iterations * tables.tv_per_draw
+
+    # -- draws ----------------------------------------------------------------------------------------------
     def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
         """``Draws(y, r)``: ``y ~ P_r`` (``"remove"``) or ``y ~ Q_r`` (``"add"``), both of shape
-        ``(num_samples, n)``, ``r`` the counts of other examples drawn per iteration. When ``M <= B_max``
-        truncation is impossible and ``r`` is returned as zeros (its law is irrelevant)."""
-        y, r = self._draw(key, sigma, strategy, num_samples, direction == "remove", dtype)
-        return Draws(y, r)
+        ``(num_samples, n)``, ``r`` the counts of other examples drawn per iteration (the engine's time-major
+        draws transposed). When ``M <= B_max`` truncation is impossible and ``r`` is returned as zeros."""
+        d = self.sample_t(key, strategy, sigma, num_samples, direction, dtype)
+        return Draws(d.y.T, d.aux.T)
 
-    @jit_method("strategy", "num_samples", "positive", "dtype")
-    def _draw(self, key, sigma, strategy, num_samples, positive, dtype):
-        k_r, k_x, k_z, k_s = jax.random.split(key, 4)
+    def sample_t(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
+        """Time-major draws ``(n, num_samples)``: the untruncated scheme's mean ``C x`` and noise for every
+        sample, and the mixture amplitudes only for the samples with a truncated round (gathered)."""
+        y_t, r_t = self._sample_t(key, sigma, strategy, num_samples, direction == "remove", jnp.dtype(dtype))
+        return Draws(y_t, r_t)
+
+    #: the engine's blocks for this scheme hold at least this many samples: the count chain is sequential in
+    #: the rounds and vectorises over the samples of a block (:func:`mcacct.engine.problem.block_size`)
+    block_floor = 1024
+
+    def _buffer(self, num_samples: int) -> int:
+        """Rows gathered for mixture work: a sixteenth of the batch (at least 8); more truncated samples than
+        that and the whole batch takes the mixture path (the same values, just slower)."""
+        return min(num_samples, max(8, num_samples // 16))
+
+    def _sub_block(self, num_samples: int) -> int:
+        """Sub-blocks of the untruncated part (participation, noise, sliding sums, recursion): the power of two
+        near ``2^18 / n`` in ``[16, 4096]`` that divides the batch (so its ``(n, sub)`` arrays stay in cache)."""
+        sub = 1 << (max(16, min(4096, (1 << 18) // self.iterations)).bit_length() - 1)
+        while sub > 1 and num_samples % sub:
+            sub //= 2
+        return min(sub, num_samples)
+
+    def _counts_or_zeros(self, key, num_samples: int):
         if self.can_truncate:
-            r = _sample_other_counts(k_r, self, num_samples)
-        else:  # r never reaches B_max: its value does not matter, skip the n binomial draws per sample
-            r = jnp.zeros((num_samples, self.iterations), jnp.int32)
-        x = sample_participation(k_x, self.base, num_samples)
+            return self._counts_t(key, num_samples)
+        # r never reaches B_max: its value does not matter, skip the draws
+        return jnp.zeros((self.iterations, num_samples), jnp.int32)
+
+    def _block_draws(self, key, strategy, j, sub: int):
+        """Sub-block ``j``'s per-block participation ``tau``, mean ``C x`` (amplitude 1) and standard noise."""
+        k_x, k_z = jax.random.split(jax.random.fold_in(key, j))
+        n = self.iterations
+        cap = participation_cap(n, self.min_sep, self.base.participation_rate)
+        tau = participation_blocks_t(k_x, n, self.min_sep, self.sampling_prob, self.warm_start, sub, cap)
+        m_t = mean_shift_from_blocks_t(tau, n, self.min_sep, strategy.c_col, jnp.float64)
+        return tau, m_t, standard_normal(k_z, (n, sub), jnp.float64)
+
+    def _rows(self, key, strategy, idx, num_samples: int):
+        """``(tau, z)`` of the samples ``idx``, row-major ``(K, ceil(n/b))`` and ``(K, n)``: their sub-blocks
+        drawn again (every row: all sub-blocks once)."""
+        sub = self._sub_block(num_samples)
+        if idx.shape[0] == num_samples:
+            tau, _, z = jax.lax.map(lambda j: self._block_draws(key, strategy, j, sub),
+                                    jnp.arange(num_samples // sub))
+            return (jnp.moveaxis(tau, 2, 1).reshape(num_samples, -1),
+                    jnp.moveaxis(z, 2, 1).reshape(num_samples, -1))
+
+        def one(i):
+            i = jnp.minimum(i, num_samples - 1)
+            tau, _, z = self._block_draws(key, strategy, i // sub, sub)
+            return (jax.lax.dynamic_index_in_dim(tau, i % sub, 1, keepdims=False),
+                    jax.lax.dynamic_index_in_dim(z, i % sub, 1, keepdims=False))
+
+        return jax.vmap(one)(idx)
+
+    def _row_amplitudes(self, tau_rows, r_t, k_s, idx):
+        """For the rows ``idx``: participation ``x`` (from ``tau``), counts ``r`` and survival coins, as the
+        amplitudes of both mixtures, row-major ``(len(idx), n)``: ``P``: 1 untruncated, 2 or 0 truncated
+        (survives or not); ``Q``: -1 truncated and survives, else 0 (module docstring)."""
+        n = self.iterations
+        rows = jnp.arange(idx.shape[0])[:, None]
+        x = jnp.zeros((idx.shape[0], n + 1), bool).at[rows, jnp.where(tau_rows >= 0, tau_rows, n)].set(True)[:, :n]
+        r = jnp.take(r_t, idx, axis=1, mode="clip").T
         trunc = r >= self.max_batch_size
         w = self.max_batch_size / (r.astype(jnp.float64) + 1.0)
         survives = jax.random.uniform(k_s, r.shape, dtype=jnp.float64) < w
-        if positive:
-            amp = jnp.where(trunc, jnp.where(survives, 2.0, 0.0), 1.0)
-        else:
-            amp = jnp.where(trunc & survives, -1.0, 0.0)
-        a = jnp.where(x, amp, 0.0).astype(dtype)
-        z = standard_normal(k_z, (num_samples, self.iterations), dtype) * jnp.asarray(sigma, dtype)
-        return z + mean_shift_amplitudes(a, strategy.c_col), r
+        amp_p = jnp.where(x, jnp.where(trunc, jnp.where(survives, 2.0, 0.0), 1.0), 0.0)
+        amp_q = jnp.where(x & trunc & survives, -1.0, 0.0)
+        return amp_p, amp_q, r
+
+    def _patch(self, r_t, num_samples: int, fn, out):
+        """Apply ``fn(idx, out)`` to the samples with a truncated round: nothing when there is none, a buffer of
+        :meth:`_buffer` rows, or every row when more are truncated (each case gives the same values)."""
+        if not self.can_truncate:
+            return out
+        flagged = jnp.any(r_t >= self.max_batch_size, axis=0)
+        count = jnp.sum(flagged)
+        size = self._buffer(num_samples)
+        every = jnp.arange(num_samples)
+        if size >= num_samples:
+            return jax.lax.cond(count == 0, lambda: out, lambda: fn(every, out))
+        small = jnp.nonzero(flagged, size=size, fill_value=num_samples)[0]
+        return jax.lax.switch(jnp.where(count == 0, 0, jnp.where(count > size, 2, 1)),
+                              [lambda: out, lambda: fn(small, out), lambda: fn(every, out)])
+
+    def _blocked(self, num_samples: int, fn):
+        """``fn(j)`` over the sub-blocks (``lax.map``), results ``(..., sub)`` joined along their last axis."""
+        sub = self._sub_block(num_samples)
+        out = jax.lax.map(fn, jnp.arange(num_samples // sub))       # (nsub, ..., sub)
+        return jnp.moveaxis(out, 0, -2).reshape(out.shape[1:-1] + (num_samples,))
+
+    @jit_method("strategy", "num_samples", "positive", "dtype")
+    def _sample_t(self, key, sigma, strategy, num_samples, positive, dtype):
+        k_r, k_b, k_s = jax.random.split(key, 3)
+        r_t = self._counts_or_zeros(k_r, num_samples)
+        sig = jnp.asarray(sigma, jnp.float64)
+        sub = self._sub_block(num_samples)
+
+        def block(j):
+            _, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
+            return z_t * sig + m_t if positive else z_t * sig
+
+        y_t = self._blocked(num_samples, block)
+
+        def fix(idx, y_t):
+            tau, z = self._rows(k_b, strategy, idx, num_samples)
+            amp_p, amp_q, _ = self._row_amplitudes(tau, r_t, k_s, idx)
+            mean = mean_shift_amplitudes(amp_p if positive else amp_q, strategy.c_col)
+            return y_t.at[:, idx].set((z * sig + mean).T, mode="drop")
+
+        return self._patch(r_t, num_samples, fix, y_t).astype(dtype), r_t
+
+    def log_ratio_t(self, y_t, sigma, strategy, aux_t, direction: str, dot_method: str, recursion: str):
+        """``ln P_r/Q_r`` time-major: the untruncated loss of every sample (exact where no round is truncated:
+        ``ell^Q = 0`` gives ``f = 1``), replaced by the two-mixture loss for the samples with a truncated round."""
+        return self._log_ratio_t(y_t, aux_t, sigma, strategy, dot_method, recursion)
+
+    @jit_method("strategy", "dot_method", "recursion")
+    def _log_ratio_t(self, y_t, r_t, sigma, strategy, dot_method, recursion):
+        base = self.base
+        n, num_samples = y_t.shape
+        sub = self._sub_block(num_samples)
+        y3 = jnp.moveaxis(y_t.reshape(n, num_samples // sub, sub), 1, 0)
+
+        def block(y_b):
+            ell_t = participation_log_ratios_t(y_b, jnp.asarray(sigma, y_t.dtype), strategy.c_col, dot_method)
+            return log_ratio_from_terms_t(ell_t, base, recursion)
+
+        loss = jax.lax.map(block, y3).reshape(num_samples)
+
+        def fix(idx, loss):
+            y = jnp.take(y_t, idx, axis=1, mode="clip").T
+            r = jnp.take(r_t, idx, axis=1, mode="clip").T
+            return loss.at[idx].set(self._mixture_loss(y, r, sigma, strategy, dot_method, recursion), mode="drop")
+
+        return self._patch(r_t, num_samples, fix, loss)
+
+    shares_ladder_work = True
+
+    def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
+                      recursion: str = "auto"):
+        """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on the
+        draws of :meth:`sample_t` for the same key: counts, participation, survival coins and noise once; the
+        untruncated ladder (:func:`mcacct.kernels.recursion.ladder_losses_t`) for every sample, and the two
+        mixture recursions per candidate only for the samples with a truncated round."""
+        check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
+                   recursion=recursion)
+        return self._ladder(key, jnp.asarray(sigmas), strategy, num_samples, jnp.dtype(dtype), dot_method,
+                            recursion)
+
+    @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion")
+    def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion):
+        k_r, k_b, k_s = jax.random.split(key, 3)
+        r_t = self._counts_or_zeros(k_r, num_samples)
+        sub = self._sub_block(num_samples)
+
+        def block(j):
+            _, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
+            return ladder_losses_t(m_t.astype(dtype), z_t.astype(dtype), sigmas, self.min_sep, self.sampling_prob,
+                                   self.warm_start, strategy.c_col, dot_method, recursion)
+
+        out = self._blocked(num_samples, block)
+
+        def fix(idx, out):
+            tau, z = self._rows(k_b, strategy, idx, num_samples)
+            amp_p, amp_q, r = self._row_amplitudes(tau, r_t, k_s, idx)
+            mean_p = mean_shift_amplitudes(amp_p, strategy.c_col)
+            mean_q = mean_shift_amplitudes(amp_q, strategy.c_col)
+
+            def one(sig):
+                y_p = (z * sig + mean_p).astype(dtype)
+                y_q = (z * sig + mean_q).astype(dtype)
+                return jnp.stack([self._mixture_loss(y_p, r, sig, strategy, dot_method, recursion),
+                                  -self._mixture_loss(y_q, r, sig, strategy, dot_method, recursion)])
+
+            return out.at[:, :, idx].set(jax.lax.map(one, sigmas.astype(jnp.float64)), mode="drop")
+
+        return self._patch(r_t, num_samples, fix, out)
 
     def _check_counts(self, r, y):
         """``r``: integer counts of shape ``y.shape`` in ``[0, M - 1]`` (values checked unless traced)."""
@@ -226,6 +405,9 @@ class TruncatedBMinSep(Scheme):
 
     @jit_method("strategy", "dot_method", "recursion")
     def _log_ratio(self, y, r, sigma, strategy, dot_method, recursion):
+        return self._mixture_loss(y, r, sigma, strategy, dot_method, recursion)
+
+    def _mixture_loss(self, y, r, sigma, strategy, dot_method, recursion):
         ell_p, ell_q = self._side_terms(y, r, sigma, strategy, dot_method)
         base = self.base
         return log_ratio_from_terms(ell_p, base, recursion) - log_ratio_from_terms(ell_q, base, recursion)
@@ -240,35 +422,3 @@ class TruncatedBMinSep(Scheme):
         return LossErrorParams(self.min_sep, self.sampling_prob, self.iterations, 2.0)
 
 
-@partial(jax.jit, static_argnames=("scheme", "num_samples"))
-def _sample_other_counts(key: jax.Array, scheme: TruncatedBMinSep, num_samples: int) -> jax.Array:
-    b, p, n = scheme.min_sep, scheme.sampling_prob, scheme.iterations
-    others = float(scheme.dataset_size - 1)
-    k_init, k_run = jax.random.split(key)
-    if b == 1 or others == 0.0:
-        r = jax.random.binomial(k_run, jnp.full((num_samples, n), others), p, dtype=jnp.float64)
-        return r.astype(jnp.int32)
-    ring0 = jnp.zeros((b - 1, num_samples), jnp.float64)
-    if scheme.warm_start:
-        # virtual history: multinomial(M-1; p/(1+(b-1)p) for each of the b-1 blocked states), drawn as
-        # sequential binomials; slot (j mod (b-1)) holds the virtual round j = 1 - s
-        def init(rest, s):
-            cnt = jax.random.binomial(jax.random.fold_in(k_init, s), rest, p / (1.0 + (b - s) * p),
-                                      dtype=jnp.float64)
-            return rest - cnt, cnt
-        _, counts = jax.lax.scan(init, jnp.full((num_samples,), others), jnp.arange(1, b))
-        rounds = 1 - np.arange(1, b)  # virtual rounds 0, -1, ..., 2-b
-        ring0 = ring0.at[rounds % (b - 1)].set(counts)
-
-    def step(carry, i):
-        ring, window = carry
-        avail = jnp.maximum(others - window, 0.0)
-        r = jax.random.binomial(jax.random.fold_in(k_run, i), avail, p, dtype=jnp.float64)
-        slot = i % (b - 1)
-        leaving = jax.lax.dynamic_index_in_dim(ring, slot, 0, keepdims=False)  # r_{i-b+1}
-        ring = jax.lax.dynamic_update_index_in_dim(ring, r, slot, 0)
-        return (ring, window - leaving + r), r
-
-    # 1-based round i sits in slot i mod (b-1); rounds 1..n
-    _, rs = jax.lax.scan(step, (ring0, jnp.sum(ring0, axis=0)), jnp.arange(1, n + 1))
-    return rs.T.astype(jnp.int32)

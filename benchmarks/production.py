@@ -1,0 +1,179 @@
+"""The production case of Dong & Ganesh 2026 (arXiv:2602.09338, §7.4) at full shape: truncated 256-min-sep,
+n = 7200, expected batch 1793 of M = 14,745,600, B_max = 2048, sigma ladder 0.56/0.5/0.47/0.44, both directions.
+
+One run measures, on the same machine and in the same process (medians of ``--repeats`` timings each):
+
+* jax-privacy 2.0's NumPy reference (PyPI), truncated and untruncated b-min-sep, samples/s of one direction.
+  Speed only: its loss reverses the squared norms of the last b - 1 columns for three or more bands, so its
+  values are not compared here (tests compare values with c of at most two bands);
+* mcacct ``TruncatedBMinSep`` at one sigma (0.47), one direction, through the engine's chunk program;
+* the 4-sigma ladder over both directions on shared draws (the calibration's program): draws/s and
+  (sigma, direction, sample) evaluations/s;
+* mcacct ``BMinSep`` at the same shape and c, one sigma, one direction, and its ladder;
+* ``calibrate --plan-only``'s expected one-device time for the 7.5e9-sample verification, from the ladder's
+  measured draws/s (the same projection ``--plan-only`` makes from its probe).
+
+It runs with c = ones(256)/16 (the constant-c prefix path) and with the MSE-optimised c for 256 bands at
+n = 7200 (``mcacct strategy --iterations 7200 --bands 256``; the FFT sliding-sum path). Figures go to
+``benchmarks/results/production_<device>.json``.
+
+    python benchmarks/production.py [--quick] [--c ones,mse] [--repeats 3] [--no-reference]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcacct.engine.problem import Problem, block_keys, block_size, chunk_losses
+from mcacct.engine.losses import ladder_losses
+from mcacct.precision import x64_scope
+from mcacct.rates import sampling_prob_from_batch_size
+from mcacct.schemes.bminsep import BMinSep
+from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.schemes.truncated import TruncatedBMinSep
+
+M, BATCH, B, N, BMAX = 14_745_600, 1793, 256, 7200, 2048
+LADDER = (0.44, 0.47, 0.5, 0.56)
+SIGMA = 0.47
+SAMPLES_7_4 = 7_500_000_000
+
+
+def _median(values):
+    return sorted(values)[len(values) // 2]
+
+
+def _time(fn, per_call: int, repeats: int, min_seconds: float) -> dict:
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(jax.random.key(0)))
+    compile_s = time.perf_counter() - t0
+    rates, seed = [], 1
+    for _ in range(repeats):
+        done, t0 = 0, time.perf_counter()
+        while True:
+            jax.block_until_ready(fn(jax.random.key(seed)))
+            seed += 1
+            done += per_call
+            if time.perf_counter() - t0 >= min_seconds:
+                break
+        rates.append(done / (time.perf_counter() - t0))
+    return {"per_s": _median(rates), "runs_per_s": rates, "first_call_s": compile_s}
+
+
+def _reference(p: float, c: np.ndarray, truncated: bool, repeats: int, min_seconds: float, num: int) -> dict:
+    from jax_privacy import batch_selection
+    from jax_privacy.experimental.monte_carlo import sample_generation as sg
+    strat = batch_selection.BMinSepSampling(sampling_prob=p, iterations=N, min_sep=B, warm_start=True,
+                                            truncated_batch_size=BMAX if truncated else None)
+    kw = {"dataset_size": M} if truncated else {}
+    seed = [0]
+
+    def run(_key):
+        seed[0] += 1
+        return sg.get_privacy_loss_sample(strat, SIGMA, c, seed=seed[0], positive_sample=True, num_samples=num, **kw)
+
+    return _time(run, num, repeats, min_seconds)
+
+
+def _mcacct_single(problem: Problem, chunk: int, repeats: int, min_seconds: float) -> dict:
+    fn = lambda k: chunk_losses(k, SIGMA, problem, chunk, "remove")  # noqa: E731
+    return _time(fn, chunk, repeats, min_seconds)
+
+
+def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: float) -> dict:
+    sigmas = jnp.asarray(LADDER)
+    bsize = block_size(problem, chunk)
+
+    @jax.jit
+    def fn(key):
+        keys = block_keys(key, problem, chunk)
+        return jax.lax.map(lambda k: ladder_losses(problem.scheme, k, sigmas, problem.strategy, bsize, jnp.float64,
+                                                  problem.dot_method, problem.recursion), keys)
+
+    out = _time(fn, chunk, repeats, min_seconds)
+    out["draws_per_s"] = out.pop("per_s")
+    out["evaluations_per_s"] = out["draws_per_s"] * 2 * len(LADDER)
+    out["runs_draws_per_s"] = out.pop("runs_per_s")
+    return out
+
+
+def _c_col(kind: str) -> np.ndarray:
+    if kind == "ones":
+        return np.ones(B) / np.sqrt(B)
+    from mcacct.strategies import optimize_banded_toeplitz
+    c = np.asarray(optimize_banded_toeplitz(N, B).c_col, np.float64)
+    return c
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="one short timing per figure (smoke run)")
+    ap.add_argument("--c", default="ones,mse", help="comma list of c: ones (ones(256)/16), mse (MSE-optimised)")
+    ap.add_argument("--repeats", type=int, default=3, help="timings per figure; the median is reported")
+    ap.add_argument("--min-seconds", type=float, default=4.0, help="least seconds per timing")
+    ap.add_argument("--chunk-size", type=int, default=4096)
+    ap.add_argument("--no-reference", action="store_true", help="skip the jax-privacy reference")
+    ap.add_argument("--reference-samples", type=int, default=32, help="samples per reference call")
+    ap.add_argument("--out", default="", help="output JSON (default benchmarks/results/production_<device>.json)")
+    args = ap.parse_args()
+    repeats, min_s = (1, 0.5) if args.quick else (args.repeats, args.min_seconds)
+    dev = jax.devices()[0]
+    device = "cpu" if dev.platform == "cpu" else dev.device_kind.lower().replace(" ", "_")
+    out_path = args.out or os.path.join(os.path.dirname(__file__), "results", f"production_{device}.json")
+    p = sampling_prob_from_batch_size(BATCH, M, B)
+    report = {"device": f"{dev.platform}:{dev.device_kind}", "cpu_count": os.cpu_count(), "jax": jax.__version__,
+              "python": platform.python_version(), "shape": {"dataset_size": M, "expected_batch": BATCH,
+                                                             "min_sep": B, "iterations": N, "max_batch_size": BMAX,
+                                                             "sampling_prob": p, "warm_start": True},
+              "sigma": SIGMA, "ladder": list(LADDER), "chunk_size": args.chunk_size, "repeats": repeats,
+              "statistic": "median", "quick": args.quick, "results": {}}
+    with x64_scope():
+        for kind in args.c.split(","):
+            c = _c_col(kind)
+            strategy = BandedToeplitz(tuple(float(v) for v in c))
+            row = {"c": "ones(256)/16" if kind == "ones" else "MSE-optimised, 256 bands, n=7200"}
+            trunc = Problem(TruncatedBMinSep(p, B, N, M, BMAX, True), strategy)
+            untr = Problem(BMinSep(p, B, N, True), strategy)
+            if not args.no_reference:
+                for name, flag in (("reference_truncated", True), ("reference_untruncated", False)):
+                    print(f"[{kind}] {name} ...", file=sys.stderr, flush=True)
+                    row[name] = _reference(p, c, flag, repeats, min_s, args.reference_samples)
+            for name, fn, prob in (("mcacct_truncated", _mcacct_single, trunc),
+                                   ("mcacct_bminsep", _mcacct_single, untr),
+                                   ("mcacct_truncated_ladder", _mcacct_ladder, trunc),
+                                   ("mcacct_bminsep_ladder", _mcacct_ladder, untr)):
+                print(f"[{kind}] {name} ...", file=sys.stderr, flush=True)
+                row[name] = fn(prob, args.chunk_size, repeats, min_s)
+            t = row["mcacct_truncated"]["per_s"]
+            ratios = {"truncated_vs_bminsep": t / row["mcacct_bminsep"]["per_s"]}
+            if "reference_truncated" in row:
+                ref = row["reference_truncated"]["per_s"]
+                ratios["truncated_vs_reference"] = t / ref
+                ratios["ladder_draws_vs_reference_8_jobs"] = (row["mcacct_truncated_ladder"]["draws_per_s"]
+                                                             / (ref / (2 * len(LADDER))))
+            row["ratios"] = ratios
+            draws = row["mcacct_truncated_ladder"]["draws_per_s"]
+            row["plan_7_4"] = {"samples": SAMPLES_7_4, "expected_seconds_one_device": SAMPLES_7_4 / draws,
+                               "expected_days_one_device": SAMPLES_7_4 / draws / 86400.0,
+                               "note": "every candidate to the end on shared draws, as calibrate --plan-only projects"}
+            report["results"][kind] = row
+            print(json.dumps({kind: ratios, "plan_days": row["plan_7_4"]["expected_days_one_device"]}),
+                  file=sys.stderr, flush=True)
+    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    tmp = out_path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(report, fh, indent=1)
+    os.replace(tmp, out_path)
+    print(out_path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+r"""Exact, fast draws of the counts of other examples in truncated b-min-sep (Dong & Ganesh 2026,
+arXiv:2602.09338, App. D): alias tables with 64-bit integer thresholds.
+
+The ``N = M - 1`` other examples run independent b-min-sep chains, so the number drawn at round ``i`` is
+
+.. math::  r_i \mid r_{<i} \sim \mathrm{Binom}(A_i, p), \qquad A_i = N - \sum_{j=i-b+1}^{i-1} r_j,
+
+and ``A_i`` stays in a narrow band around its stationary mean (the window sum is ``Binom(N, beta)`` with
+``beta = (b-1)p/(1+(b-1)p)`` in stationarity). Binomials with one ``p`` add, so for
+``A = A_lo + k h + d`` (``0 <= d < h``)
+
+.. math::  \mathrm{Binom}(A, p) = \mathrm{Binom}(A_{lo} + k h, p) + \mathrm{Binom}(d, p),
+
+two independent terms, each drawn from a precomputed **alias table** (Walker 1977, Vose 1991): one table per
+bin ``k`` of width ``h`` (the bins cover the band), one small table per ``d < h`` (``h p <= 1/32``, so the
+second term is almost always 0). Lanes whose ``A`` leaves the band (the cold start's first rounds, or a window
+more than 7 standard deviations off) take ``jax.random.binomial`` for that round.
+
+Exactness. Every table is built on the host in integer arithmetic from the exact rational ``p`` (the float's
+value): unnormalised pmf values by the ratio recurrence in fixed point with 320 fraction bits, normalised
+to integer weights that sum to exactly ``2^64``. The alias method then draws value ``v`` with probability
+``w_v / 2^64`` **exactly**: a cell index from ``L`` uniform bits and a comparison of ``64 - L`` uniform bits
+with the cell's integer threshold. The total-variation distance between a table's law and the exact binomial
+is therefore at most (:func:`table_tv`)
+
+* ``K 2^-64`` for rounding ``K`` weights to integers, plus
+* the exact mass of the values left out of the table (bounded by a geometric series from the first value
+  left out, where the pmf ratio is below 1 and decreasing), plus
+* ``K 2^-200`` for the fixed-point arithmetic (each ratio step loses less than one unit of ``2^-320`` of the
+  mode's value; values are kept down to ``2^-100`` of it).
+
+A draw of ``r_i`` uses one table of each kind, so one sample's counts are within total variation
+``n (tv_main + tv_rem)`` of the exact law (:attr:`CountTables.tv_per_draw`); mcacct adds that to every reported
+delta (the contributions lie in ``[0, 1]``). At the §7.4 shape it is below ``2e-12``.
+
+One 64-bit word per draw. Both comparisons are done lazily: the word gives both cell indices and the top
+``H`` bits of both comparands; only when those top bits equal the threshold's (probability ``2^-H`` per
+comparison, ``H >= 24``) are the remaining bits drawn, from an independent key, for the whole round (a ``cond``).
+This is the same comparison as with all bits drawn up front, so the law is unchanged.
+
+Everything here takes numbers and arrays; no scheme is imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias", "table_tv",
+           "BAND_SDS", "REMAINDER_CELL_BITS"]
+
+#: half-width of the band of ``A`` covered by tables, in standard deviations of the stationary window sum
+BAND_SDS = 7.0
+#: the remainder term Binom(d, p), d < h, takes values 0..7 (3 cell bits); h p <= 1/32 keeps P(>= 8) < 3e-17
+REMAINDER_CELL_BITS = 3
+_FRAC = 320          # fixed-point fraction bits of the unnormalised pmf
+_KEEP = 100          # values down to 2^-100 of the mode's are kept
+_MAX_CELL_BITS = 13  # at most 8192 cells per main table
+_MAX_BINS = 512
+_MAX_ENTRIES = 1 << 20
+
+
+def _weights(trials: int, num: int, den: int, max_values: int | None = None) -> tuple[int, list[int], float]:
+    """Unnormalised Binom(trials, num/den) pmf in fixed point around the mode: ``(k_lo, u, tail_rel)``, with
+    ``u[j]`` the value at ``k_lo + j`` in units of ``2^-_FRAC`` of the mode's and ``tail_rel`` a bound on the
+    mass left out relative to the mode's value."""
+    one = 1 << _FRAC
+    if num == 0 or trials == 0:
+        return 0, [one], 0.0
+    if num == den:
+        return trials, [one], 0.0
+    qn = den - num
+    mode = min(trials, (trials + 1) * num // den)
+    cut = one >> _KEEP
+    up, k, u = [], mode, one
+    tail_rel = 0.0
+    while k < trials:
+        nxt = u * (trials - k) * num // ((k + 1) * qn)
+        if nxt < cut or (max_values is not None and len(up) + 1 >= max_values):
+            rho = (trials - k) * num / ((k + 1) * qn)  # ratio at the first value left out: < 1, decreasing
+            tail_rel += (nxt + len(up) + 2) / one / max(1e-300, 1.0 - rho) if rho < 1.0 else math.inf
+            break
+        up.append(nxt)
+        u, k = nxt, k + 1
+    down, k, u = [], mode, one
+    while k > 0 and max_values is None:
+        nxt = u * k * qn // ((trials - k + 1) * num)
+        if nxt < cut:
+            rho = k * qn / ((trials - k + 1) * num)
+            tail_rel += (nxt + len(down) + 2) / one / max(1e-300, 1.0 - rho) if rho < 1.0 else math.inf
+            break
+        down.append(nxt)
+        u, k = nxt, k - 1
+    return mode - len(down), down[::-1] + [one] + up, tail_rel
+
+
+def binomial_alias(trials: int, sampling_prob: float, cell_bits: int,
+                   max_values: int | None = None) -> tuple[int, np.ndarray, float]:
+    """Alias table of ``Binom(trials, p)`` (``p`` the float's exact value) with ``2^cell_bits`` cells.
+
+    Returns ``(offset, packed, tv)``: value ``offset + j`` sits in cell ``j``; ``packed[j] = (t_j << L) | a_j``
+    (``uint64``) with threshold ``t_j < 2^(64-L)`` and alias ``a_j``: a draw picks cell ``j`` uniformly and keeps
+    ``j`` if a uniform ``(64-L)``-bit integer is below ``t_j``, else takes ``a_j``; so value ``offset + v`` has
+    probability ``w_v / 2^64`` with integer weights ``w`` summing to ``2^64``. ``tv`` bounds the total variation
+    to the exact law (module docstring). ``max_values`` keeps only the values from the mode up (used for the
+    remainder, whose mode is 0)."""
+    num, den = float(sampling_prob).as_integer_ratio()
+    k_lo, u, tail_rel = _weights(int(trials), num, den, max_values)
+    cells = 1 << cell_bits
+    if len(u) > cells:
+        raise ValueError(f"Binom({trials}, {sampling_prob}) needs {len(u)} cells; the table has {cells}")
+    total = sum(u)
+    scale = 1 << 64
+    w = [x * scale // total for x in u]
+    w[max(range(len(w)), key=w.__getitem__)] += scale - sum(w)
+    w += [0] * (cells - len(w))
+    cap = 1 << (64 - cell_bits)
+    thr, alias = [cap] * cells, list(range(cells))
+    small = [j for j in range(cells) if w[j] < cap]
+    large = [j for j in range(cells) if w[j] >= cap]
+    while small and large:
+        s, big = small.pop(), large[-1]
+        thr[s], alias[s] = w[s], big
+        w[big] -= cap - w[s]
+        if w[big] < cap:
+            small.append(large.pop())
+    packed = np.zeros(cells, np.uint64)
+    for j in range(cells):
+        t, a = (0, j) if thr[j] >= cap else (thr[j], alias[j])  # a full cell: never below 0, alias itself
+        packed[j] = np.uint64((t << cell_bits) | a)
+    # the mode's value relative to the total is at most 1, so tail_rel bounds the left-out mass
+    tv = cells * 2.0**-64 + tail_rel * (1 << _FRAC) / total + cells * 2.0**-200
+    return k_lo, packed, tv
+
+
+def table_tv(tables: "CountTables") -> float:
+    """Total-variation bound of one count draw (main + remainder table) against the exact binomial."""
+    return tables.tv_per_draw
+
+
+class CountTables(NamedTuple):
+    """The tables of one ``(N, p, b)``: ``main`` ``(bins, 2^L)`` and ``rem`` ``(h, 8)`` packed alias entries,
+    ``offset`` ``(bins,)`` the smallest value of each main table; ``a_lo`` the smallest ``A`` covered,
+    ``bin_bits`` ``log2 h``; ``tv_per_draw`` the total-variation bound of one draw."""
+
+    main: np.ndarray
+    offset: np.ndarray
+    rem: np.ndarray
+    a_lo: int
+    bins: int
+    bin_bits: int
+    cell_bits: int
+    tv_per_draw: float
+
+
+@functools.lru_cache(maxsize=32)
+def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables | None:
+    """The tables for ``N = others`` other examples with separation ``b`` and probability ``p``, or ``None``
+    where they would be too large (more than 512 bins or 8192 cells or 2^20 entries: the caller then draws
+    every count with ``jax.random.binomial``). Cached per process; building costs well under a second."""
+    n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
+    if n_oth <= 0:
+        return None
+    beta = (b - 1) * p / (1.0 + (b - 1) * p)
+    mean_w = n_oth * beta
+    sd_w = math.sqrt(n_oth * beta * (1.0 - beta))
+    h_bits = 0
+    while h_bits < 12 and (2 << h_bits) * p <= 1.0 / 32.0:
+        h_bits += 1
+    h = 1 << h_bits
+    a_hi = n_oth - max(0, math.floor(mean_w - BAND_SDS * sd_w))
+    a_lo = max(0, n_oth - math.ceil(mean_w + BAND_SDS * sd_w))
+    bins = (a_hi - a_lo) // h + 1
+    mean_r = a_hi * p
+    sd_r = math.sqrt(max(mean_r * (1.0 - p), 1.0))
+    cell_bits = max(1, math.ceil(math.log2(2.0 * 12.5 * sd_r + 8.0)))
+    if bins > _MAX_BINS or cell_bits > _MAX_CELL_BITS or bins << cell_bits > _MAX_ENTRIES:
+        return None
+    main = np.zeros((bins, 1 << cell_bits), np.uint64)
+    offset = np.zeros(bins, np.int32)
+    tv_main = 0.0
+    for k in range(bins):
+        offset[k], main[k], tv = binomial_alias(a_lo + k * h, p, cell_bits)
+        tv_main = max(tv_main, tv)
+    rem = np.zeros((h, 1 << REMAINDER_CELL_BITS), np.uint64)
+    tv_rem = 0.0
+    for d in range(h):
+        off, rem[d], tv = binomial_alias(d, p, REMAINDER_CELL_BITS, max_values=1 << REMAINDER_CELL_BITS)
+        if off != 0:
+            raise AssertionError("the remainder's mode is 0 when h p <= 1/32")
+        tv_rem = max(tv_rem, tv)
+    return CountTables(main, offset, rem, a_lo, bins, h_bits, cell_bits, tv_main + tv_rem)
+
+
+def _u64(x: int) -> jax.Array:
+    return jnp.asarray(np.uint64(x))
+
+
+def _lazy_pick(cell, top, entry, cell_bits: int, top_bits: int, low_bits_fresh):
+    """Alias decision from a cell index and the top ``top_bits`` bits of the ``(64 - L)``-bit comparand;
+    returns ``(value, tie)``: ``tie`` lanes need the low bits (``low_bits_fresh``) to decide."""
+    thr = entry >> _u64(cell_bits)
+    alias = entry & _u64((1 << cell_bits) - 1)
+    low = 64 - cell_bits - top_bits
+    thr_top = thr >> _u64(low)
+    keep = top < thr_top
+    tie = top == thr_top
+    if low_bits_fresh is not None:
+        full = (top << _u64(low)) | (low_bits_fresh >> _u64(64 - low))
+        keep = full < thr
+    return jnp.where(keep, cell, alias), tie
+
+
+def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: CountTables) -> jax.Array:
+    """``Binom(avail, p)`` for every entry of ``avail`` (int32, any shape), exact up to :func:`table_tv`.
+
+    One 64-bit word per entry: ``L`` bits pick the main cell, ``H1`` bits start its comparison, 3 bits pick the
+    remainder cell and ``H2`` bits start its comparison; ties and lanes outside the tables' band redraw (module
+    docstring). Returns int32 of ``avail``'s shape."""
+    L, R = tables.cell_bits, REMAINDER_CELL_BITS
+    h1 = (64 - L - R) // 2
+    h2 = 64 - L - R - h1
+    k_bits, k_tie, k_slow = jax.random.split(key, 3)
+    u = jax.random.bits(k_bits, avail.shape, jnp.uint64)
+    cell1 = u >> _u64(64 - L)
+    top1 = (u >> _u64(64 - L - h1)) & _u64((1 << h1) - 1)
+    cell2 = (u >> _u64(h2)) & _u64((1 << R) - 1)
+    top2 = u & _u64((1 << h2) - 1)
+    rel = avail.astype(jnp.int64) - tables.a_lo
+    outside = (rel < 0) | (rel >= (tables.bins << tables.bin_bits))
+    rel = jnp.clip(rel, 0, (tables.bins << tables.bin_bits) - 1)
+    k = rel >> tables.bin_bits
+    d = rel & ((1 << tables.bin_bits) - 1)
+    main = jnp.asarray(tables.main.reshape(-1))
+    rem = jnp.asarray(tables.rem.reshape(-1))
+    e1 = main[(k << L) + cell1.astype(jnp.int64)]
+    e2 = rem[(d << R) + cell2.astype(jnp.int64)]
+    v1, tie1 = _lazy_pick(cell1, top1, e1, L, h1, None)
+    v2, tie2 = _lazy_pick(cell2, top2, e2, R, h2, None)
+
+    def resolve():
+        fresh = jax.random.bits(k_tie, (2,) + avail.shape, jnp.uint64)
+        w1, _ = _lazy_pick(cell1, top1, e1, L, h1, fresh[0])
+        w2, _ = _lazy_pick(cell2, top2, e2, R, h2, fresh[1])
+        return w1, w2
+
+    v1, v2 = jax.lax.cond(jnp.any(tie1 | tie2), resolve, lambda: (v1, v2))
+    fast = jnp.asarray(tables.offset)[k] + v1.astype(jnp.int32) + v2.astype(jnp.int32)
+
+    def slow():
+        exact = jax.random.binomial(k_slow, avail.astype(jnp.float64), sampling_prob, dtype=jnp.float64)
+        return jnp.where(outside, exact.astype(jnp.int32), fast)
+
+    return jax.lax.cond(jnp.any(outside), slow, lambda: fast)
+
+
+def _virtual_history(key, others: float, min_sep: int, sampling_prob: float, num_samples: int) -> jax.Array:
+    """The warm start's virtual rounds ``0, -1, ..., 2-b``: multinomial with ``N`` trials and cell probabilities
+    ``p / (1 + (b-1) p)``, drawn as sequential binomials (``jax.random.binomial``); ``(b-1, B)`` float64."""
+    b, p = min_sep, sampling_prob
+
+    def init(rest, s):
+        cnt = jax.random.binomial(jax.random.fold_in(key, s), rest, p / (1.0 + (b - s) * p), dtype=jnp.float64)
+        return rest - cnt, cnt
+
+    _, counts = jax.lax.scan(init, jnp.full((num_samples,), others), jnp.arange(1, b))
+    return counts
+
+
+def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                   iterations: int, num_samples: int, use_tables: bool = True) -> jax.Array:
+    r"""Counts ``r`` of other examples drawn per round, time-major ``(n, num_samples)`` int32: the chain of the
+    module docstring (cold start: ``r_j = 0`` for ``j < 1``; warm start: the multinomial virtual history).
+
+    With ``use_tables`` (and tables of a sensible size, :func:`count_tables`) each round is one
+    :func:`draw_counts`; otherwise every count is a ``jax.random.binomial`` draw (the law is the same)."""
+    b, p, n, B = int(min_sep), float(sampling_prob), int(iterations), int(num_samples)
+    tables = count_tables(int(others), b, p) if use_tables else None
+    k_init, k_run = jax.random.split(key)
+
+    def draw(k, avail):
+        if tables is not None:
+            return draw_counts(k, avail, p, tables)
+        return jax.random.binomial(k, avail.astype(jnp.float64), p, dtype=jnp.float64).astype(jnp.int32)
+
+    if b == 1 or others == 0:
+        avail = jnp.full((n, B), int(others), jnp.int32)
+        return draw(k_run, avail)
+    m = b - 1
+    prev = jnp.zeros((m, B), jnp.int32)
+    if warm_start:
+        counts = _virtual_history(k_init, float(others), b, p, B).astype(jnp.int32)  # counts[s-1] = r_{1-s}
+        prev = counts[::-1]                                                          # prev[s-1] = r_{s-m}
+    blocks = -(-n // m)
+
+    def block(carry, t):
+        prev, window = carry  # prev: the previous block's rounds, oldest first; window: their sum
+
+        def step(window, xs):
+            leaving, i = xs   # round i = t m + s leaves r_{i-m}, the previous block's s-th round
+            r = draw(jax.random.fold_in(k_run, i), jnp.maximum(int(others) - window, 0))
+            return window - leaving + r, r
+
+        window, new = jax.lax.scan(step, window, (prev, t * m + jnp.arange(1, m + 1)))
+        return (new, window), new
+
+    _, rs = jax.lax.scan(block, (prev, jnp.sum(prev, axis=0)), jnp.arange(blocks))
+    return rs.reshape(blocks * m, B)[:n]
