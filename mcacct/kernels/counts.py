@@ -51,7 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias", "table_tv",
+__all__ = ["CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias", "table_tv", "alias_pick",
            "BAND_SDS", "REMAINDER_CELL_BITS"]
 
 #: half-width of the band of ``A`` covered by tables, in standard deviations of the stationary window sum
@@ -99,9 +99,10 @@ def _weights(trials: int, num: int, den: int, max_values: int | None = None) -> 
     return mode - len(down), down[::-1] + [one] + up, tail_rel
 
 
-def binomial_alias(trials: int, sampling_prob: float, cell_bits: int,
+def binomial_alias(trials: int, sampling_prob: float, cell_bits: int | None = None,
                    max_values: int | None = None) -> tuple[int, np.ndarray, float]:
-    """Alias table of ``Binom(trials, p)`` (``p`` the float's exact value) with ``2^cell_bits`` cells.
+    """Alias table of ``Binom(trials, p)`` (``p`` the float's exact value) with ``2^cell_bits`` cells (``None``:
+    the fewest that hold every value kept).
 
     Returns ``(offset, packed, tv)``: value ``offset + j`` sits in cell ``j``; ``packed[j] = (t_j << L) | a_j``
     (``uint64``) with threshold ``t_j < 2^(64-L)`` and alias ``a_j``: a draw picks cell ``j`` uniformly and keeps
@@ -111,9 +112,15 @@ def binomial_alias(trials: int, sampling_prob: float, cell_bits: int,
     remainder, whose mode is 0)."""
     num, den = float(sampling_prob).as_integer_ratio()
     k_lo, u, tail_rel = _weights(int(trials), num, den, max_values)
+    if cell_bits is None:
+        cell_bits = max(1, (len(u) - 1).bit_length())
+    return _alias(k_lo, u, tail_rel, cell_bits, f"Binom({trials}, {sampling_prob})")
+
+
+def _alias(k_lo: int, u: list[int], tail_rel: float, cell_bits: int, what: str) -> tuple[int, np.ndarray, float]:
     cells = 1 << cell_bits
     if len(u) > cells:
-        raise ValueError(f"Binom({trials}, {sampling_prob}) needs {len(u)} cells; the table has {cells}")
+        raise ValueError(f"{what} needs {len(u)} cells; the table has {cells}")
     total = sum(u)
     scale = 1 << 64
     w = [x * scale // total for x in u]
@@ -176,16 +183,18 @@ def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables
     a_hi = n_oth - max(0, math.floor(mean_w - BAND_SDS * sd_w))
     a_lo = max(0, n_oth - math.ceil(mean_w + BAND_SDS * sd_w))
     bins = (a_hi - a_lo) // h + 1
-    mean_r = a_hi * p
-    sd_r = math.sqrt(max(mean_r * (1.0 - p), 1.0))
-    cell_bits = max(1, math.ceil(math.log2(2.0 * 12.5 * sd_r + 8.0)))
-    if bins > _MAX_BINS or cell_bits > _MAX_CELL_BITS or bins << cell_bits > _MAX_ENTRIES:
+    if bins > _MAX_BINS:
+        return None
+    num, den = p.as_integer_ratio()
+    weights = [_weights(a_lo + k * h, num, den) for k in range(bins)]
+    cell_bits = max(1, (max(len(u) for _, u, _ in weights) - 1).bit_length())
+    if cell_bits > _MAX_CELL_BITS or bins << cell_bits > _MAX_ENTRIES:
         return None
     main = np.zeros((bins, 1 << cell_bits), np.uint64)
     offset = np.zeros(bins, np.int32)
     tv_main = 0.0
-    for k in range(bins):
-        offset[k], main[k], tv = binomial_alias(a_lo + k * h, p, cell_bits)
+    for k, (k_lo, u, tail_rel) in enumerate(weights):
+        offset[k], main[k], tv = _alias(k_lo, u, tail_rel, cell_bits, f"Binom({a_lo + k * h}, {p})")
         tv_main = max(tv_main, tv)
     rem = np.zeros((h, 1 << REMAINDER_CELL_BITS), np.uint64)
     tv_rem = 0.0
@@ -201,7 +210,7 @@ def _u64(x: int) -> jax.Array:
     return jnp.asarray(np.uint64(x))
 
 
-def _lazy_pick(cell, top, entry, cell_bits: int, top_bits: int, low_bits_fresh):
+def alias_pick(cell, top, entry, cell_bits: int, top_bits: int, low_bits_fresh=None):
     """Alias decision from a cell index and the top ``top_bits`` bits of the ``(64 - L)``-bit comparand;
     returns ``(value, tie)``: ``tie`` lanes need the low bits (``low_bits_fresh``) to decide."""
     thr = entry >> _u64(cell_bits)
@@ -240,13 +249,13 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     rem = jnp.asarray(tables.rem.reshape(-1))
     e1 = main[(k << L) + cell1.astype(jnp.int64)]
     e2 = rem[(d << R) + cell2.astype(jnp.int64)]
-    v1, tie1 = _lazy_pick(cell1, top1, e1, L, h1, None)
-    v2, tie2 = _lazy_pick(cell2, top2, e2, R, h2, None)
+    v1, tie1 = alias_pick(cell1, top1, e1, L, h1, None)
+    v2, tie2 = alias_pick(cell2, top2, e2, R, h2, None)
 
     def resolve():
         fresh = jax.random.bits(k_tie, (2,) + avail.shape, jnp.uint64)
-        w1, _ = _lazy_pick(cell1, top1, e1, L, h1, fresh[0])
-        w2, _ = _lazy_pick(cell2, top2, e2, R, h2, fresh[1])
+        w1, _ = alias_pick(cell1, top1, e1, L, h1, fresh[0])
+        w2, _ = alias_pick(cell2, top2, e2, R, h2, fresh[1])
         return w1, w2
 
     v1, v2 = jax.lax.cond(jnp.any(tie1 | tie2), resolve, lambda: (v1, v2))

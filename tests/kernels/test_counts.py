@@ -1,0 +1,176 @@
+"""The exact fast law of the counts r of truncated b-min-sep (mcacct.kernels.counts).
+
+* every alias table against the exact pmf (mpmath, 50 digits), deterministically, tail included, at the §7.4
+  shape and at small shapes;
+* the lazy comparison against the full 64-bit comparison (hypothesis);
+* the chain against an independent simulation of the M - 1 other examples' b-min-sep chains (two-sample
+  chi-square on marginals and on pairs (r_i, r_{i+1}), means within standard errors), warm and cold start,
+  with remainder tables (h > 1) and with lanes outside the tables' band (the exact slow path);
+* the exact small-M joint law is in tests/schemes/test_schemes_extra.py::test_other_counts_joint_law.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mcacct.kernels.counts import alias_pick, binomial_alias, count_tables, other_counts_t
+from mcacct.rates import sampling_prob_from_batch_size
+from mcacct.schemes.truncated import TruncatedBMinSep
+
+M74, B74, N74, BMAX74 = 14_745_600, 256, 7200, 2048
+P74 = sampling_prob_from_batch_size(1793, M74, B74)
+
+
+def _table_weights(packed: np.ndarray, cell_bits: int) -> np.ndarray:
+    """Integer weights (units of 2^-64) of each cell value, from the packed alias entries."""
+    cap = 1 << (64 - cell_bits)
+    w = [0] * len(packed)
+    for j, e in enumerate(int(x) for x in packed):
+        t, a = e >> cell_bits, e & ((1 << cell_bits) - 1)
+        w[j] += t
+        w[a] += cap - t
+    return np.array(w, dtype=object)
+
+
+def _exact_pmf(trials: int, p: float, ks) -> list:
+    mpmath.mp.dps = 50
+    pm = mpmath.mpf(p)
+    lg = mpmath.loggamma(trials + 1)
+    out = []
+    for k in ks:
+        if k < 0 or k > trials or (p == 1.0 and k != trials):
+            out.append(mpmath.mpf(0) if k != trials or p != 1.0 else mpmath.mpf(1))
+            continue
+        if p == 1.0:
+            out.append(mpmath.mpf(1))
+            continue
+        out.append(mpmath.exp(lg - mpmath.loggamma(k + 1) - mpmath.loggamma(trials - k + 1)
+                              + k * mpmath.log(pm) + (trials - k) * mpmath.log1p(-pm)))
+    return out
+
+
+def _check_table(trials: int, p: float, cell_bits: int, max_values=None, tail_at=None) -> float:
+    offset, packed, tv = binomial_alias(trials, p, cell_bits, max_values)
+    cell_bits = int(len(packed)).bit_length() - 1
+    w = _table_weights(packed, cell_bits)
+    assert sum(w) == 1 << 64                                   # exactly a probability law
+    ks = list(range(offset, offset + len(packed)))
+    pmf = _exact_pmf(trials, p, ks)
+    inside = mpmath.fsum(pmf)
+    l1 = mpmath.fsum(abs(mpmath.mpf(int(wk)) / 2**64 - pk) for wk, pk in zip(w, pmf)) + (1 - inside)
+    assert float(l1) <= 2 * tv, (trials, p, float(l1), tv)
+    if tail_at is not None:  # the tail that decides truncation, deterministically (chi-square cannot see it)
+        table_tail = sum(int(wk) for k, wk in zip(ks, w) if k >= tail_at) / 2**64
+        exact_tail = 1 - mpmath.fsum(_exact_pmf(trials, p, range(0, tail_at)))
+        assert abs(table_tail - float(exact_tail)) <= len(packed) * 2.0**-64 + 1e-30, (table_tail, exact_tail)
+    return tv
+
+
+def test_production_tables_equal_the_exact_pmf_tail_included():
+    tables = count_tables(M74 - 1, B74, P74)
+    assert tables is not None and tables.bins > 1 and tables.bin_bits > 0
+    h = 1 << tables.bin_bits
+    for k in (0, tables.bins // 2, tables.bins - 1):
+        trials = tables.a_lo + k * h
+        tv = _check_table(trials, P74, tables.cell_bits, tail_at=BMAX74)
+        assert tv < 1e-15
+        offset, packed, _ = binomial_alias(trials, P74, tables.cell_bits)
+        np.testing.assert_array_equal(packed, tables.main[k])
+        assert offset == tables.offset[k]
+    for d in (0, 1, h - 1):
+        _check_table(d, P74, 3, max_values=8)
+    # one sample's counts are within this total variation of their exact law: added to every delta
+    scheme = TruncatedBMinSep(P74, B74, N74, M74, BMAX74)
+    assert 0 < scheme.draw_law_tv() < 1e-11
+
+
+@pytest.mark.parametrize("trials,p,bits", [(0, 0.3, 1), (1, 0.5, 1), (7, 1.0, 1), (40, 0.25, 6), (500, 0.01, None),
+                                           (3000, 0.9, None), (10**6, 1e-3, 11)])
+def test_small_tables_equal_the_exact_pmf(trials, p, bits):
+    _check_table(trials, p, bits, tail_at=max(1, int(trials * p + 4 * math.sqrt(trials * p + 1))))
+
+
+@settings(max_examples=200, deadline=None)
+@given(u=st.integers(0, 2**64 - 1), thr=st.integers(0, 2**61 - 1), alias=st.integers(0, 7),
+       low=st.integers(0, 2**64 - 1))
+def test_lazy_comparison_is_the_full_comparison(u, thr, alias, low):
+    cell_bits, top_bits = 3, 20
+    cell, frac = u >> 61, u & ((1 << 61) - 1)
+    top = frac >> (61 - top_bits)
+    entry = (thr << cell_bits) | alias
+    args = [jnp.asarray(np.uint64(v)) for v in (cell, top, entry)]
+    fast, tie = alias_pick(*args, cell_bits, top_bits)
+    full = (top << (61 - top_bits)) | (low >> (64 - (61 - top_bits)))
+    resolved, _ = alias_pick(*args, cell_bits, top_bits, jnp.asarray(np.uint64(low)))
+    want = cell if full < thr else alias
+    assert int(resolved) == want
+    if not bool(tie):
+        assert int(fast) == (cell if frac < thr else alias)
+
+
+def _simulate_examples(rng, others, b, p, n, warm, samples):
+    """Independent simulation: every other example runs its own b-min-sep chain (Alg. 1 / Alg. 2)."""
+    blocked = np.zeros((samples, others), np.int64)  # rounds still blocked
+    if warm and b > 1:
+        avail = rng.random((samples, others)) < 1.0 / (1.0 + (b - 1) * p)
+        blocked = np.where(avail, 0, rng.integers(1, b, size=(samples, others)))
+    r = np.zeros((samples, n), np.int64)
+    for i in range(n):
+        drawn = (blocked == 0) & (rng.random((samples, others)) < p)
+        r[:, i] = drawn.sum(axis=1)
+        blocked = np.where(drawn, b - 1, np.maximum(blocked - 1, 0))
+    return r
+
+
+def _two_sample_chi2(a, b_):
+    """Pearson chi-square of two samples' histograms over the cells with at least 10 expected counts; returns
+    (statistic, degrees of freedom)."""
+    keys = sorted(set(a) | set(b_))
+    ca = np.array([a.count(k) for k in keys], float)
+    cb = np.array([b_.count(k) for k in keys], float)
+    tot = ca + cb
+    keep = tot >= 20
+    ca = np.append(ca[keep], ca[~keep].sum())
+    cb = np.append(cb[keep], cb[~keep].sum())
+    tot = ca + cb
+    na, nb = ca.sum(), cb.sum()
+    mask = tot > 0
+    ea, eb = tot * na / (na + nb), tot * nb / (na + nb)
+    stat = float(np.sum(((ca - ea) ** 2 / ea + (cb - eb) ** 2 / eb)[mask]))
+    return stat, int(mask.sum()) - 1
+
+
+@pytest.mark.parametrize("others,b,p,n,warm", [
+    (199, 3, 0.004, 8, True),     # remainder tables (h = 4), every A in the band
+    (199, 3, 0.004, 8, False),
+    (1999, 5, 0.02, 10, False),   # the cold start's first rounds leave the band: the exact slow path
+    (1999, 5, 0.02, 10, True),
+])
+def test_counts_match_an_independent_simulation_of_the_other_examples(others, b, p, n, warm):
+    samples = 6000
+    tables = count_tables(others, b, p)
+    assert tables is not None
+    got = np.asarray(other_counts_t(jax.random.key(11), others, b, p, warm, n, samples)).T
+    ref = _simulate_examples(np.random.default_rng(5), others, b, p, n, warm, samples)
+    # means within 5 standard errors of the difference, every round
+    se = np.sqrt(got.var(axis=0) / samples + ref.var(axis=0) / samples) + 1e-12
+    assert np.all(np.abs(got.mean(axis=0) - ref.mean(axis=0)) <= 5 * se)
+    # chi-square on marginals and on pairs (r_i, r_{i+1}); the 1e-4 quantile of chi2(df) is below df + 6 sqrt(2 df) + 12
+    for i in (0, 1, b - 1, n - 2):
+        for a_, b_ in ((got[:, i].tolist(), ref[:, i].tolist()),
+                       (list(map(tuple, got[:, i:i + 2])), list(map(tuple, ref[:, i:i + 2])))):
+            stat, df = _two_sample_chi2(a_, b_)
+            assert stat <= df + 6 * math.sqrt(2 * max(df, 1)) + 12, (i, stat, df)
+
+
+def test_tables_refused_where_too_large_fall_back_to_jax_binomial():
+    assert count_tables(10**9, 2, 0.4) is None
+    r = other_counts_t(jax.random.key(0), 10**6, 2, 0.4, True, 3, 8)  # law of jax.random.binomial throughout
+    assert r.shape == (3, 8) and r.dtype == jnp.int32

@@ -1,0 +1,92 @@
+"""The truncated scheme's fast paths equal its full two-mixture loss, and the training side draws the same law.
+
+* ``log_ratio_t`` (untruncated loss for every sample, mixture work only for samples with a truncated round,
+  gathered into a buffer, whole batch when it overflows) equals ``loss_rows`` (both mixtures for every sample)
+  within the loss-error bound, where truncation never happens, is rare, or is frequent;
+* ``ladder_losses`` (shared draws) equals the generic loss kernel per (sigma, direction) on the same key;
+* ``mcacct.training.batching.TruncatedBMinSepSampler``'s batches give the accountant's law of ``r``: ``r`` counts
+  the ``M - 1`` other examples, a training batch all ``M`` (the sensitive example is example 0 here).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mcacct.engine.losses import direction_losses
+from mcacct.engine.problem import Problem
+from mcacct.engine.systematic import loss_error_bound
+from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.schemes.truncated import TruncatedBMinSep
+from mcacct.training import batching as bt
+
+SIGMA = 0.9
+CASES = [  # (p, b, n, M, B_max): fraction of samples with a truncated round, for 256 samples
+    (0.01, 2, 32, 2000, 45),   # none
+    (0.05, 1, 30, 100, 13),    # a few percent: the gathered buffer
+    (0.01, 2, 32, 2000, 31),   # a fifth: the whole batch (buffer overflow)
+]
+
+
+@pytest.mark.parametrize("p,b,n,m,bmax", CASES)
+def test_fast_loss_equals_the_two_mixture_loss(p, b, n, m, bmax):
+    scheme = TruncatedBMinSep(p, b, n, m, bmax)
+    strategy = BandedToeplitz((1.0, 0.5)[:b])
+    eta = loss_error_bound(Problem(scheme, strategy), SIGMA)
+    for direction in ("remove", "add"):
+        d = scheme.sample_t(jax.random.key(3), strategy, SIGMA, 256, direction, jnp.float64)
+        fast = scheme.log_ratio_t(d.y, SIGMA, strategy, d.aux, direction, "auto", "auto")
+        full = scheme.loss_rows(d.y.T, SIGMA, strategy, d.aux.T, direction, "auto", "auto")
+        np.testing.assert_allclose(np.asarray(fast), np.asarray(full), rtol=0, atol=eta)
+        # the public row-major API gives the same draws
+        y, r = scheme.sample(jax.random.key(3), strategy, SIGMA, 256, direction)
+        np.testing.assert_array_equal(np.asarray(y), np.asarray(d.y.T))
+        np.testing.assert_array_equal(np.asarray(r), np.asarray(d.aux.T))
+
+
+@pytest.mark.parametrize("p,b,n,m,bmax", CASES[1:2])
+def test_shared_draw_ladder_equals_the_loss_kernel_per_candidate(p, b, n, m, bmax):
+    scheme = TruncatedBMinSep(p, b, n, m, bmax)
+    strategy = BandedToeplitz((1.0, 0.5)[:b])
+    sigmas = (0.7, 1.3)
+    ladder = scheme.ladder_losses(jax.random.key(5), jnp.asarray(sigmas), strategy, 256, jnp.float64)
+    for j, sig in enumerate(sigmas):
+        eta = loss_error_bound(Problem(scheme, strategy), sig)
+        for k, direction in enumerate(("remove", "add")):
+            ref = direction_losses(scheme, jax.random.key(5), sig, strategy, 256, direction, jnp.float64)
+            np.testing.assert_allclose(np.asarray(ladder[j, k]), np.asarray(ref), rtol=0, atol=2 * eta)
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_training_batches_and_the_accountant_draw_the_same_counts(warm):
+    m, p, b, n, trials = 40, 0.1, 3, 6, 6000
+    sampler = bt.TruncatedBMinSepSampler(m, p, b, 8)
+    keys = jax.random.split(jax.random.key(17), trials)
+    masks = jax.vmap(lambda k: sampler.untruncated.sample_batches(k, n, warm_start=warm))(keys)  # (T, n, M)
+    _, _, sizes = jax.vmap(lambda k: sampler.sample_index_batches(k, n, warm_start=warm))(keys)
+    masks, sizes = np.asarray(masks), np.asarray(sizes)
+    np.testing.assert_array_equal(sizes, masks.sum(axis=2))              # pre-truncation sizes count all M
+    train = sizes - masks[:, :, 0]                                        # ... r counts the M - 1 others
+    acct = np.asarray(TruncatedBMinSep(p, b, n, m, 8, warm).sample_other_counts(jax.random.key(2), trials))
+    se = np.sqrt(train.var(axis=0) / trials + acct.var(axis=0) / trials)
+    assert np.all(np.abs(train.mean(axis=0) - acct.mean(axis=0)) <= 5 * se)
+    for i in range(n - 1):  # marginals and pairs (r_i, r_{i+1}): Pearson chi-square of the two samples
+        for cols in ((i,), (i, i + 1)):
+            a = [tuple(row) for row in train[:, cols]]
+            c = [tuple(row) for row in acct[:, cols]]
+            keys_ = sorted(set(a) | set(c))
+            ca = np.array([a.count(k) for k in keys_], float)
+            cc = np.array([c.count(k) for k in keys_], float)
+            keep = (ca + cc) >= 20
+            ca = np.append(ca[keep], ca[~keep].sum())
+            cc = np.append(cc[keep], cc[~keep].sum())
+            tot = ca + cc
+            ok = tot > 0
+            e = tot[ok] / 2
+            stat = float(np.sum((ca[ok] - e) ** 2 / e + (cc[ok] - e) ** 2 / e))
+            df = int(ok.sum()) - 1
+            assert stat <= df + 6 * math.sqrt(2 * max(df, 1)) + 12, (i, cols, stat, df)
