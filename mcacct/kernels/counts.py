@@ -269,9 +269,25 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
 
 
 def _virtual_history(key, others: float, min_sep: int, sampling_prob: float, num_samples: int) -> jax.Array:
-    """The warm start's virtual rounds ``0, -1, ..., 2-b``: multinomial with ``N`` trials and cell probabilities
-    ``p / (1 + (b-1) p)``, drawn as sequential binomials (``jax.random.binomial``); ``(b-1, B)`` float64."""
+    """The warm start's virtual rounds ``0, -1, ..., 2-b``: multinomial with ``N`` trials and ``m = b - 1`` cells of
+    probability ``q = p / (1 + (b-1) p)``; ``(m, B)`` float64 (the cells are exchangeable, so their order is free).
+
+    With ``C = 2^ceil(log2 m)`` and ``C q <= 1``: ``T ~ Binom(N, C q)`` examples fall in ``C`` equal cells, split
+    level by level with ``Binom(., 1/2)`` (``log2 C`` vectorised draws instead of ``m`` sequential ones), and the
+    ``C - m`` extra cells are dropped (merging cells of a multinomial keeps it multinomial, so the first ``m`` have
+    the law above). Otherwise sequential binomials. Both use ``jax.random.binomial``."""
     b, p = min_sep, sampling_prob
+    m = b - 1
+    q = p / (1.0 + m * p)
+    levels = max(0, (m - 1).bit_length())
+    cells = 1 << levels
+    if cells * q <= 1.0:
+        k_total, k_split = jax.random.split(key)
+        counts = jax.random.binomial(k_total, jnp.full((1, num_samples), others), cells * q, dtype=jnp.float64)
+        for level in range(levels):
+            left = jax.random.binomial(jax.random.fold_in(k_split, level), counts, 0.5, dtype=jnp.float64)
+            counts = jnp.stack([left, counts - left], axis=1).reshape(2 * counts.shape[0], num_samples)
+        return counts[:m]
 
     def init(rest, s):
         cnt = jax.random.binomial(jax.random.fold_in(key, s), rest, p / (1.0 + (b - s) * p), dtype=jnp.float64)

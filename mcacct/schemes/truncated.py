@@ -49,9 +49,16 @@ blocked for ``j+1..j+b-1``, so
 
 with ``r_j = 0`` for ``j < 1`` (cold start) or, for the warm start, the virtual history
 ``(r_0, r_{-1}, ..., r_{2-b})`` multinomial with ``M - 1`` trials and cell probabilities
-``p / (1 + (b-1) p)`` (the rest stays available). This is exact and costs ``n`` binomial draws per sample.
-With ``B_max >= M`` truncation never happens, ``Q_r = R`` and the loss is that of
-:class:`mcacct.schemes.bminsep.BMinSep` on the same ``y``.
+``p / (1 + (b-1) p)`` (the rest stays available). The counts are drawn from integer alias tables
+(:mod:`mcacct.kernels.counts`): one 64-bit word per round, within a stated total variation of the exact law
+(:meth:`TruncatedBMinSep.draw_law_tv`, added to every reported delta).
+
+Engine. A round is *truncated* when ``r_i >= B_max``. Without a truncated round ``ell^Q = 0`` gives ``f = 1``, so
+``ln Q_r/R = 0`` and the loss is that of :class:`mcacct.schemes.bminsep.BMinSep` on the same ``y``: the engine
+computes that for every sample (in cache-sized sub-blocks) and the two mixture recursions only for the samples
+with a truncated round (gathered into a buffer; the whole block when it overflows), on one set of draws for every
+candidate of a ladder and both directions (``ladder_losses``). With ``B_max >= M`` truncation never happens,
+``Q_r = R`` and ``r`` is not drawn.
 """
 
 from __future__ import annotations
@@ -188,8 +195,8 @@ class TruncatedBMinSep(Scheme):
     block_floor = 1024
 
     def _buffer(self, num_samples: int) -> int:
-        """Rows gathered for mixture work: a sixteenth of the batch (at least 8); more truncated samples than
-        that and the whole batch takes the mixture path (the same values, just slower)."""
+        """Rows gathered per round of mixture work: a sixteenth of the batch (at least 8); more truncated samples
+        than that take several rounds (:meth:`_patch`)."""
         return min(num_samples, max(8, num_samples // 16))
 
     def _sub_block(self, num_samples: int) -> int:
@@ -215,23 +222,10 @@ class TruncatedBMinSep(Scheme):
         m_t = mean_shift_from_blocks_t(tau, n, self.min_sep, strategy.c_col, jnp.float64)
         return tau, m_t, standard_normal(k_z, (n, sub), jnp.float64)
 
-    def _rows(self, key, strategy, idx, num_samples: int):
-        """``(tau, z)`` of the samples ``idx``, row-major ``(K, ceil(n/b))`` and ``(K, n)``: their sub-blocks
-        drawn again (every row: all sub-blocks once)."""
-        sub = self._sub_block(num_samples)
-        if idx.shape[0] == num_samples:
-            tau, _, z = jax.lax.map(lambda j: self._block_draws(key, strategy, j, sub),
-                                    jnp.arange(num_samples // sub))
-            return (jnp.moveaxis(tau, 2, 1).reshape(num_samples, -1),
-                    jnp.moveaxis(z, 2, 1).reshape(num_samples, -1))
-
-        def one(i):
-            i = jnp.minimum(i, num_samples - 1)
-            tau, _, z = self._block_draws(key, strategy, i // sub, sub)
-            return (jax.lax.dynamic_index_in_dim(tau, i % sub, 1, keepdims=False),
-                    jax.lax.dynamic_index_in_dim(z, i % sub, 1, keepdims=False))
-
-        return jax.vmap(one)(idx)
+    @staticmethod
+    def _rows(tau, z_t, idx):
+        """``(tau, z)`` of the samples ``idx``, row-major ``(K, ceil(n/b))`` and ``(K, n)``."""
+        return jnp.take(tau, idx, axis=1, mode="clip").T, jnp.take(z_t, idx, axis=1, mode="clip").T
 
     def _row_amplitudes(self, tau_rows, r_t, k_s, idx):
         """For the rows ``idx``: participation ``x`` (from ``tau``), counts ``r`` and survival coins, as the
@@ -249,25 +243,26 @@ class TruncatedBMinSep(Scheme):
         return amp_p, amp_q, r
 
     def _patch(self, r_t, num_samples: int, fn, out):
-        """Apply ``fn(idx, out)`` to the samples with a truncated round: nothing when there is none, a buffer of
-        :meth:`_buffer` rows, or every row when more are truncated (each case gives the same values)."""
+        """Apply ``fn(idx, out)`` to the samples with a truncated round, :meth:`_buffer` of them at a time (a
+        ``while`` loop of ``ceil(count / buffer)`` rounds: none when no round is truncated); ``idx`` is padded with
+        the out-of-range index ``num_samples``, whose results are dropped. One compiled mixture program."""
         if not self.can_truncate:
             return out
         flagged = jnp.any(r_t >= self.max_batch_size, axis=0)
-        count = jnp.sum(flagged)
+        rank = jnp.cumsum(flagged) - 1
         size = self._buffer(num_samples)
-        every = jnp.arange(num_samples)
-        if size >= num_samples:
-            return jax.lax.cond(count == 0, lambda: out, lambda: fn(every, out))
-        small = jnp.nonzero(flagged, size=size, fill_value=num_samples)[0]
-        return jax.lax.switch(jnp.where(count == 0, 0, jnp.where(count > size, 2, 1)),
-                              [lambda: out, lambda: fn(small, out), lambda: fn(every, out)])
+
+        def round_(k, out):
+            idx = jnp.nonzero(flagged & (rank // size == k), size=size, fill_value=num_samples)[0]
+            return fn(idx, out)
+
+        return jax.lax.fori_loop(0, (jnp.sum(flagged) + size - 1) // size, round_, out)
 
     def _blocked(self, num_samples: int, fn):
-        """``fn(j)`` over the sub-blocks (``lax.map``), results ``(..., sub)`` joined along their last axis."""
+        """``fn(j)`` over the sub-blocks (``lax.map``); every result ``(..., sub)`` joined along its last axis."""
         sub = self._sub_block(num_samples)
         out = jax.lax.map(fn, jnp.arange(num_samples // sub))       # (nsub, ..., sub)
-        return jnp.moveaxis(out, 0, -2).reshape(out.shape[1:-1] + (num_samples,))
+        return jax.tree.map(lambda o: jnp.moveaxis(o, 0, -2).reshape(o.shape[1:-1] + (num_samples,)), out)
 
     @jit_method("strategy", "num_samples", "positive", "dtype")
     def _sample_t(self, key, sigma, strategy, num_samples, positive, dtype):
@@ -277,13 +272,13 @@ class TruncatedBMinSep(Scheme):
         sub = self._sub_block(num_samples)
 
         def block(j):
-            _, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
-            return z_t * sig + m_t if positive else z_t * sig
+            tau, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
+            return (z_t * sig + m_t if positive else z_t * sig), tau, z_t
 
-        y_t = self._blocked(num_samples, block)
+        y_t, tau_all, z_all = self._blocked(num_samples, block)
 
         def fix(idx, y_t):
-            tau, z = self._rows(k_b, strategy, idx, num_samples)
+            tau, z = self._rows(tau_all, z_all, idx)
             amp_p, amp_q, _ = self._row_amplitudes(tau, r_t, k_s, idx)
             mean = mean_shift_amplitudes(amp_p if positive else amp_q, strategy.c_col)
             return y_t.at[:, idx].set((z * sig + mean).T, mode="drop")
@@ -335,14 +330,14 @@ class TruncatedBMinSep(Scheme):
         sub = self._sub_block(num_samples)
 
         def block(j):
-            _, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
+            tau, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
             return ladder_losses_t(m_t.astype(dtype), z_t.astype(dtype), sigmas, self.min_sep, self.sampling_prob,
-                                   self.warm_start, strategy.c_col, dot_method, recursion)
+                                   self.warm_start, strategy.c_col, dot_method, recursion), tau, z_t
 
-        out = self._blocked(num_samples, block)
+        out, tau_all, z_all = self._blocked(num_samples, block)
 
         def fix(idx, out):
-            tau, z = self._rows(k_b, strategy, idx, num_samples)
+            tau, z = self._rows(tau_all, z_all, idx)
             amp_p, amp_q, r = self._row_amplitudes(tau, r_t, k_s, idx)
             mean_p = mean_shift_amplitudes(amp_p, strategy.c_col)
             mean_q = mean_shift_amplitudes(amp_q, strategy.c_col)

@@ -1,7 +1,7 @@
 """The truncated scheme's fast paths equal its full two-mixture loss, and the training side draws the same law.
 
 * ``log_ratio_t`` (untruncated loss for every sample, mixture work only for samples with a truncated round,
-  gathered into a buffer, whole batch when it overflows) equals ``loss_rows`` (both mixtures for every sample)
+  gathered into a buffer, several rounds when more are truncated) equals ``loss_rows`` (both mixtures for every sample)
   within the loss-error bound, where truncation never happens, is rare, or is frequent;
 * ``ladder_losses`` (shared draws) equals the generic loss kernel per (sigma, direction) on the same key;
 * ``mcacct.training.batching.TruncatedBMinSepSampler``'s batches give the accountant's law of ``r``: ``r`` counts
@@ -26,9 +26,8 @@ from mcacct.training import batching as bt
 
 SIGMA = 0.9
 CASES = [  # (p, b, n, M, B_max): fraction of samples with a truncated round, for 256 samples
-    (0.01, 2, 32, 2000, 45),   # none
-    (0.05, 1, 30, 100, 13),    # a few percent: the gathered buffer
-    (0.01, 2, 32, 2000, 31),   # a fifth: the whole batch (buffer overflow)
+    (0.05, 1, 30, 100, 13),    # a few percent: one round of the gathered buffer, most samples untruncated
+    (0.01, 2, 32, 2000, 31),   # a fifth: several rounds of the buffer
 ]
 
 
@@ -48,7 +47,7 @@ def test_fast_loss_equals_the_two_mixture_loss(p, b, n, m, bmax):
         np.testing.assert_array_equal(np.asarray(r), np.asarray(d.aux.T))
 
 
-@pytest.mark.parametrize("p,b,n,m,bmax", CASES[1:2])
+@pytest.mark.parametrize("p,b,n,m,bmax", CASES[:1])
 def test_shared_draw_ladder_equals_the_loss_kernel_per_candidate(p, b, n, m, bmax):
     scheme = TruncatedBMinSep(p, b, n, m, bmax)
     strategy = BandedToeplitz((1.0, 0.5)[:b])
