@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias", "table_tv", "alias_pick",
-           "BAND_SDS", "REMAINDER_CELL_BITS"]
+           "BAND_SDS", "REMAINDER_CELL_BITS", "HalfTables", "virtual_plan"]
 
 #: half-width of the band of ``A`` covered by tables, in standard deviations of the stationary window sum
 BAND_SDS = 7.0
@@ -165,6 +165,25 @@ class CountTables(NamedTuple):
     tv_per_draw: float
 
 
+def _bin_tables(a_lo: int, bins: int, h: int, p: float):
+    """Alias tables of ``Binom(a_lo + k h, p)``, ``k < bins``, with one cell count: ``(main, offset, cell_bits,
+    tv)``, or ``None`` when larger than the limits."""
+    if bins > _MAX_BINS:
+        return None
+    num, den = float(p).as_integer_ratio()
+    weights = [_weights(a_lo + k * h, num, den) for k in range(bins)]
+    cell_bits = max(1, (max(len(u) for _, u, _ in weights) - 1).bit_length())
+    if cell_bits > _MAX_CELL_BITS or bins << cell_bits > _MAX_ENTRIES:
+        return None
+    main = np.zeros((bins, 1 << cell_bits), np.uint64)
+    offset = np.zeros(bins, np.int32)
+    tv_main = 0.0
+    for k, (k_lo, u, tail_rel) in enumerate(weights):
+        offset[k], main[k], tv = _alias(k_lo, u, tail_rel, cell_bits, f"Binom({a_lo + k * h}, {p})")
+        tv_main = max(tv_main, tv)
+    return main, offset, cell_bits, tv_main
+
+
 @functools.lru_cache(maxsize=32)
 def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables | None:
     """The tables for ``N = others`` other examples with separation ``b`` and probability ``p``, or ``None``
@@ -185,17 +204,10 @@ def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables
     bins = (a_hi - a_lo) // h + 1
     if bins > _MAX_BINS:
         return None
-    num, den = p.as_integer_ratio()
-    weights = [_weights(a_lo + k * h, num, den) for k in range(bins)]
-    cell_bits = max(1, (max(len(u) for _, u, _ in weights) - 1).bit_length())
-    if cell_bits > _MAX_CELL_BITS or bins << cell_bits > _MAX_ENTRIES:
+    binned = _bin_tables(a_lo, bins, h, p)
+    if binned is None:
         return None
-    main = np.zeros((bins, 1 << cell_bits), np.uint64)
-    offset = np.zeros(bins, np.int32)
-    tv_main = 0.0
-    for k, (k_lo, u, tail_rel) in enumerate(weights):
-        offset[k], main[k], tv = _alias(k_lo, u, tail_rel, cell_bits, f"Binom({a_lo + k * h}, {p})")
-        tv_main = max(tv_main, tv)
+    main, offset, cell_bits, tv_main = binned
     rem = np.zeros((h, 1 << REMAINDER_CELL_BITS), np.uint64)
     tv_rem = 0.0
     for d in range(h):
@@ -268,24 +280,96 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     return jax.lax.cond(jnp.any(outside), slow, lambda: fast)
 
 
-def _virtual_history(key, others: float, min_sep: int, sampling_prob: float, num_samples: int) -> jax.Array:
-    """The warm start's virtual rounds ``0, -1, ..., 2-b``: multinomial with ``N`` trials and ``m = b - 1`` cells of
-    probability ``q = p / (1 + (b-1) p)``; ``(m, B)`` float64 (the cells are exchangeable, so their order is free).
+class HalfTables(NamedTuple):
+    """Alias tables of ``Binom(N, 1/2)`` for ``N`` in ``[a_lo, a_lo + 64 bins)``: bins of 64, the remainder
+    ``Binom(d, 1/2)``, ``d < 64``, as the popcount of ``d`` uniform bits (exact)."""
 
-    With ``C = 2^ceil(log2 m)`` and ``C q <= 1``: ``T ~ Binom(N, C q)`` examples fall in ``C`` equal cells, split
-    level by level with ``Binom(., 1/2)`` (``log2 C`` vectorised draws instead of ``m`` sequential ones), and the
-    ``C - m`` extra cells are dropped (merging cells of a multinomial keeps it multinomial, so the first ``m`` have
-    the law above). Otherwise sequential binomials. Both use ``jax.random.binomial``."""
-    b, p = min_sep, sampling_prob
+    main: np.ndarray
+    offset: np.ndarray
+    a_lo: int
+    bins: int
+    cell_bits: int
+    tv_per_draw: float
+
+
+_HALF_BITS = 6
+
+
+@functools.lru_cache(maxsize=32)
+def virtual_plan(others: int, min_sep: int, sampling_prob: float):
+    """How the warm start's virtual history is drawn: ``(levels, cells, q, tables, tv)`` with ``cells = 2^levels``
+    equal cells of probability ``q = p / (1 + (b-1) p)``, per level of the splitting tree either
+    :class:`HalfTables` (a node's count in a band of 7 standard deviations) or ``None`` (``jax.random.binomial``),
+    and ``tv`` the total-variation bound of one sample's table draws; ``None`` when ``cells q > 1`` (sequential
+    binomials)."""
+    n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
     m = b - 1
     q = p / (1.0 + m * p)
     levels = max(0, (m - 1).bit_length())
     cells = 1 << levels
-    if cells * q <= 1.0:
+    if cells * q > 1.0:
+        return None
+    tables, tv = [], 0.0
+    for level in range(levels):
+        pr = min(1.0, (cells >> level) * q)       # a node at this level holds cells >> level cells
+        mean, sd = n_oth * pr, math.sqrt(n_oth * pr * (1.0 - pr))
+        lo = max(0, math.floor(mean - BAND_SDS * sd))
+        hi = min(n_oth, math.ceil(mean + BAND_SDS * sd))
+        binned = _bin_tables(lo, (hi - lo) // (1 << _HALF_BITS) + 1, 1 << _HALF_BITS, 0.5)
+        if binned is None:
+            tables.append(None)
+            continue
+        main, offset, cell_bits, tv_main = binned
+        tables.append(HalfTables(main, offset, lo, main.shape[0], cell_bits, tv_main))
+        tv += (1 << level) * tv_main              # 2^level splits at this level
+    return levels, cells, q, tuple(tables), tv
+
+
+def _split_half(key, counts: jax.Array, tables: HalfTables | None) -> jax.Array:
+    """``Binom(counts, 1/2)`` (int32): from the tables (exact up to their ``tv_per_draw``; counts off the band by
+    ``jax.random.binomial``) or all by ``jax.random.binomial``."""
+    k_bits, k_slow = jax.random.split(key)
+
+    def slow():
+        return jax.random.binomial(k_slow, counts.astype(jnp.float64), 0.5, dtype=jnp.float64).astype(jnp.int32)
+
+    if tables is None:
+        return slow()
+    L = tables.cell_bits
+    u = jax.random.bits(k_bits, (2,) + counts.shape, jnp.uint64)
+    rel = counts.astype(jnp.int64) - tables.a_lo
+    span = tables.bins << _HALF_BITS
+    outside = (rel < 0) | (rel >= span)
+    rel = jnp.clip(rel, 0, span - 1)
+    k, d = rel >> _HALF_BITS, rel & ((1 << _HALF_BITS) - 1)
+    cell = u[0] >> _u64(64 - L)
+    entry = jnp.asarray(tables.main.reshape(-1))[(k << L) + cell.astype(jnp.int64)]
+    thr, alias = entry >> _u64(L), entry & _u64((1 << L) - 1)
+    value = jnp.where((u[0] & _u64((1 << (64 - L)) - 1)) < thr, cell, alias).astype(jnp.int32)
+    rem = jax.lax.population_count(u[1] & ((_u64(1) << d.astype(jnp.uint64)) - _u64(1))).astype(jnp.int32)
+    fast = jnp.asarray(tables.offset)[k] + value + rem
+    return jax.lax.cond(jnp.any(outside), lambda: jnp.where(outside, slow(), fast), lambda: fast)
+
+
+def _virtual_history(key, others: int, min_sep: int, sampling_prob: float, num_samples: int) -> jax.Array:
+    """The warm start's virtual rounds ``0, -1, ..., 2-b``: multinomial with ``N`` trials and ``m = b - 1`` cells of
+    probability ``q = p / (1 + (b-1) p)``; ``(m, B)`` int32 (the cells are exchangeable, so their order is free).
+
+    With ``C = 2^ceil(log2 m)`` and ``C q <= 1``: ``T ~ Binom(N, C q)`` examples fall in ``C`` equal cells, split
+    level by level with ``Binom(., 1/2)`` (:func:`virtual_plan`: alias tables where a level's counts stay in a
+    narrow band, ``jax.random.binomial`` elsewhere), and the ``C - m`` extra cells are dropped (merging cells of a
+    multinomial keeps it multinomial, so the first ``m`` have the law above). Otherwise ``m`` sequential binomials
+    (``jax.random.binomial``)."""
+    b, p = min_sep, sampling_prob
+    m = b - 1
+    plan = virtual_plan(int(others), b, p)
+    if plan is not None:
+        levels, cells, q, tables, _ = plan
         k_total, k_split = jax.random.split(key)
-        counts = jax.random.binomial(k_total, jnp.full((1, num_samples), others), cells * q, dtype=jnp.float64)
+        counts = jax.random.binomial(k_total, jnp.full((1, num_samples), float(others)), cells * q,
+                                     dtype=jnp.float64).astype(jnp.int32)
         for level in range(levels):
-            left = jax.random.binomial(jax.random.fold_in(k_split, level), counts, 0.5, dtype=jnp.float64)
+            left = _split_half(jax.random.fold_in(k_split, level), counts, tables[level])
             counts = jnp.stack([left, counts - left], axis=1).reshape(2 * counts.shape[0], num_samples)
         return counts[:m]
 
@@ -293,8 +377,8 @@ def _virtual_history(key, others: float, min_sep: int, sampling_prob: float, num
         cnt = jax.random.binomial(jax.random.fold_in(key, s), rest, p / (1.0 + (b - s) * p), dtype=jnp.float64)
         return rest - cnt, cnt
 
-    _, counts = jax.lax.scan(init, jnp.full((num_samples,), others), jnp.arange(1, b))
-    return counts
+    _, counts = jax.lax.scan(init, jnp.full((num_samples,), float(others)), jnp.arange(1, b))
+    return counts.astype(jnp.int32)
 
 
 def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: float, warm_start: bool,
@@ -319,7 +403,7 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
     m = b - 1
     prev = jnp.zeros((m, B), jnp.int32)
     if warm_start:
-        counts = _virtual_history(k_init, float(others), b, p, B).astype(jnp.int32)  # counts[s-1] = r_{1-s}
+        counts = _virtual_history(k_init, int(others), b, p, B)  # exchangeable cells
         prev = counts[::-1]                                                          # prev[s-1] = r_{s-m}
     blocks = -(-n // m)
 

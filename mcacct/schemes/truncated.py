@@ -72,7 +72,7 @@ import numpy as np
 from mcacct.schemes.strategy import check_strategy_type
 from mcacct.validate import check_bool, check_call, check_count, check_fields, check_prob, is_traced
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
-from mcacct.kernels.counts import count_tables, other_counts_t
+from mcacct.kernels.counts import count_tables, other_counts_t, virtual_plan
 from mcacct.kernels.normal import standard_normal
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import ladder_losses_t
@@ -168,13 +168,17 @@ class TruncatedBMinSep(Scheme):
                               self.iterations, num_samples)
 
     def draw_law_tv(self) -> float:
-        """Total-variation bound of one sample's counts ``r`` against their exact law: ``n`` table draws, each
-        within :attr:`mcacct.kernels.counts.CountTables.tv_per_draw` (0 when truncation is impossible and ``r``
-        is not drawn, or when the tables are not used)."""
+        """Total-variation bound of one sample's counts ``r`` against their exact law: ``n`` count draws, each
+        within :attr:`mcacct.kernels.counts.CountTables.tv_per_draw`, plus the warm start's table splits
+        (:func:`mcacct.kernels.counts.virtual_plan`); 0 when truncation is impossible and ``r`` is not drawn."""
         if not self.can_truncate:
             return 0.0
         tables = count_tables(self.dataset_size - 1, self.min_sep, self.sampling_prob)
-        return 0.0 if tables is None else self.iterations * tables.tv_per_draw
+        tv = 0.0 if tables is None else self.iterations * tables.tv_per_draw
+        if self.warm_start and self.min_sep > 1:
+            plan = virtual_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob)
+            tv += 0.0 if plan is None else plan[-1]
+        return tv
 
     # -- draws ----------------------------------------------------------------------------------------------
     def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcacct.kernels.counts import alias_pick, binomial_alias, count_tables, other_counts_t
+from mcacct.kernels.counts import alias_pick, binomial_alias, count_tables, other_counts_t, virtual_plan
 from mcacct.rates import sampling_prob_from_batch_size
 from mcacct.schemes.truncated import TruncatedBMinSep
 
@@ -86,6 +86,11 @@ def test_production_tables_equal_the_exact_pmf_tail_included():
         assert offset == tables.offset[k]
     for d in (0, 1, h - 1):
         _check_table(d, P74, 3, max_values=8)
+    # the warm start's splitting tree: Binom(N0 + 64 k, 1/2) tables at every level but the root
+    levels, cells, q, halves, tv_tree = virtual_plan(M74 - 1, B74, P74)
+    assert cells == 256 and halves[0] is None and all(t is not None for t in halves[1:]) and tv_tree < 1e-13
+    for t in (halves[1], halves[-1]):
+        _check_table(t.a_lo + 64 * (t.bins // 2), 0.5, t.cell_bits)
     # one sample's counts are within this total variation of their exact law: added to every delta
     scheme = TruncatedBMinSep(P74, B74, N74, M74, BMAX74)
     assert 0 < scheme.draw_law_tv() < 1e-11
