@@ -19,11 +19,9 @@ __all__ = ["direction_losses", "ladder_losses"]
 
 def direction_losses(scheme, key, sigma, strategy, num_samples: int, direction: str, dtype, dot_method: str = "auto",
                      recursion: str = "auto") -> jax.Array:
-    """``num_samples`` privacy losses of ``direction`` from the draws of ``key`` (time-major sampling, the
-    scheme's ``log_ratio_t``, negated for ``"add"``)."""
-    draws = scheme.sample_t(key, strategy, sigma, num_samples, direction, jnp.float64)
-    loss = scheme.log_ratio_t(draws.y.astype(dtype), sigma, strategy, draws.aux, direction, dot_method, recursion)
-    return loss if direction == "remove" else -loss
+    """``num_samples`` privacy losses of ``direction`` from the draws of ``key``: the scheme's ``losses_t``
+    (``log_ratio_t`` of the time-major draws of ``sample_t``, negated for ``"add"``, unless the scheme fuses them)."""
+    return scheme.losses_t(key, strategy, sigma, num_samples, direction, dtype, dot_method, recursion)
 
 
 def ladder_losses(scheme, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",

@@ -252,32 +252,29 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     top1 = (u >> _u64(64 - L - h1)) & _u64((1 << h1) - 1)
     cell2 = (u >> _u64(h2)) & _u64((1 << R) - 1)
     top2 = u & _u64((1 << h2) - 1)
-    rel = avail.astype(jnp.int64) - tables.a_lo
-    outside = (rel < 0) | (rel >= (tables.bins << tables.bin_bits))
-    rel = jnp.clip(rel, 0, (tables.bins << tables.bin_bits) - 1)
+    rel = avail.astype(jnp.int32) - jnp.int32(tables.a_lo)
+    span = tables.bins << tables.bin_bits
+    outside = (rel < 0) | (rel >= span)
+    rel = jnp.clip(rel, 0, span - 1)
     k = rel >> tables.bin_bits
     d = rel & ((1 << tables.bin_bits) - 1)
     main = jnp.asarray(tables.main.reshape(-1))
     rem = jnp.asarray(tables.rem.reshape(-1))
-    e1 = main[(k << L) + cell1.astype(jnp.int64)]
-    e2 = rem[(d << R) + cell2.astype(jnp.int64)]
+    e1 = main[(k << L) + cell1.astype(jnp.int32)]
+    e2 = rem[(d << R) + cell2.astype(jnp.int32)]
     v1, tie1 = alias_pick(cell1, top1, e1, L, h1, None)
     v2, tie2 = alias_pick(cell2, top2, e2, R, h2, None)
+    offset = jnp.asarray(tables.offset)[k]
+    fast = offset + v1.astype(jnp.int32) + v2.astype(jnp.int32)
 
-    def resolve():
+    def rare():  # ties get their low bits, lanes off the band an exact binomial (one branch, rarely taken)
         fresh = jax.random.bits(k_tie, (2,) + avail.shape, jnp.uint64)
         w1, _ = alias_pick(cell1, top1, e1, L, h1, fresh[0])
         w2, _ = alias_pick(cell2, top2, e2, R, h2, fresh[1])
-        return w1, w2
-
-    v1, v2 = jax.lax.cond(jnp.any(tie1 | tie2), resolve, lambda: (v1, v2))
-    fast = jnp.asarray(tables.offset)[k] + v1.astype(jnp.int32) + v2.astype(jnp.int32)
-
-    def slow():
         exact = jax.random.binomial(k_slow, avail.astype(jnp.float64), sampling_prob, dtype=jnp.float64)
-        return jnp.where(outside, exact.astype(jnp.int32), fast)
+        return jnp.where(outside, exact.astype(jnp.int32), offset + w1.astype(jnp.int32) + w2.astype(jnp.int32))
 
-    return jax.lax.cond(jnp.any(outside), slow, lambda: fast)
+    return jax.lax.cond(jnp.any(tie1 | tie2 | outside), rare, lambda: fast)
 
 
 class HalfTables(NamedTuple):

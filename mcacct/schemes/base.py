@@ -112,6 +112,13 @@ class AccountedScheme(Protocol):
         """:meth:`log_ratio` of time-major outputs, unchecked and traceable (the engine's form)."""
         ...
 
+    def losses_t(self, key: Any, strategy: Any, sigma: Any, num_samples: int, direction: str, dtype: Any,
+                 dot_method: str, recursion: str) -> Any:
+        """The engine's losses of one block: ``log_ratio_t`` of the draws of ``sample_t`` for ``key`` (the
+        kernel precision ``dtype``), negated for ``"add"`` (a scheme may fuse the two; the values are those of the
+        two calls up to float rounding within the loss-error bound)."""
+        ...
+
     def ladder_losses(self, key: Any, sigmas: Any, strategy: Any, num_samples: int, dtype: Any,
                       dot_method: str = "auto", recursion: str = "auto") -> Any:
         """``(J, 2, num_samples)`` losses (directions ``remove``, ``add``) for every noise multiplier on the
@@ -208,6 +215,12 @@ class Scheme:
     def log_ratio_t(self, y_t, sigma, strategy, aux_t, direction: str, dot_method: str, recursion: str):
         return self.loss_rows(y_t.T, sigma, strategy, None if aux_t is None else aux_t.T, direction, dot_method,
                               recursion)
+
+    def losses_t(self, key, strategy, sigma, num_samples: int, direction: str, dtype, dot_method: str,
+                 recursion: str):
+        draws = self.sample_t(key, strategy, sigma, num_samples, direction, jnp.float64)
+        loss = self.log_ratio_t(draws.y.astype(dtype), sigma, strategy, draws.aux, direction, dot_method, recursion)
+        return loss if direction == "remove" else -loss
 
     def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
                       recursion: str = "auto"):

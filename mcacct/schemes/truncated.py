@@ -314,6 +314,38 @@ class TruncatedBMinSep(Scheme):
 
         return self._patch(r_t, num_samples, fix, loss)
 
+    def losses_t(self, key, strategy, sigma, num_samples: int, direction: str, dtype, dot_method: str,
+                 recursion: str):
+        """The engine's losses of one block, fused per sub-block: the draws of :meth:`sample_t` for ``key`` and
+        their loss (:meth:`log_ratio_t`, negated for ``"add"``) without materialising the block's outputs."""
+        return self._losses(key, sigma, strategy, num_samples, direction == "remove", jnp.dtype(dtype), dot_method,
+                            recursion)
+
+    @jit_method("strategy", "num_samples", "positive", "dtype", "dot_method", "recursion")
+    def _losses(self, key, sigma, strategy, num_samples, positive, dtype, dot_method, recursion):
+        k_r, k_b, k_s = jax.random.split(key, 3)
+        r_t = self._counts_or_zeros(k_r, num_samples)
+        sig = jnp.asarray(sigma, jnp.float64)
+        sub = self._sub_block(num_samples)
+        base = self.base
+
+        def block(j):
+            tau, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
+            y = (z_t * sig + m_t if positive else z_t * sig).astype(dtype)
+            ell_t = participation_log_ratios_t(y, jnp.asarray(sigma, dtype), strategy.c_col, dot_method)
+            return log_ratio_from_terms_t(ell_t, base, recursion), tau, z_t
+
+        loss, tau_all, z_all = self._blocked(num_samples, block)
+
+        def fix(idx, loss):
+            tau, z = self._rows(tau_all, z_all, idx)
+            amp_p, amp_q, r = self._row_amplitudes(tau, r_t, k_s, idx)
+            y = (z * sig + mean_shift_amplitudes(amp_p if positive else amp_q, strategy.c_col)).astype(dtype)
+            return loss.at[idx].set(self._mixture_loss(y, r, sigma, strategy, dot_method, recursion), mode="drop")
+
+        loss = self._patch(r_t, num_samples, fix, loss)
+        return loss if positive else -loss
+
     shares_ladder_work = True
 
     def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
