@@ -19,9 +19,9 @@ venv: $(VENV)/.installed-test
 run: venv
 	$(BIN)/mcacct calibrate
 
-## test: the whole test suite
+## test: the whole test suite, on two worker processes (pytest-xdist, a test file per worker at a time)
 test: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 ## bench: throughput against the CPU reference (writes benchmarks/results/)
 bench: venv

@@ -10,8 +10,8 @@ One run measures, on the same machine and in the same process (medians of ``--re
 * the 4-sigma ladder over both directions on shared draws (the calibration's program): draws/s and
   (sigma, direction, sample) evaluations/s;
 * mcacct ``BMinSep`` at the same shape and c, one sigma, one direction, and its ladder;
-* ``calibrate --plan-only``'s expected one-device time for the 7.5e9-sample verification, from the ladder's
-  measured draws/s (the same projection ``--plan-only`` makes from its probe).
+* the expected one-device time of the 7.5e9-sample verification: from the ladder's measured draws/s, and from
+  ``mcacct calibrate --plan-only`` itself (a fresh process: its own probe and projection).
 
 It runs with c = ones(256)/16 (the constant-c prefix path) and with the MSE-optimised c for 256 bands at
 n = 7200 (``mcacct strategy --iterations 7200 --bands 256``; the FFT sliding-sum path). Figures go to
@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 
@@ -105,6 +106,22 @@ def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: floa
     return out
 
 
+def _plan_only(c: np.ndarray) -> dict:
+    """``mcacct calibrate --plan-only`` at §7.4 (fresh process, JSON): its own probe and projection."""
+    cmd = [sys.executable, "-m", "mcacct", "calibrate", "--scheme", "truncated", "--iterations", str(N),
+           "--min-sep", str(B), "--batch-size", str(BATCH), "--dataset-size", str(M), "--max-batch-size", str(BMAX),
+           "--c-col", ",".join(repr(float(v)) for v in c), "--epsilon", "10", "--delta", "1.301e-8",
+           "--samples", "7.5e9", "--sigmas", ",".join(str(s) for s in LADDER), "--plan-only", "--json"]
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        return {"error": r.stderr[-2000:]}
+    plan = json.loads(r.stdout.strip().splitlines()[-1])
+    days = plan["expected_seconds_at_most"]["verification"] / 86400.0
+    return {"probe": plan.get("probe"), "expected_seconds_at_most": plan["expected_seconds_at_most"],
+            "expected_days_one_device": days, "wall_s": time.perf_counter() - t0}
+
+
 def _c_col(kind: str) -> np.ndarray:
     if kind == "ones":
         return np.ones(B) / np.sqrt(B)
@@ -122,6 +139,7 @@ def main() -> None:
     ap.add_argument("--chunk-size", type=int, default=4096)
     ap.add_argument("--no-reference", action="store_true", help="skip the jax-privacy reference")
     ap.add_argument("--reference-samples", type=int, default=32, help="samples per reference call")
+    ap.add_argument("--no-plan", action="store_true", help="skip the calibrate --plan-only run")
     ap.add_argument("--out", default="", help="output JSON (default benchmarks/results/production_<device>.json)")
     args = ap.parse_args()
     repeats, min_s = (1, 0.5) if args.quick else (args.repeats, args.min_seconds)
@@ -164,6 +182,9 @@ def main() -> None:
             row["plan_7_4"] = {"samples": SAMPLES_7_4, "expected_seconds_one_device": SAMPLES_7_4 / draws,
                                "expected_days_one_device": SAMPLES_7_4 / draws / 86400.0,
                                "note": "every candidate to the end on shared draws, as calibrate --plan-only projects"}
+            if not args.no_plan:
+                print(f"[{kind}] calibrate --plan-only ...", file=sys.stderr, flush=True)
+                row["calibrate_plan_only"] = _plan_only(c)
             report["results"][kind] = row
             print(json.dumps({kind: ratios, "plan_days": row["plan_7_4"]["expected_days_one_device"]}),
                   file=sys.stderr, flush=True)

@@ -72,6 +72,7 @@ import numpy as np
 from mcacct.schemes.strategy import check_strategy_type
 from mcacct.validate import check_bool, check_call, check_count, check_fields, check_prob, is_traced
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
+from mcacct.kernels.blocks import apply_to_flagged, map_sub_blocks, sub_block_size
 from mcacct.kernels.counts import count_tables, other_counts_t, virtual_plan
 from mcacct.kernels.normal import standard_normal
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
@@ -204,12 +205,7 @@ class TruncatedBMinSep(Scheme):
         return min(num_samples, max(8, num_samples // 16))
 
     def _sub_block(self, num_samples: int) -> int:
-        """Sub-blocks of the untruncated part (participation, noise, sliding sums, recursion): the power of two
-        near ``2^18 / n`` in ``[16, 4096]`` that divides the batch (so its ``(n, sub)`` arrays stay in cache)."""
-        sub = 1 << (max(16, min(4096, (1 << 18) // self.iterations)).bit_length() - 1)
-        while sub > 1 and num_samples % sub:
-            sub //= 2
-        return min(sub, num_samples)
+        return sub_block_size(self.iterations, num_samples)
 
     def _counts_or_zeros(self, key, num_samples: int):
         if self.can_truncate:
@@ -247,26 +243,13 @@ class TruncatedBMinSep(Scheme):
         return amp_p, amp_q, r
 
     def _patch(self, r_t, num_samples: int, fn, out):
-        """Apply ``fn(idx, out)`` to the samples with a truncated round, :meth:`_buffer` of them at a time (a
-        ``while`` loop of ``ceil(count / buffer)`` rounds: none when no round is truncated); ``idx`` is padded with
-        the out-of-range index ``num_samples``, whose results are dropped. One compiled mixture program."""
+        """``fn(idx, out)`` on the samples with a truncated round, :meth:`_buffer` at a time (none: no work)."""
         if not self.can_truncate:
             return out
-        flagged = jnp.any(r_t >= self.max_batch_size, axis=0)
-        rank = jnp.cumsum(flagged) - 1
-        size = self._buffer(num_samples)
-
-        def round_(k, out):
-            idx = jnp.nonzero(flagged & (rank // size == k), size=size, fill_value=num_samples)[0]
-            return fn(idx, out)
-
-        return jax.lax.fori_loop(0, (jnp.sum(flagged) + size - 1) // size, round_, out)
+        return apply_to_flagged(jnp.any(r_t >= self.max_batch_size, axis=0), self._buffer(num_samples), fn, out)
 
     def _blocked(self, num_samples: int, fn):
-        """``fn(j)`` over the sub-blocks (``lax.map``); every result ``(..., sub)`` joined along its last axis."""
-        sub = self._sub_block(num_samples)
-        out = jax.lax.map(fn, jnp.arange(num_samples // sub))       # (nsub, ..., sub)
-        return jax.tree.map(lambda o: jnp.moveaxis(o, 0, -2).reshape(o.shape[1:-1] + (num_samples,)), out)
+        return map_sub_blocks(fn, num_samples, self._sub_block(num_samples))
 
     @jit_method("strategy", "num_samples", "positive", "dtype")
     def _sample_t(self, key, sigma, strategy, num_samples, positive, dtype):

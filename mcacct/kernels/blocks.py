@@ -1,0 +1,48 @@
+r"""Block helpers of the engine's kernels: cache-sized sub-blocks and buffered work on flagged samples.
+
+* :func:`sub_block_size` and :func:`map_sub_blocks` run a per-sub-block function over a block of samples with
+  ``lax.map``, so a kernel's ``(n, sub)`` intermediate arrays stay in cache, and join the results;
+* :func:`apply_to_flagged` applies a function to the flagged samples of a block, a fixed-size buffer of them at a
+  time (a ``while`` loop of ``ceil(count / size)`` rounds: none when nothing is flagged), so the work is
+  proportional to the number of flagged samples and only one program is compiled for it. Used for the rare
+  samples that need extra work (truncated b-min-sep's samples with a truncated round).
+
+Plain numbers and arrays in; no scheme is imported.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["sub_block_size", "map_sub_blocks", "apply_to_flagged"]
+
+
+def sub_block_size(iterations: int, num_samples: int) -> int:
+    """The power of two near ``2^18 / n`` in ``[16, 4096]`` that divides ``num_samples`` (at most
+    ``num_samples``): the sub-block whose ``(n, sub)`` float64 arrays stay in cache."""
+    sub = 1 << (max(16, min(4096, (1 << 18) // int(iterations))).bit_length() - 1)
+    while sub > 1 and num_samples % sub:
+        sub //= 2
+    return min(sub, num_samples)
+
+
+def map_sub_blocks(fn, num_samples: int, sub: int):
+    """``fn(j)`` for every sub-block ``j`` (``lax.map``); each result ``(..., sub)`` (any pytree) joined along its
+    last axis into ``(..., num_samples)``."""
+    out = jax.lax.map(fn, jnp.arange(num_samples // sub))       # (nsub, ..., sub)
+    return jax.tree.map(lambda o: jnp.moveaxis(o, 0, -2).reshape(o.shape[1:-1] + (num_samples,)), out)
+
+
+def apply_to_flagged(flagged: jax.Array, size: int, fn, out):
+    """``out`` updated by ``fn(idx, out)`` for the flagged samples (``flagged``: bool ``(B,)``), ``size`` at a
+    time in order; ``idx`` is padded with the out-of-range index ``B`` (``fn`` must drop those, e.g. with
+    ``.at[idx].set(..., mode="drop")``)."""
+    num = flagged.shape[0]
+    rank = jnp.cumsum(flagged) - 1
+
+    def round_(k, out):
+        idx = jnp.nonzero(flagged & (rank // size == k), size=size, fill_value=num)[0]
+        return fn(idx, out)
+
+    return jax.lax.fori_loop(0, (jnp.sum(flagged) + size - 1) // size, round_, out)
