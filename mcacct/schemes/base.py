@@ -5,7 +5,8 @@ A scheme is a frozen dataclass that implements :class:`AccountedScheme`. The con
 * **sampling and loss** -- :meth:`~AccountedScheme.sample` returns :class:`Draws` (the outputs ``y`` and any
   auxiliary data, e.g. truncation's counts ``r``); :meth:`~AccountedScheme.log_ratio` is
   :math:`\ln P(y)/Q(y)` of those draws; their time-major forms ``sample_t``/``log_ratio_t`` are what the engine
-  runs (one generic loss kernel, :func:`mcacct.engine.losses.direction_losses`);
+  runs, through ``losses_t`` (their composition by default; a scheme may fuse them) in the one generic loss kernel
+  :func:`mcacct.engine.losses.direction_losses`, over blocks of at least ``block_floor`` samples;
 * **the shared-draw ladder** -- a scheme that can share work between the candidates of a ladder (draws,
   participation, sliding sums) says so with ``shares_ladder_work`` and implements ``ladder_losses``; the
   engine's generic default runs the loss kernel per candidate on the same key;
