@@ -21,7 +21,7 @@ value): unnormalised pmf values by the ratio recurrence in fixed point with 320 
 to integer weights that sum to exactly ``2^64``. The alias method then draws value ``v`` with probability
 ``w_v / 2^64`` **exactly**: a cell index from ``L`` uniform bits and a comparison of ``64 - L`` uniform bits
 with the cell's integer threshold. The total-variation distance between a table's law and the exact binomial
-is therefore at most (:func:`table_tv`)
+is therefore at most (:attr:`CountTables.tv_per_draw`)
 
 * ``K 2^-64`` for rounding ``K`` weights to integers, plus
 * the exact mass of the values left out of the table (bounded by a geometric series from the first value
@@ -51,7 +51,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias", "table_tv", "alias_pick",
+__all__ = ["CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias", "alias_pick",
            "BAND_SDS", "REMAINDER_CELL_BITS", "HalfTables", "virtual_plan"]
 
 #: half-width of the band of ``A`` covered by tables, in standard deviations of the stationary window sum
@@ -145,11 +145,6 @@ def _alias(k_lo: int, u: list[int], tail_rel: float, cell_bits: int, what: str) 
     return k_lo, packed, tv
 
 
-def table_tv(tables: "CountTables") -> float:
-    """Total-variation bound of one count draw (main + remainder table) against the exact binomial."""
-    return tables.tv_per_draw
-
-
 class CountTables(NamedTuple):
     """The tables of one ``(N, p, b)``: ``main`` ``(bins, 2^L)`` and ``rem`` ``(h, 8)`` packed alias entries,
     ``offset`` ``(bins,)`` the smallest value of each main table; ``a_lo`` the smallest ``A`` covered,
@@ -238,7 +233,7 @@ def alias_pick(cell, top, entry, cell_bits: int, top_bits: int, low_bits_fresh=N
 
 
 def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: CountTables) -> jax.Array:
-    """``Binom(avail, p)`` for every entry of ``avail`` (int32, any shape), exact up to :func:`table_tv`.
+    """``Binom(avail, p)`` for every entry of ``avail`` (int32, any shape), exact up to ``tables.tv_per_draw``.
 
     One 64-bit word per entry: ``L`` bits pick the main cell, ``H1`` bits start its comparison, 3 bits pick the
     remainder cell and ``H2`` bits start its comparison; ties and lanes outside the tables' band redraw (module

@@ -56,7 +56,7 @@ with ``r_j = 0`` for ``j < 1`` (cold start) or, for the warm start, the virtual 
 Engine. A round is *truncated* when ``r_i >= B_max``. Without a truncated round ``ell^Q = 0`` gives ``f = 1``, so
 ``ln Q_r/R = 0`` and the loss is that of :class:`mcacct.schemes.bminsep.BMinSep` on the same ``y``: the engine
 computes that for every sample (in cache-sized sub-blocks) and the two mixture recursions only for the samples
-with a truncated round (gathered into a buffer; the whole block when it overflows), on one set of draws for every
+with a truncated round (gathered into a buffer, as many rounds of it as needed), on one set of draws for every
 candidate of a ladder and both directions (``ladder_losses``). With ``B_max >= M`` truncation never happens,
 ``Q_r = R`` and ``r`` is not drawn.
 """
@@ -222,25 +222,46 @@ class TruncatedBMinSep(Scheme):
         m_t = mean_shift_from_blocks_t(tau, n, self.min_sep, strategy.c_col, jnp.float64)
         return tau, m_t, standard_normal(k_z, (n, sub), jnp.float64)
 
-    @staticmethod
-    def _rows(tau, z_t, idx):
-        """``(tau, z)`` of the samples ``idx``, row-major ``(K, ceil(n/b))`` and ``(K, n)``."""
-        return jnp.take(tau, idx, axis=1, mode="clip").T, jnp.take(z_t, idx, axis=1, mode="clip").T
-
-    def _row_amplitudes(self, tau_rows, r_t, k_s, idx):
-        """For the rows ``idx``: participation ``x`` (from ``tau``), counts ``r`` and survival coins, as the
-        amplitudes of both mixtures, row-major ``(len(idx), n)``: ``P``: 1 untruncated, 2 or 0 truncated
-        (survives or not); ``Q``: -1 truncated and survives, else 0 (module docstring)."""
+    def _mixture_means(self, tau_all, r_t, k_s, strategy, idx):
+        """For the samples ``idx``: the output means ``C a`` of both mixtures, row-major ``(len(idx), n)``, and
+        their counts ``r``. Amplitudes from participation ``x`` (``tau``), counts and survival coins: ``P``: 1
+        untruncated, 2 or 0 truncated (survives or not); ``Q``: -1 truncated and survives, else 0."""
         n = self.iterations
+        tau = jnp.take(tau_all, idx, axis=1, mode="clip").T
         rows = jnp.arange(idx.shape[0])[:, None]
-        x = jnp.zeros((idx.shape[0], n + 1), bool).at[rows, jnp.where(tau_rows >= 0, tau_rows, n)].set(True)[:, :n]
+        x = jnp.zeros((idx.shape[0], n + 1), bool).at[rows, jnp.where(tau >= 0, tau, n)].set(True)[:, :n]
         r = jnp.take(r_t, idx, axis=1, mode="clip").T
         trunc = r >= self.max_batch_size
         w = self.max_batch_size / (r.astype(jnp.float64) + 1.0)
         survives = jax.random.uniform(k_s, r.shape, dtype=jnp.float64) < w
         amp_p = jnp.where(x, jnp.where(trunc, jnp.where(survives, 2.0, 0.0), 1.0), 0.0)
         amp_q = jnp.where(x & trunc & survives, -1.0, 0.0)
-        return amp_p, amp_q, r
+        return mean_shift_amplitudes(amp_p, strategy.c_col), mean_shift_amplitudes(amp_q, strategy.c_col), r
+
+    def _draw_blocks(self, key, strategy, num_samples: int, per_block):
+        """The common random numbers of one engine block and a per-sub-block computation on them:
+        ``per_block(m_t, z_t)`` of each sub-block's mean ``C x`` (amplitude 1) and standard noise (time-major),
+        joined. Returns ``(out, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples
+        with a truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) at ``sig``
+        and their counts."""
+        k_r, k_b, k_s = jax.random.split(key, 3)
+        r_t = self._counts_or_zeros(k_r, num_samples)
+        sub = self._sub_block(num_samples)
+
+        def block(j):
+            tau, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
+            return per_block(m_t, z_t), tau, z_t
+
+        out, tau_all, z_all = map_sub_blocks(block, num_samples, sub)
+
+        def patch(fn, out):
+            def with_rows(idx, out):
+                mean_p, mean_q, r = self._mixture_means(tau_all, r_t, k_s, strategy, idx)
+                z = jnp.take(z_all, idx, axis=1, mode="clip").T
+                return fn(idx, out, lambda sig: (z * sig + mean_p, z * sig + mean_q, r))
+            return self._patch(r_t, num_samples, with_rows, out)
+
+        return out, r_t, patch
 
     def _patch(self, r_t, num_samples: int, fn, out):
         """``fn(idx, out)`` on the samples with a truncated round, :meth:`_buffer` at a time (none: no work)."""
@@ -248,29 +269,22 @@ class TruncatedBMinSep(Scheme):
             return out
         return apply_to_flagged(jnp.any(r_t >= self.max_batch_size, axis=0), self._buffer(num_samples), fn, out)
 
-    def _blocked(self, num_samples: int, fn):
-        return map_sub_blocks(fn, num_samples, self._sub_block(num_samples))
+    def _untruncated_loss(self, y_t, sigma, strategy, dot_method, recursion):
+        """The untruncated b-min-sep loss of time-major outputs (exact where no round is truncated)."""
+        ell_t = participation_log_ratios_t(y_t, jnp.asarray(sigma, y_t.dtype), strategy.c_col, dot_method)
+        return log_ratio_from_terms_t(ell_t, self.base, recursion)
 
     @jit_method("strategy", "num_samples", "positive", "dtype")
     def _sample_t(self, key, sigma, strategy, num_samples, positive, dtype):
-        k_r, k_b, k_s = jax.random.split(key, 3)
-        r_t = self._counts_or_zeros(k_r, num_samples)
         sig = jnp.asarray(sigma, jnp.float64)
-        sub = self._sub_block(num_samples)
+        y_t, r_t, patch = self._draw_blocks(key, strategy, num_samples,
+                                            lambda m_t, z_t: z_t * sig + m_t if positive else z_t * sig)
 
-        def block(j):
-            tau, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
-            return (z_t * sig + m_t if positive else z_t * sig), tau, z_t
+        def fix(idx, y_t, mixture):
+            y_p, y_q, _ = mixture(sig)
+            return y_t.at[:, idx].set((y_p if positive else y_q).T, mode="drop")
 
-        y_t, tau_all, z_all = self._blocked(num_samples, block)
-
-        def fix(idx, y_t):
-            tau, z = self._rows(tau_all, z_all, idx)
-            amp_p, amp_q, _ = self._row_amplitudes(tau, r_t, k_s, idx)
-            mean = mean_shift_amplitudes(amp_p if positive else amp_q, strategy.c_col)
-            return y_t.at[:, idx].set((z * sig + mean).T, mode="drop")
-
-        return self._patch(r_t, num_samples, fix, y_t).astype(dtype), r_t
+        return patch(fix, y_t).astype(dtype), r_t
 
     def log_ratio_t(self, y_t, sigma, strategy, aux_t, direction: str, dot_method: str, recursion: str):
         """``ln P_r/Q_r`` time-major: the untruncated loss of every sample (exact where no round is truncated:
@@ -279,16 +293,11 @@ class TruncatedBMinSep(Scheme):
 
     @jit_method("strategy", "dot_method", "recursion")
     def _log_ratio_t(self, y_t, r_t, sigma, strategy, dot_method, recursion):
-        base = self.base
         n, num_samples = y_t.shape
         sub = self._sub_block(num_samples)
         y3 = jnp.moveaxis(y_t.reshape(n, num_samples // sub, sub), 1, 0)
-
-        def block(y_b):
-            ell_t = participation_log_ratios_t(y_b, jnp.asarray(sigma, y_t.dtype), strategy.c_col, dot_method)
-            return log_ratio_from_terms_t(ell_t, base, recursion)
-
-        loss = jax.lax.map(block, y3).reshape(num_samples)
+        loss = jax.lax.map(lambda y_b: self._untruncated_loss(y_b, sigma, strategy, dot_method, recursion),
+                           y3).reshape(num_samples)
 
         def fix(idx, loss):
             y = jnp.take(y_t, idx, axis=1, mode="clip").T
@@ -306,27 +315,20 @@ class TruncatedBMinSep(Scheme):
 
     @jit_method("strategy", "num_samples", "positive", "dtype", "dot_method", "recursion")
     def _losses(self, key, sigma, strategy, num_samples, positive, dtype, dot_method, recursion):
-        k_r, k_b, k_s = jax.random.split(key, 3)
-        r_t = self._counts_or_zeros(k_r, num_samples)
         sig = jnp.asarray(sigma, jnp.float64)
-        sub = self._sub_block(num_samples)
-        base = self.base
 
-        def block(j):
-            tau, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
+        def per_block(m_t, z_t):
             y = (z_t * sig + m_t if positive else z_t * sig).astype(dtype)
-            ell_t = participation_log_ratios_t(y, jnp.asarray(sigma, dtype), strategy.c_col, dot_method)
-            return log_ratio_from_terms_t(ell_t, base, recursion), tau, z_t
+            return self._untruncated_loss(y, sigma, strategy, dot_method, recursion)
 
-        loss, tau_all, z_all = self._blocked(num_samples, block)
+        loss, _, patch = self._draw_blocks(key, strategy, num_samples, per_block)
 
-        def fix(idx, loss):
-            tau, z = self._rows(tau_all, z_all, idx)
-            amp_p, amp_q, r = self._row_amplitudes(tau, r_t, k_s, idx)
-            y = (z * sig + mean_shift_amplitudes(amp_p if positive else amp_q, strategy.c_col)).astype(dtype)
+        def fix(idx, loss, mixture):
+            y_p, y_q, r = mixture(sig)
+            y = (y_p if positive else y_q).astype(dtype)
             return loss.at[idx].set(self._mixture_loss(y, r, sigma, strategy, dot_method, recursion), mode="drop")
 
-        loss = self._patch(r_t, num_samples, fix, loss)
+        loss = patch(fix, loss)
         return loss if positive else -loss
 
     shares_ladder_work = True
@@ -344,32 +346,21 @@ class TruncatedBMinSep(Scheme):
 
     @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion")
     def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion):
-        k_r, k_b, k_s = jax.random.split(key, 3)
-        r_t = self._counts_or_zeros(k_r, num_samples)
-        sub = self._sub_block(num_samples)
+        out, _, patch = self._draw_blocks(
+            key, strategy, num_samples,
+            lambda m_t, z_t: ladder_losses_t(m_t.astype(dtype), z_t.astype(dtype), sigmas, self.min_sep,
+                                             self.sampling_prob, self.warm_start, strategy.c_col, dot_method,
+                                             recursion))
 
-        def block(j):
-            tau, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
-            return ladder_losses_t(m_t.astype(dtype), z_t.astype(dtype), sigmas, self.min_sep, self.sampling_prob,
-                                   self.warm_start, strategy.c_col, dot_method, recursion), tau, z_t
-
-        out, tau_all, z_all = self._blocked(num_samples, block)
-
-        def fix(idx, out):
-            tau, z = self._rows(tau_all, z_all, idx)
-            amp_p, amp_q, r = self._row_amplitudes(tau, r_t, k_s, idx)
-            mean_p = mean_shift_amplitudes(amp_p, strategy.c_col)
-            mean_q = mean_shift_amplitudes(amp_q, strategy.c_col)
-
+        def fix(idx, out, mixture):
             def one(sig):
-                y_p = (z * sig + mean_p).astype(dtype)
-                y_q = (z * sig + mean_q).astype(dtype)
-                return jnp.stack([self._mixture_loss(y_p, r, sig, strategy, dot_method, recursion),
-                                  -self._mixture_loss(y_q, r, sig, strategy, dot_method, recursion)])
+                y_p, y_q, r = mixture(sig)
+                return jnp.stack([self._mixture_loss(y_p.astype(dtype), r, sig, strategy, dot_method, recursion),
+                                  -self._mixture_loss(y_q.astype(dtype), r, sig, strategy, dot_method, recursion)])
 
             return out.at[:, :, idx].set(jax.lax.map(one, sigmas.astype(jnp.float64)), mode="drop")
 
-        return self._patch(r_t, num_samples, fix, out)
+        return patch(fix, out)
 
     def _check_counts(self, r, y):
         """``r``: integer counts of shape ``y.shape`` in ``[0, M - 1]`` (values checked unless traced)."""
