@@ -19,7 +19,7 @@ import numpy as np
 #: How the sliding sums ``<c^{(i)}, y>`` may be computed (:mod:`mcacct.kernels.sliding`).
 DOT_METHODS = ("auto", "direct", "fft", "prefix")
 #: The privacy-loss recursions (:mod:`mcacct.kernels.recursion`).
-RECURSIONS = ("auto", "scan", "blocked", "assoc", "linear")
+RECURSIONS = ("auto", "scan", "blocked", "assoc", "linear", "stepwise")
 #: The two adjacency directions: ``remove`` (y ~ P, loss ln P/Q) and ``add`` (y ~ Q, loss ln Q/P).
 DIRECTIONS = ("remove", "add")
 

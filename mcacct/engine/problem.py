@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from mcacct.engine.losses import direction_losses
+from mcacct.kernels.blocks import lanes_target
 from mcacct.schemes.base import AccountedScheme
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.precision import float64
@@ -48,11 +49,11 @@ class Problem:
 
 @float64
 def block_size(problem: Problem, chunk_size: int) -> int:
-    """Samples per block: the power of two nearest below ``2**18 / n``, within ``[16, 4096]``, raised to the
-    scheme's ``block_floor`` (a scheme whose draws are sequential in the rounds, e.g. truncation's counts,
+    """Samples per block: :func:`mcacct.kernels.blocks.lanes_target` (``2**18 / n`` within ``[16, 4096]``, at least
+    ``min(256, 2**23 / n)``), raised to the scheme's ``block_floor`` (a scheme whose draws are sequential in the rounds, e.g. truncation's counts,
     vectorises over a block), and at most ``chunk_size``. Depends only on the problem and the chunk size, never
     on the backend."""
-    target = max(16, min(4096, (1 << 18) // problem.scheme.iterations), int(problem.scheme.block_floor))
+    target = max(lanes_target(problem.scheme.iterations), int(problem.scheme.block_floor))
     return min(1 << (target.bit_length() - 1), chunk_size)
 
 

@@ -15,13 +15,23 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["sub_block_size", "map_sub_blocks", "apply_to_flagged"]
+__all__ = ["lanes_target", "sub_block_size", "map_sub_blocks", "apply_to_flagged"]
+
+
+def lanes_target(iterations: int) -> int:
+    """Samples per block for ``n`` iterations: ``2^18 / n`` (the ``(n, block)`` float64 arrays stay in cache) but at
+    least ``min(256, 2^23 / n)`` (the stepwise recursion, :mod:`mcacct.kernels.stepwise`, vectorises over the
+    samples and wants a few hundred of them; arrays up to 8 MiB), within ``[16, 4096]``, rounded down to a power of
+    two. At n = 7200: 256 (was 32; measured on the 2-core box: the same single-direction speed and 1.6x the
+    draws/s of a 4-sigma ladder)."""
+    n = int(iterations)
+    target = max(16, min(4096, (1 << 18) // n), min(256, (1 << 23) // n))
+    return 1 << (target.bit_length() - 1)
 
 
 def sub_block_size(iterations: int, num_samples: int) -> int:
-    """The power of two near ``2^18 / n`` in ``[16, 4096]`` that divides ``num_samples`` (at most
-    ``num_samples``): the sub-block whose ``(n, sub)`` float64 arrays stay in cache."""
-    sub = 1 << (max(16, min(4096, (1 << 18) // int(iterations))).bit_length() - 1)
+    """:func:`lanes_target` reduced to a power of two that divides ``num_samples`` (at most ``num_samples``)."""
+    sub = lanes_target(iterations)
     while sub > 1 and num_samples % sub:
         sub //= 2
     return min(sub, num_samples)

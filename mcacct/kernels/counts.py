@@ -232,17 +232,24 @@ def alias_pick(cell, top, entry, cell_bits: int, top_bits: int, low_bits_fresh=N
     return jnp.where(keep, cell, alias), tie
 
 
-def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: CountTables) -> jax.Array:
+def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: CountTables,
+                u: jax.Array | None = None, index=None) -> jax.Array:
     """``Binom(avail, p)`` for every entry of ``avail`` (int32, any shape), exact up to ``tables.tv_per_draw``.
 
-    One 64-bit word per entry: ``L`` bits pick the main cell, ``H1`` bits start its comparison, 3 bits pick the
-    remainder cell and ``H2`` bits start its comparison; ties and lanes outside the tables' band redraw (module
-    docstring). Returns int32 of ``avail``'s shape."""
+    One 64-bit word per entry (``u``, uint64 of ``avail``'s shape, drawn from ``key`` when not given; it must be
+    independent of everything else ``key`` draws): ``L`` bits pick the main cell, ``H1`` bits start its comparison,
+    3 bits pick the remainder cell and ``H2`` bits start its comparison; ties and lanes outside the tables' band
+    redraw (module docstring) from ``fold_in(key, index)`` (``key`` when ``index`` is None), folded inside the rare
+    branches so that the common path computes no key. Returns int32 of ``avail``'s shape."""
     L, R = tables.cell_bits, REMAINDER_CELL_BITS
     h1 = (64 - L - R) // 2
     h2 = 64 - L - R - h1
-    k_bits, k_tie, k_slow = jax.random.split(key, 3)
-    u = jax.random.bits(k_bits, avail.shape, jnp.uint64)
+
+    def sub(j):
+        return jax.random.fold_in(key if index is None else jax.random.fold_in(key, index), j)
+
+    if u is None:
+        u = jax.random.bits(sub(0), avail.shape, jnp.uint64)
     cell1 = u >> _u64(64 - L)
     top1 = (u >> _u64(64 - L - h1)) & _u64((1 << h1) - 1)
     cell2 = (u >> _u64(h2)) & _u64((1 << R) - 1)
@@ -262,14 +269,18 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     offset = jnp.asarray(tables.offset)[k]
     fast = offset + v1.astype(jnp.int32) + v2.astype(jnp.int32)
 
-    def rare():  # ties get their low bits, lanes off the band an exact binomial (one branch, rarely taken)
-        fresh = jax.random.bits(k_tie, (2,) + avail.shape, jnp.uint64)
+    def ties(value):  # ties get their low bits (one branch, rarely taken)
+        fresh = jax.random.bits(sub(1), (2,) + avail.shape, jnp.uint64)
         w1, _ = alias_pick(cell1, top1, e1, L, h1, fresh[0])
         w2, _ = alias_pick(cell2, top2, e2, R, h2, fresh[1])
-        exact = jax.random.binomial(k_slow, avail.astype(jnp.float64), sampling_prob, dtype=jnp.float64)
-        return jnp.where(outside, exact.astype(jnp.int32), offset + w1.astype(jnp.int32) + w2.astype(jnp.int32))
+        return jnp.where(tie1 | tie2, offset + w1.astype(jnp.int32) + w2.astype(jnp.int32), value)
 
-    return jax.lax.cond(jnp.any(tie1 | tie2 | outside), rare, lambda: fast)
+    def off_band(value):  # lanes off the band: an exact binomial (another branch, rarely taken)
+        exact = jax.random.binomial(sub(2), avail.astype(jnp.float64), sampling_prob, dtype=jnp.float64)
+        return jnp.where(outside, exact.astype(jnp.int32), value)
+
+    value = jax.lax.cond(jnp.any(tie1 | tie2), ties, lambda v: v, fast)
+    return jax.lax.cond(jnp.any(outside), off_band, lambda v: v, value)
 
 
 class HalfTables(NamedTuple):
@@ -384,9 +395,9 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
     tables = count_tables(int(others), b, p) if use_tables else None
     k_init, k_run = jax.random.split(key)
 
-    def draw(k, avail):
+    def draw(k, avail, u=None, index=None):
         if tables is not None:
-            return draw_counts(k, avail, p, tables)
+            return draw_counts(k, avail, p, tables, u, index)
         return jax.random.binomial(k, avail.astype(jnp.float64), p, dtype=jnp.float64).astype(jnp.int32)
 
     if b == 1 or others == 0:
@@ -399,15 +410,21 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
         prev = counts[::-1]                                                          # prev[s-1] = r_{s-m}
     blocks = -(-n // m)
 
+    k_bits, k_rare = jax.random.split(k_run)
+
     def block(carry, t):
         prev, window = carry  # prev: the previous block's rounds, oldest first; window: their sum
+        # the block's words in one call (tables only); ties and off-band lanes draw from per-round keys
+        u = jax.random.bits(jax.random.fold_in(k_bits, t), (m, B), jnp.uint64) if tables is not None else None
 
         def step(window, xs):
-            leaving, i = xs   # round i = t m + s leaves r_{i-m}, the previous block's s-th round
-            r = draw(jax.random.fold_in(k_run, i), jnp.maximum(int(others) - window, 0))
+            leaving, i, u_i = xs   # round i = t m + s leaves r_{i-m}, the previous block's s-th round
+            avail = jnp.maximum(int(others) - window, 0)
+            r = draw(k_rare, avail, u_i, i) if tables is not None else draw(jax.random.fold_in(k_rare, i), avail)
             return window - leaving + r, r
 
-        window, new = jax.lax.scan(step, window, (prev, t * m + jnp.arange(1, m + 1)))
+        window, new = jax.lax.scan(step, window, (prev, t * m + jnp.arange(1, m + 1),
+                                                  u if u is not None else jnp.zeros((m,), jnp.uint64)))
         return (new, window), new
 
     _, rs = jax.lax.scan(block, (prev, jnp.sum(prev, axis=0)), jnp.arange(blocks))

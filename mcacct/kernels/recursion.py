@@ -17,9 +17,10 @@ so ``L = ln f_1`` for the cold start (Alg. 1) and, for the warm start (Alg. 2),
 .. math::  L = \ln \frac{f_1 + p \sum_{i=2}^{b} f_i}{1 + (b - 1) p}.
 
 The recursion runs by blocks of ``b`` iterations, each solved in closed form given the next block: in
-linear space with a per-block log scale and an exact log-space fallback (``"linear"``, the CPU default),
-or in log space (``"blocked"``, the accelerator default); ``"scan"`` is the plain ``n``-step log-space
-recursion with a ring buffer of the last ``b`` values. All are ``O(n)`` per sample after the sliding dot
+linear space with a per-block log scale and an exact log-space fallback (``"linear"``, the CPU default below 64
+samples per call), or in log space (``"blocked"``, the accelerator default); ``"stepwise"`` runs it as written
+in linear space, one iteration at a time, with an exact power-of-two rescale per block (the CPU default from 64
+samples per call, :mod:`mcacct.kernels.stepwise`); ``"scan"`` is the plain ``n``-step log-space recursion with a ring buffer of the last ``b`` values. All are ``O(n)`` per sample after the sliding dot
 products, which cost ``O(n b)`` directly, ``O(n log n)`` by FFT and ``O(n)`` for constant ``c_col`` by
 prefix sums. For ``b = 1`` the recursion
 factorises: :math:`L = \sum_i \ln(1 - p + p e^{\ell_i})`.
@@ -35,19 +36,13 @@ import numpy as np
 
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
+from mcacct.kernels.stepwise import STEPWISE_MIN_LANES, range_floor, stepwise_first_values
 from mcacct.validate import RECURSIONS, check_bool, check_int, check_prob
 
 __all__ = ["RECURSIONS", "linear_block_init", "linear_block_step", "linear_block_finish", "start_log_ratio",
-           "linear_applicable", "range_floor", "recursion_log_ratio", "recursion_log_ratio_t", "ladder_losses_t", "shift_mixture_log_ratio",
+           "linear_applicable", "range_floor", "auto_recursion", "recursion_log_ratio", "recursion_log_ratio_t", "ladder_losses_t", "shift_mixture_log_ratio",
            "scan_first_values", "blocked_first_values", "linear_first_values", "poisson_log_ratio_linear"]
 
-
-
-def range_floor(b: int, dtype) -> float:
-    """``(b + 1) tiny / eps``: a sum of ``b + 1`` non-negative terms that is at least this large lost at most
-    one ulp (relative) to terms flushed to zero or to subnormals (each loses less than ``tiny`` absolute)."""
-    finfo = jnp.finfo(dtype)
-    return (b + 1) * float(finfo.tiny) / float(finfo.eps)
 
 
 def _assoc_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
@@ -317,6 +312,14 @@ def _with_fallback(fast, ok, exact):
     return jax.lax.cond(jnp.all(ok), lambda: fast, exact)
 
 
+def auto_recursion(lead: tuple[int, ...]) -> str:
+    """What ``"auto"`` resolves to for a batch of shape ``lead`` (static): on CPU ``"stepwise"`` from
+    :data:`mcacct.kernels.stepwise.STEPWISE_MIN_LANES` samples on, else ``"linear"``; ``"blocked"`` elsewhere."""
+    if jax.default_backend() != "cpu":
+        return "blocked"
+    return "stepwise" if math.prod(lead) >= STEPWISE_MIN_LANES else "linear"
+
+
 def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_start: bool,
                           recursion: str = "auto") -> jax.Array:
     r"""The kernel of Theorem 5.1: ``ln P(y)/Q(y)`` from the per-iteration terms ``ell_t`` (time-major,
@@ -337,9 +340,9 @@ def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_st
     log_q64 = math.log1p(-sampling_prob) if static_p and sampling_prob < 1.0 else (
         -math.inf if static_p else jnp.log1p(-p64))
     log_q = jnp.asarray(log_q64, dtype)
-    if recursion == "auto":
-        recursion = "linear" if jax.default_backend() == "cpu" else "blocked"
     lead = ell_t.shape[1:]
+    if recursion == "auto":
+        recursion = auto_recursion(lead)
     if b == 1:
         exact = lambda: jnp.sum(jnp.logaddexp(log_q, log_p + ell_t), axis=0)  # noqa: E731
         if recursion == "linear" and dtype == jnp.float64:
@@ -359,6 +362,9 @@ def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_st
                 fast, ok = linear_first_values(ell_t, b, log_p, lq)
                 return _with_fallback(fast, ok, scan)
             return linear() if applicable is True else jax.lax.cond(applicable, linear, scan)
+        if recursion == "stepwise":
+            fast, ok = stepwise_first_values(ell_t, b, log_p, log_q)
+            return _with_fallback(fast, ok, scan)
         if recursion == "blocked":
             fast, ok = blocked_first_values(ell_t, b, log_p, log_q)
             return _with_fallback(fast, ok, scan)
@@ -405,7 +411,11 @@ def recursion_log_ratio(ell: jax.Array, min_sep: int, sampling_prob, warm_start:
     - ``"blocked"``: ``ceil(n/b)`` sequential log-space block steps, two transcendentals per iteration;
       recomputed by ``"scan"`` wherever a suffix sum underflowed. The accelerator default.
     - ``"assoc"``: blocks by an associative log-space scan, ``O(b log b)`` per block.
-    - ``"auto"``: ``"linear"`` on CPU, ``"blocked"`` elsewhere.
+    - ``"stepwise"``: ``n`` linear-space steps (one ``exp`` and three flops per iteration) with an exact
+      power-of-two rescale per block (:func:`mcacct.kernels.stepwise.stepwise_first_values`); recomputed by
+      ``"scan"`` wherever a value left the range. The CPU default from 64 samples per call.
+    - ``"auto"``: :func:`auto_recursion`: ``"stepwise"`` on CPU from 64 samples per call, ``"linear"`` below,
+      ``"blocked"`` elsewhere.
 
     Returns ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
     """
