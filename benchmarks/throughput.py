@@ -1,6 +1,9 @@
 """Throughput of mcacct's fused sampler + privacy-loss kernel against the jax-privacy NumPy reference.
 
 Both are timed in the same run on the same machine (positive direction: sample generation + privacy loss),
+with, on CPU, both directions at one sigma on shared draws by the unfused and by the fused kernel (its XLA form;
+``ladder1_unfused``/``ladder1_fused``, draws/s), which decides ``"auto"``'s CPU entry in
+``mcacct/engine/kernel_choice.py``,
 together with the *noise-only ceiling*: the same chunk and block structure drawing only the ``(n, block)``
 standard normals (``noise_only``), so ``fraction_of_noise_floor = mcacct_float64 / noise_only``. Every figure is
 the median of ``--repeats`` timings (default 3). Compilation / warm-up is reported separately. ``--prng`` sets
@@ -13,6 +16,7 @@ to benchmarks/results/throughput_<tag>.json and a PNG.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -28,6 +32,7 @@ import jax.numpy as jnp
 jax.config.update("jax_enable_x64", True)  # an application: float64 globally (importing mcacct leaves it alone)
 import mcacct
 from mcacct.engine.problem import Problem, block_keys, block_size, chunk_losses
+from mcacct.engine.runner import block_ladder_losses
 from mcacct.kernels.normal import standard_normal
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
@@ -89,6 +94,19 @@ def time_mcacct(problem, sigma, chunk, min_seconds, repeats=1):
     return _median_of([_time_loop(fn, chunk, min_seconds) for _ in range(repeats)])
 
 
+def time_ladder(problem, sigma, chunk, min_seconds, repeats=1):
+    """Both directions at one sigma on shared draws (the calibration's program) with ``problem.loss_kernel``
+    (``"fused"``: the fused kernel's XLA form on CPU); samples/s counts draws (each gives two losses)."""
+    bsize = block_size(problem, chunk)
+    sigmas = jnp.asarray([sigma])
+
+    @jax.jit
+    def fn(key):
+        keys = block_keys(key, problem, chunk)
+        return jax.lax.map(lambda k: block_ladder_losses(k, sigmas, problem, bsize), keys)
+    return _median_of([_time_loop(fn, chunk, min_seconds) for _ in range(repeats)])
+
+
 def time_noise_only(problem, sigma, chunk, min_seconds, repeats=1):
     run = _noise_chunk(problem, chunk)
     fn = lambda k: run(k, sigma)  # noqa: E731
@@ -144,6 +162,14 @@ def main() -> None:
                 key = f"mcacct_{dt}" + ("" if method == "auto" else f"_{method}")
                 row[key] = time_mcacct(_problem(n, b, p, dt, method), sigma, chunk, secs, args.repeats)
                 print(name, key, row[key], file=sys.stderr, flush=True)
+        if "float64" in args.dtypes.split(",") and not on_gpu:
+            # the fused kernel's XLA form against the unfused kernel, both directions on shared draws (CPU)
+            for lk in ("unfused", "fused"):
+                pb = dataclasses.replace(_problem(n, b, p, "float64"), loss_kernel=lk)
+                row[f"ladder1_{lk}"] = time_ladder(pb, sigma, chunk, secs, args.repeats)
+                print(name, f"ladder1_{lk}", row[f"ladder1_{lk}"], file=sys.stderr, flush=True)
+            row["fused_vs_unfused"] = (row["ladder1_fused"]["samples_per_s"]
+                                       / row["ladder1_unfused"]["samples_per_s"])
         row["noise_only"] = time_noise_only(_problem(n, b, p, "float64"), sigma, chunk, secs, args.repeats)
         print(name, "noise_only", row["noise_only"], file=sys.stderr, flush=True)
         if "mcacct_float64" in row:

@@ -20,6 +20,8 @@ import numpy as np
 DOT_METHODS = ("auto", "direct", "fft", "prefix")
 #: The privacy-loss recursions (:mod:`mcacct.kernels.recursion`).
 RECURSIONS = ("auto", "scan", "blocked", "assoc", "linear", "stepwise")
+#: The loss kernels of a problem's ladder (:mod:`mcacct.engine.kernel_choice`).
+LOSS_KERNELS = ("auto", "fused", "unfused")
 #: The two adjacency directions: ``remove`` (y ~ P, loss ln P/Q) and ``add`` (y ~ Q, loss ln Q/P).
 DIRECTIONS = ("remove", "add")
 

@@ -14,11 +14,11 @@ PKG = ROOT / "mcacct"
 
 # The data flow, bottom to top: a module may import only from its own layer or below (module-level imports).
 # kernels -> schemes (mcacct.schemes.registry included) -> engine -> evr -> jobs -> report -> cli; validate and
-# precision are the floor; the PLD accountant (specs, kernels, accountant, group), the confidence bounds of EVR
+# precision (and platform) are the floor; the PLD accountant (specs, kernels, accountant, group), the confidence bounds of EVR
 # (pure math) and the batch samplers depend on nothing but the floor; PLD compositions with Monte Carlo estimates
 # sit beside evr.
 LAYERS = [
-    ("mcacct.validate", 0), ("mcacct.precision", 0), ("mcacct.rates", 1),
+    ("mcacct.validate", 0), ("mcacct.precision", 0), ("mcacct.platform", 0), ("mcacct.rates", 1),
     ("mcacct.kernels", 1), ("mcacct.training", 1), ("mcacct.evr.bounds", 1), ("mcacct.strategies", 1),
     ("mcacct.pld.composition", 5), ("mcacct.pld", 1), ("mcacct.individual", 1), ("mcacct.dpis", 1),
     ("mcacct.schemes", 2),
@@ -124,10 +124,11 @@ def test_layers_follow_the_data_flow():
 def test_kernels_import_no_scheme_and_the_validator_imports_nothing():
     for m, deps in _graph(top_level_only=False).items():
         if m.startswith("mcacct.kernels"):
-            assert all(d.startswith("mcacct.kernels") or d in ("mcacct.validate", "mcacct.precision")
-                       for d in deps), (m, deps)
+            assert all(d.startswith("mcacct.kernels") or d in ("mcacct.validate", "mcacct.precision",
+                                                                  "mcacct.platform") for d in deps), (m, deps)
     assert _graph(top_level_only=False)["mcacct.validate"] == set()
     assert _graph(top_level_only=False)["mcacct.precision"] == set()  # jax only: every layer may use it
+    assert _graph(top_level_only=False)["mcacct.platform"] == set()   # jax only: every layer may use it
 
 
 def test_no_private_name_is_used_across_modules():

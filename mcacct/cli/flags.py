@@ -12,9 +12,10 @@ import re
 import sys
 
 from mcacct.cli.schemes import add_scheme_flags, all_flags, problem_from_args
+from mcacct.engine.kernel_choice import resolve_loss_kernel
 from mcacct.jobs.problem_file import scheme_to_dict
 from mcacct.schemes.registry import entry_for
-from mcacct.validate import check_int, check_real, interval, parse_floats
+from mcacct.validate import LOSS_KERNELS, check_int, check_real, interval, parse_floats
 
 __all__ = ["add_problem_flags", "add_monte_carlo_flags", "problem_from_args", "scheme_json", "device_info",
            "float_list", "sigma_list", "sample_count", "add_distributed_flags", "join_distributed", "compilation_cache_dir",
@@ -111,8 +112,8 @@ def given_options(args: argparse.Namespace) -> frozenset[str]:
 
 def problem_options() -> tuple[str, ...]:
     """The options that define a problem and its Monte Carlo run: ``--scheme``, ``--seed``, ``--chunk-size``,
-    ``--dtype`` and every scheme flag (refused where a plan fixes them)."""
-    return ("--scheme", "--seed", "--chunk-size", "--dtype") + tuple(f.option for f in all_flags())
+    ``--dtype``, ``--loss-kernel`` and every scheme flag (refused where a plan fixes them)."""
+    return ("--scheme", "--seed", "--chunk-size", "--dtype", "--loss-kernel") + tuple(f.option for f in all_flags())
 
 
 def refuse_options(args: argparse.Namespace, options, why: str) -> None:
@@ -143,7 +144,7 @@ def check_out_file(flag: str, path: str | None, suffixes: tuple[str, ...] = (), 
 
 
 def add_monte_carlo_flags(p: argparse.ArgumentParser) -> None:
-    """``--seed --chunk-size --dtype --json --quiet``."""
+    """``--seed --chunk-size --dtype --loss-kernel --json --quiet``."""
     r = p.add_argument_group("Monte Carlo")
     r.add_argument("--seed", type=int_in(0, SEED_MAX), default=0,
                    help="root seed of jax.random, in [0, 2^63 - 1] (default 0)")
@@ -151,6 +152,10 @@ def add_monte_carlo_flags(p: argparse.ArgumentParser) -> None:
     r.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                    help="precision of the loss kernel (sums are always float64); only float64 certifies: "
                         "calibrate refuses float32, estimates report certified: false")
+    r.add_argument("--loss-kernel", choices=list(LOSS_KERNELS), default="auto",
+                   help="kernel of the shared-draw ladder: 'fused' (draws, sliding sums and recursion in one pass; "
+                        "b-min-sep only), 'unfused', or 'auto' (what the last measurement on this kind of device "
+                        "found faster); the resolved kernel is recorded in job files (default auto)")
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     r.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -172,6 +177,7 @@ def scheme_json(problem) -> dict:
         out["participation_rate"] = float(rate)
     out["c_col"] = list(problem.strategy.c_col)
     out["dtype"] = problem.dtype
+    out["loss_kernel"] = resolve_loss_kernel(problem).kernel
     return out
 
 

@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 
 from mcacct.cli.scheme_args import COMMON_DESTS, COMMON_FLAGS, DEFAULTS, Flag, SchemeArgs
 from mcacct.engine.problem import Problem
+from mcacct.engine.kernel_choice import resolve_loss_kernel
 from mcacct.schemes import registry
 from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse
 from mcacct.schemes.balls_in_bins import BallsInBins
@@ -265,7 +266,14 @@ def _build(args: Any, dtype: str | None):
     a = scheme_args(args)
     try:
         scheme, strategy = a.cli.build(a)
-        return scheme, strategy, (None if dtype is None else Problem(scheme, strategy, dtype=dtype))
+        if dtype is None:
+            return scheme, strategy, None
+        problem = Problem(scheme, strategy, dtype=dtype, loss_kernel=getattr(args, "loss_kernel", None) or "auto")
+        try:
+            resolve_loss_kernel(problem)  # refuses "fused" where it cannot run, naming why
+        except ValueError as err:
+            raise ValueError(str(err).replace("loss_kernel='fused'", "--loss-kernel fused")) from err
+        return scheme, strategy, problem
     except ValueError as err:  # the scheme's own checks name its fields: name their flags
         named = _in_flag_terms(err, a.cli)
         if named is err:
@@ -280,7 +288,8 @@ def scheme_from_args(args: Any):
 
 def problem_from_args(args: Any) -> Problem:
     """The :class:`~mcacct.engine.problem.Problem` given by parsed scheme flags (an ``argparse.Namespace`` or any
-    object with the flags' ``dest`` attributes; missing ones count as not given) and ``args.dtype``.
+    object with the flags' ``dest`` attributes; missing ones count as not given), ``args.dtype`` and
+    ``args.loss_kernel``.
 
     Raises
     ------

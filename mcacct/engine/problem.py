@@ -21,6 +21,8 @@ from mcacct.kernels.blocks import lanes_target
 from mcacct.schemes.base import AccountedScheme
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.precision import float64
+from mcacct.validate import LOSS_KERNELS, check_choice
+from mcacct.platform import target_platform
 
 __all__ = ["Problem", "DEFAULT_CHUNK_SIZE", "block_size", "block_keys", "chunk_losses", "rng_identity"]
 
@@ -32,7 +34,9 @@ DEFAULT_CHUNK_SIZE = 4096
 class Problem:
     """Everything that defines the pair (P, Q) except ``sigma``: scheme, strategy and kernel precision.
 
-    ``scheme`` is any :class:`mcacct.schemes.base.AccountedScheme` (e.g. :class:`BMinSep`).
+    ``scheme`` is any :class:`mcacct.schemes.base.AccountedScheme` (e.g. :class:`BMinSep`). ``loss_kernel``
+    (``"auto"``, ``"fused"``, ``"unfused"``) picks the kernel of the shared-draw ladder
+    (:func:`mcacct.engine.kernel_choice.resolve_loss_kernel`).
     """
 
     scheme: AccountedScheme
@@ -40,9 +44,11 @@ class Problem:
     dtype: str = "float64"
     dot_method: str = "auto"
     recursion: str = "auto"
+    loss_kernel: str = "auto"
 
     def __post_init__(self) -> None:
         self.scheme.check_strategy(self.strategy)
+        check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
         if self.dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}")
 
@@ -82,7 +88,7 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, direc
                                 jnp.dtype(problem.dtype), problem.dot_method, problem.recursion)
 
     keys = block_keys(key, problem, chunk_size)
-    if jax.default_backend() == "cpu":
+    if target_platform() == "cpu":
         out = jax.lax.map(one_block, keys)
     else:
         out = jax.vmap(one_block)(keys)

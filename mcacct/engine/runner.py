@@ -31,14 +31,16 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mcacct.validate import check_int, check_real
 from mcacct.engine.distributed import allreduce_stats
+from mcacct.engine.kernel_choice import fused_block_ladder, resolve_loss_kernel
 from mcacct.engine.losses import ladder_losses
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, block_keys, block_size
 from mcacct.engine.progress import Progress
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics
 from mcacct.engine.systematic import applied_loss_shift
 from mcacct.precision import float64
+from mcacct.platform import target_platform
 
-__all__ = ["LadderStats", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width", "AXIS"]
+__all__ = ["LadderStats", "block_ladder_losses", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width", "AXIS"]
 
 AXIS = "chunks"
 
@@ -51,8 +53,11 @@ def local_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
     return Mesh(np.array(devs), (AXIS,))
 
 
-def _block_ladder_losses(key, sigmas, problem: Problem, num_samples: int) -> jax.Array:
-    """``(J, 2, num_samples)`` losses of one block (:func:`mcacct.engine.losses.ladder_losses`)."""
+def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int) -> jax.Array:
+    """``(J, 2, num_samples)`` losses of one block: the fused kernel where ``problem.loss_kernel`` resolves to it
+    (:func:`mcacct.engine.kernel_choice.resolve_loss_kernel`), else :func:`mcacct.engine.losses.ladder_losses`."""
+    if resolve_loss_kernel(problem).kernel == "fused":
+        return fused_block_ladder(problem, key, sigmas, num_samples)
     return ladder_losses(problem.scheme, key, sigmas, problem.strategy, num_samples, jnp.dtype(problem.dtype),
                          problem.dot_method, problem.recursion)
 
@@ -66,8 +71,8 @@ def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Probl
     another (``lax.map``: a block's arrays stay in cache); on accelerators they are batched."""
     bsize = block_size(problem, chunk_size)
     keys = block_keys(key, problem, chunk_size)
-    per_block = partial(_block_ladder_losses, sigmas=sigmas, problem=problem, num_samples=bsize)
-    if jax.default_backend() == "cpu":
+    per_block = partial(block_ladder_losses, sigmas=sigmas, problem=problem, num_samples=bsize)
+    if target_platform() == "cpu":
         out = jax.lax.map(lambda k: per_block(k), keys)
     else:
         out = jax.vmap(lambda k: per_block(k))(keys)

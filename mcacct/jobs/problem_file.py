@@ -7,6 +7,8 @@ calibration plans of :mod:`mcacct.jobs.calibration` (at their top level) -- stor
     "scheme":     {"type": class name, field: value, ...}   every dataclass field (scheme_to_dict)
     "strategy":   {"c_col": [...]}
     "dtype", "dot_method", "recursion"                      the kernel's precision and methods
+    "loss_kernel", "loss_kernel_resolved"                   the ladder's loss kernel as asked ("auto", ...)
+                                                            and as resolved ("fused" or "unfused")
     "kernel":     KERNEL_VERSION                            the Monte Carlo kernel that draws the samples
     "rng":        rng_identity()                            the random-number generator
 
@@ -30,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from mcacct.engine.kernel_choice import resolve_loss_kernel
 from mcacct.engine.problem import Problem, rng_identity
 from mcacct.schemes.registry import types
 from mcacct.schemes.strategy import BandedToeplitz
@@ -45,7 +48,8 @@ __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_d
 KERNEL_VERSION = "mcacct-kernel/4"
 
 #: The keys :func:`problem_to_dict` writes.
-PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "kernel", "rng")
+PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "loss_kernel", "loss_kernel_resolved",
+                  "kernel", "rng")
 
 
 def scheme_to_dict(scheme: Any) -> dict:
@@ -95,9 +99,12 @@ def scheme_from_dict(d: Any, where: str = "config.scheme"):
 
 def problem_to_dict(problem: Problem) -> dict:
     """The problem's fields of a job file (:data:`PROBLEM_FIELDS`): scheme, strategy, dtype, dot method,
-    recursion, and the identity of the kernel and of the random-number generator that draw its samples."""
+    recursion, the loss kernel as asked and as resolved (``"fused"`` or ``"unfused"``, :func:`resolve_loss_kernel`:
+    the two differ in their float rounding, so a file says which one drew it, and the fingerprint covers it), and the
+    identity of the kernel and of the random-number generator that draw its samples."""
     return {"scheme": scheme_to_dict(problem.scheme), "strategy": {"c_col": list(problem.strategy.c_col)},
             "dtype": problem.dtype, "dot_method": problem.dot_method, "recursion": problem.recursion,
+            "loss_kernel": problem.loss_kernel, "loss_kernel_resolved": resolve_loss_kernel(problem).kernel,
             "kernel": KERNEL_VERSION, "rng": rng_identity()}
 
 
@@ -126,10 +133,17 @@ def problem_from_dict(d: dict, where: str = "config", remedy: str = "rerun the s
         raise ValueError(f"{where}: rng is {d.get('rng')!r} but this process draws with the generator "
                          f"{rng_identity()!r}: the same keys give other numbers; {remedy}")
     try:
-        return Problem(scheme_from_dict(d["scheme"], f"{where}.scheme"), BandedToeplitz(tuple(d["strategy"]["c_col"])),
-                       d["dtype"], d["dot_method"], d["recursion"])
+        problem = Problem(scheme_from_dict(d["scheme"], f"{where}.scheme"),
+                          BandedToeplitz(tuple(d["strategy"]["c_col"])), d["dtype"], d["dot_method"], d["recursion"],
+                          d["loss_kernel"])
+        drawn_by = d["loss_kernel_resolved"]
     except (KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{where} is missing or has a malformed problem field: {err!r}") from err
+    if drawn_by not in ("fused", "unfused"):
+        raise ValueError(f"{where}.loss_kernel_resolved must be 'fused' or 'unfused'; got {drawn_by!r}")
+    if resolve_loss_kernel(problem).kernel != drawn_by:  # "auto" resolves otherwise here: keep the file's kernel
+        problem = dataclasses.replace(problem, loss_kernel=drawn_by)
+    return problem
 
 
 def fingerprint(file_format: str, content: dict) -> str:

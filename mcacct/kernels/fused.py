@@ -47,8 +47,9 @@ from mcacct.kernels.participation import NO_PARTICIPATION, participation_blocks_
 from mcacct.kernels.recursion import (linear_applicable, linear_block_finish, linear_block_init, linear_block_step,
                                       range_floor, start_log_ratio)
 from mcacct.kernels.sliding import block_mean, column_sq_norms, sliding_dot_t
+from mcacct.platform import target_platform
 
-__all__ = ["threefry2x32", "counter_bits", "fused_supported", "fused_gpu_supported", "tile_constants",
+__all__ = ["threefry2x32", "counter_bits", "fused_supported", "fused_refusal", "fused_gpu_supported", "tile_constants",
            "fused_tile_losses", "pow2_tile_kernel", "fused_pallas_losses", "fused_ladder_losses"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -324,7 +325,7 @@ def pow2_tile_kernel(key_ref, tau_ref, sig_ref, c_ref, hs_ref, out_ref, ok_ref, 
     ok_ref[...] = _all0(_all0(ok)).astype(jnp.int32).reshape(1, tile)
 
 
-def _fused_refusal(n: int, b: int, p: float, c_col: tuple[float, ...]) -> str:
+def fused_refusal(n: int, b: int, p: float, c_col: tuple[float, ...]) -> str:
     """Why the fused kernel cannot run this configuration ("" if it can)."""
     if not fused_supported():
         return ("the fused kernel reproduces JAX's threefry2x32 generator in the partitionable layout; this run "
@@ -340,7 +341,7 @@ def fused_gpu_supported(iterations: int, min_sep: int, sampling_prob: float,
     """``(True, "")`` if the compiled (Pallas Triton) fused kernel serves this configuration, else ``(False,
     why)`` (the engine then runs the unfused kernel): what the fused kernel needs, and ``min_sep`` a power of
     two (a block is a register tensor of ``min_sep`` rows). Its sample tile must be a power of two too."""
-    why = _fused_refusal(int(iterations), int(min_sep), float(sampling_prob), tuple(c_col))
+    why = fused_refusal(int(iterations), int(min_sep), float(sampling_prob), tuple(c_col))
     if not why and not _is_pow2(int(min_sep)):
         why = (f"min_sep={min_sep} is not a power of two: the compiled GPU kernel (Pallas Triton) holds a block of "
                "min_sep rows in registers, and Triton handles power-of-two sizes only")
@@ -376,7 +377,7 @@ def fused_pallas_losses(noise_key: jax.Array, tau: jax.Array, sigmas: jax.Array,
     if total != width or width % tile:
         raise ValueError(f"tile must divide num_samples; got tile={tile}, num_samples={width} ({tau.shape})")
     if interpret is None:
-        interpret = jax.default_backend() == "cpu"
+        interpret = target_platform() == "cpu"
     params = {"interpret": True}
     if not interpret:
         from jax.experimental.pallas import triton as pltriton
@@ -426,7 +427,7 @@ def fused_ladder_losses(key: jax.Array, sigmas: jax.Array, iterations: int, min_
     from mcacct.kernels.recursion import ladder_losses_t
 
     n, b, p = iterations, min_sep, sampling_prob
-    why = _fused_refusal(n, b, p, tuple(c_col))
+    why = fused_refusal(n, b, p, tuple(c_col))
     if why or jax.random.key_data(key).shape != (2,):
         raise ValueError(why or "the fused kernel reproduces JAX's threefry2x32 generator (key data of shape (2,))")
     kx, kz = jax.random.split(key)

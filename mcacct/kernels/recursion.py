@@ -38,6 +38,7 @@ from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
 from mcacct.kernels.stepwise import STEPWISE_MIN_LANES, range_floor, stepwise_first_values
 from mcacct.validate import RECURSIONS, check_bool, check_int, check_prob
+from mcacct.platform import target_platform
 
 __all__ = ["RECURSIONS", "linear_block_init", "linear_block_step", "linear_block_finish", "start_log_ratio",
            "linear_applicable", "range_floor", "auto_recursion", "recursion_log_ratio", "recursion_log_ratio_t", "ladder_losses_t", "shift_mixture_log_ratio",
@@ -315,7 +316,7 @@ def _with_fallback(fast, ok, exact):
 def auto_recursion(lead: tuple[int, ...]) -> str:
     """What ``"auto"`` resolves to for a batch of shape ``lead`` (static): on CPU ``"stepwise"`` from
     :data:`mcacct.kernels.stepwise.STEPWISE_MIN_LANES` samples on, else ``"linear"``; ``"blocked"`` elsewhere."""
-    if jax.default_backend() != "cpu":
+    if target_platform() != "cpu":
         return "blocked"
     return "stepwise" if math.prod(lead) >= STEPWISE_MIN_LANES else "linear"
 

@@ -27,6 +27,7 @@ from mcacct.kernels.participation import NO_PARTICIPATION
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.validate import DOT_METHODS
 from mcacct.precision import float64
+from mcacct.platform import target_platform
 
 __all__ = ["DOT_METHODS", "choose_dot_method", "sliding_dot", "sliding_dot_t", "column_sq_norms",
            "participation_log_ratios", "participation_log_ratios_t", "mean_shift", "mean_shift_t",
@@ -72,7 +73,7 @@ def sliding_dot_t(y_t: jax.Array, c_col: tuple[float, ...], method: str = "auto"
         # head of block q+1 before j. Prefix sums stay inside a block (short sums: accurate in float32).
         m = -(-n // k)
         blk = jnp.pad(y_t, [(0, (m + 1) * k - n)] + pad_rest).reshape((m + 1, k) + rest)
-        if jax.default_backend() == "cpu":  # XLA:CPU: two-level 0/1 products beat cumsum (reduce_window)
+        if target_platform() == "cpu":  # XLA:CPU: two-level 0/1 products beat cumsum (reduce_window)
             excl = prefix_sums0(blk, exclusive=True, axis=1)
         else:
             excl = jnp.cumsum(blk, axis=1) - blk

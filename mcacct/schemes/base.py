@@ -144,6 +144,12 @@ class AccountedScheme(Protocol):
         """The inputs of the loss-error bound."""
         ...
 
+    def fused_ladder_args(self, strategy: Any) -> dict | None:
+        """Keyword arguments of :func:`mcacct.kernels.fused.fused_ladder_losses` (``iterations``, ``min_sep``,
+        ``sampling_prob``, ``warm_start``, ``participation_rate``, ``c_col``) whose losses are this scheme's
+        ``ladder_losses`` on the same draws up to float rounding, or ``None``: no fused kernel."""
+        ...
+
     def draw_law_tv(self) -> float:
         """A bound on the total-variation distance between the law of one sample's auxiliary discrete draws
         (e.g. truncation's counts from integer alias tables) and their exact law; added to every reported
@@ -236,6 +242,10 @@ class Scheme:
     def draw_law_tv(self) -> float:
         """``0.0``: the scheme has no auxiliary draws beyond the participation sampler."""
         return 0.0
+
+    def fused_ladder_args(self, strategy):
+        """``None``: no fused kernel."""
+        return None
 
     def exact_pld(self, strategy):
         """``None``: no exact PLD is known for the scheme."""

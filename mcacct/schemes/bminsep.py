@@ -103,6 +103,13 @@ class BMinSep(MinSepAccounting):
         return ladder_losses_t(m_t.astype(dtype), z_t.astype(dtype), sigmas, self.min_sep, self.sampling_prob,
                                self.warm_start, strategy.c_col, dot_method, recursion)
 
+    def fused_ladder_args(self, strategy) -> dict:
+        """The fused kernel draws :meth:`ladder_losses`'s outputs (:func:`mcacct.kernels.output.standardised_draws_t`)
+        and evaluates the same recursion."""
+        return {"iterations": self.iterations, "min_sep": self.min_sep, "sampling_prob": self.sampling_prob,
+                "warm_start": self.warm_start, "participation_rate": self.participation_rate,
+                "c_col": tuple(strategy.c_col)}
+
     def participation_boundaries(self) -> int:
         """Uniform-draw boundaries of the renewal sampler (:mod:`mcacct.kernels.participation`): gap draw
         ``k`` (``k = 1, 2, ...``) matters only if ``k - 1`` participations happened, hence only for gaps up to

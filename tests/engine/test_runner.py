@@ -39,10 +39,10 @@ def test_shared_draws_are_the_per_sigma_kernels_draws():
     """Candidate j's losses are those of the scheme's own per-sigma kernel on the same chunk key (remove: y ~ P,
     add: y ~ Q from the same z), up to the rounding of taking the sliding sums by linearity."""
     from mcacct.engine.problem import block_keys, block_size
-    from mcacct.engine.runner import _block_ladder_losses
+    from mcacct.engine.runner import block_ladder_losses
     key = jax.random.key(9)
     bs = block_size(PB, CHUNK)
-    got = np.concatenate([np.asarray(_block_ladder_losses(k, np.asarray(SIGMAS), PB, bs))
+    got = np.concatenate([np.asarray(block_ladder_losses(k, np.asarray(SIGMAS), PB, bs))
                           for k in block_keys(key, PB, CHUNK)], axis=-1)
     for j, s in enumerate(SIGMAS):
         for i, direction in enumerate(("remove", "add")):

@@ -1,0 +1,87 @@
+r"""Which loss kernel runs a problem's shared-draw ladder: the fused kernel (:mod:`mcacct.kernels.fused`: draws,
+sliding sums and recursion in one pass) or the unfused one (the scheme's ``ladder_losses``).
+
+``Problem.loss_kernel`` is ``"auto"``, ``"fused"`` or ``"unfused"``. Both kernels draw the same outputs for the same
+key and differ only by float rounding, within the loss-error bound (docs/soundness.md); their bits differ, so the
+*resolved* kernel is part of a job file's problem fields and of its fingerprint.
+
+``"auto"`` reads :data:`AUTO_LOSS_KERNEL`, per platform: what the last measurement on that kind of device found
+faster, with the file that holds the measurement. ``"fused"`` is refused, naming the reason, where the scheme
+has no fused form (:meth:`~mcacct.schemes.base.AccountedScheme.fused_ladder_args`), the configuration is outside
+the fused kernel (:func:`mcacct.kernels.fused.fused_refusal`; on GPUs also
+:func:`mcacct.kernels.fused.fused_gpu_supported`), or the kernel dtype is float32 (the fused kernel is float64).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from mcacct.kernels.fused import fused_gpu_supported, fused_ladder_losses, fused_refusal
+from mcacct.validate import LOSS_KERNELS, check_choice
+from mcacct.platform import target_platform
+
+__all__ = ["AUTO_LOSS_KERNEL", "LOSS_KERNELS", "ResolvedKernel", "resolve_loss_kernel", "fused_block_ladder"]
+
+#: ``platform -> (kernel, evidence)``: what ``"auto"`` picks on each platform, and the measurement behind it.
+AUTO_LOSS_KERNEL = {
+    "cpu": ("unfused", "benchmarks/results/throughput_cpu.json: fused_xla against the unfused kernel with the "
+                       "stepwise recursion, same run (the unfused kernel was faster at every shape)"),
+    "gpu": ("unfused", "no device measurement of the fused kernel yet (benchmarks/accelerator.py --part throughput "
+                       "writes it); benchmarks/results/throughput_gpu.json measured the unfused kernel only"),
+    "tpu": ("unfused", "the fused kernel's Pallas form targets GPUs (Triton); no TPU measurement"),
+}
+
+
+class ResolvedKernel(NamedTuple):
+    """The kernel a problem runs (``"fused"`` or ``"unfused"``) and why."""
+
+    kernel: str
+    reason: str
+
+
+def _fused_refused(problem) -> str:
+    """Why the fused kernel cannot run ``problem`` here ("" if it can)."""
+    args = problem.scheme.fused_ladder_args(problem.strategy)
+    if args is None:
+        return f"{type(problem.scheme).__name__} has no fused kernel"
+    if problem.dtype != "float64":
+        return f"the fused kernel computes in float64; dtype is {problem.dtype!r}"
+    why = fused_refusal(args["iterations"], args["min_sep"], args["sampling_prob"], args["c_col"])
+    if not why and target_platform() == "gpu":
+        why = fused_gpu_supported(args["iterations"], args["min_sep"], args["sampling_prob"], args["c_col"])[1]
+    return why
+
+
+def resolve_loss_kernel(problem) -> ResolvedKernel:
+    """The kernel ``problem.loss_kernel`` stands for on this process's default backend.
+
+    Raises
+    ------
+    ValueError
+        ``loss_kernel="fused"`` where the fused kernel cannot run the problem (the reason is named).
+    """
+    choice = check_choice("loss_kernel", problem.loss_kernel, LOSS_KERNELS)
+    if choice == "unfused":
+        return ResolvedKernel("unfused", "asked for")
+    why = _fused_refused(problem)
+    if choice == "fused":
+        if why:
+            raise ValueError(f"loss_kernel='fused' is not available for this problem: {why}; use 'unfused' or 'auto'")
+        return ResolvedKernel("fused", "asked for")
+    kernel, evidence = AUTO_LOSS_KERNEL.get(target_platform(), ("unfused", "no measurement on this platform"))
+    if kernel == "fused" and why:
+        return ResolvedKernel("unfused", f"auto: the fused kernel does not serve this problem ({why})")
+    return ResolvedKernel(kernel, f"auto on {target_platform()}: {evidence}")
+
+
+def fused_block_ladder(problem, key, sigmas, num_samples: int) -> jax.Array:
+    """``(J, 2, num_samples)`` losses of one block by the fused kernel (the draws of the scheme's ``ladder_losses``
+    for the same key): its Pallas form on accelerators, its XLA form on CPU."""
+    args = problem.scheme.fused_ladder_args(problem.strategy)
+    pallas = target_platform() != "cpu"
+    tile = min(num_samples & -num_samples, 64) if pallas else 0   # a power of two that divides the block
+    return fused_ladder_losses(key, jnp.asarray(sigmas, jnp.float64), num_samples=num_samples,
+                               dot_method=problem.dot_method, pallas=pallas, tile=tile, **args)
