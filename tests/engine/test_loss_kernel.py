@@ -68,5 +68,5 @@ def test_calibrations_agree_and_files_record_the_resolved_kernel():
         assert d["loss_kernel"] == kernel
         assert problem_from_dict(d).loss_kernel == kernel
     assert got["fused"] == got["unfused"]
-    assert problem_to_dict(Problem(SCHEME, STRATEGY))["loss_kernel"] == resolve_loss_kernel(
+    assert problem_to_dict(Problem(SCHEME, STRATEGY))["loss_kernel_resolved"] == resolve_loss_kernel(
         Problem(SCHEME, STRATEGY)).kernel
