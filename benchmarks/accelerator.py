@@ -648,10 +648,14 @@ def _has_skips(node) -> bool:
     return False
 
 
-def _import_production():
+def _import_production(quick: bool = False):
+    """benchmarks/production.py as a module, its §7.4 constants shrunk to :data:`PROD_QUICK` with ``quick``."""
     if HERE not in sys.path:
         sys.path.insert(0, HERE)
     import production
+    if quick:
+        for k, v in PROD_QUICK.items():
+            setattr(production, k, v)
     return production
 
 
@@ -662,10 +666,7 @@ def part_production(res: Results, args) -> dict:
     from mcacct.rates import sampling_prob_from_batch_size
     from mcacct.schemes.strategy import BandedToeplitz
     from mcacct.schemes.truncated import TruncatedBMinSep
-    prod = _import_production()
-    if args.quick:
-        for k, v in PROD_QUICK.items():
-            setattr(prod, k, v)
+    prod = _import_production(args.quick)
     shape = {"dataset_size": prod.M, "expected_batch": prod.BATCH, "min_sep": prod.B, "iterations": prod.N,
              "max_batch_size": prod.BMAX, "warm_start": True}
     chunk = args.chunk_size or (256 if args.quick else 16384)
@@ -806,10 +807,7 @@ def part_roofline(res: Results, args) -> dict:
 
 
 def part_plan(res: Results, args) -> dict:
-    prod = _import_production()
-    if args.quick:
-        for k, v in PROD_QUICK.items():
-            setattr(prod, k, v)
+    prod = _import_production(args.quick)
     part = res.part("plan", {"quick": args.quick, "shape": {"iterations": prod.N, "min_sep": prod.B,
                                                             "dataset_size": prod.M, "expected_batch": prod.BATCH,
                                                             "max_batch_size": prod.BMAX}})
