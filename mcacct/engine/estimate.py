@@ -5,7 +5,7 @@ with confidence bounds: :func:`estimate` runs :func:`mcacct.engine.runner.run_la
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import numpy as np
@@ -19,7 +19,24 @@ from mcacct.engine.systematic import systematic_bound
 from mcacct.validate import check_real
 from mcacct.precision import float64
 
-__all__ = ["Estimate", "estimate", "kl_up", "certification_notes", "FLOAT32_NOTE"]
+__all__ = ["Estimate", "DeltaAt", "estimate", "kl_up", "certification_notes", "FLOAT32_NOTE"]
+
+
+class DeltaAt(NamedTuple):
+    """delta at one epsilon (:meth:`Estimate.delta_at`), the larger of the directions present.
+
+    ``exact`` is true when ``epsilon`` is on the run's grid (the epsilons whose delta was summed exactly): then
+    the bounds come from the exact fixed-point sums, as :meth:`Estimate.delta`. Off the grid they come from the
+    loss histogram, whose bins round every loss up (so the mean is at or above the exact empirical mean) and
+    ``delta_lower`` is ``None`` (the histogram gives no lower bound). ``delta_upper`` includes the systematic
+    terms either way; ``by_direction`` holds each direction's ``(delta_estimate, delta_upper)``."""
+
+    epsilon: float
+    delta_estimate: float
+    delta_upper: float
+    delta_lower: float | None
+    exact: bool
+    by_direction: dict
 
 #: Why a float32 result is not a certificate (``mcacct delta``/``epsilon``/``merge`` print it after ``note: ``).
 FLOAT32_NOTE = ("float32 kernel: its round-off is not bounded, so the upper bound holds for the float32 "
@@ -75,7 +92,7 @@ class Estimate:
         return self.alpha / len(self.stats)
 
     def delta(self, j: int = 0) -> dict:
-        """Point estimate and bounds at ``epsilons[j]`` (exact float64 sums).
+        """Point estimate and bounds at ``epsilons[j]`` (exact float64 sums); :meth:`delta_at` takes an epsilon.
 
         The bounds use the fixed-point mean, rounded up by a few units per chunk; the point estimate is the
         smaller of that mean and the histogram's (both at or above the exact empirical mean), so an estimate
@@ -91,6 +108,22 @@ class Estimate:
         out["delta_upper"] = max(v["delta_upper"] for k, v in out.items() if isinstance(v, dict))
         out["delta_lower"] = max(v["delta_lower"] for k, v in out.items() if isinstance(v, dict))
         return out
+
+    def delta_at(self, epsilon: float) -> DeltaAt:
+        """delta at ``epsilon`` (a value, not an index): exact where ``epsilon`` is one of the run's epsilons,
+        else from the rounded-up histogram (:class:`DeltaAt` says which)."""
+        epsilon = check_real("epsilon", epsilon, low=0.0)
+        grid = next(iter(self.stats.values())).epsilons
+        hits = [j for j, e in enumerate(grid) if float(e) == epsilon]
+        if hits:
+            d = self.delta(hits[0])
+            per = {k: (v["delta_estimate"], v["delta_upper"]) for k, v in d.items() if isinstance(v, dict)}
+            return DeltaAt(epsilon, d["delta_estimate"], d["delta_upper"], d["delta_lower"], True, per)
+        per = {}
+        for k, s in self.stats.items():
+            m = float(s.histogram_delta(epsilon)[0])
+            per[k] = (m, min(1.0, kl_up(m, s.count, self._alpha_dir()) + self.systematic))
+        return DeltaAt(epsilon, max(v[0] for v in per.values()), max(v[1] for v in per.values()), None, False, per)
 
     def delta_curve(self, epsilons) -> dict[str, np.ndarray]:
         """Histogram-based estimate and upper bound of delta over an array of epsilons (both directions)."""
