@@ -50,10 +50,8 @@ def _fused_refused(problem) -> str:
         return f"{type(problem.scheme).__name__} has no fused kernel"
     if problem.dtype != "float64":
         return f"the fused kernel computes in float64; dtype is {problem.dtype!r}"
-    why = fused_refusal(args["iterations"], args["min_sep"], args["sampling_prob"], args["c_col"])
-    if not why and target_platform() == "gpu":
-        why = fused_gpu_supported(args["iterations"], args["min_sep"], args["sampling_prob"], args["c_col"])[1]
-    return why
+    check = (lambda *a: fused_gpu_supported(*a)[1]) if target_platform() == "gpu" else fused_refusal
+    return check(args["iterations"], args["min_sep"], args["sampling_prob"], args["c_col"])
 
 
 def resolve_loss_kernel(problem) -> ResolvedKernel:
@@ -67,13 +65,14 @@ def resolve_loss_kernel(problem) -> ResolvedKernel:
     choice = check_choice("loss_kernel", problem.loss_kernel, LOSS_KERNELS)
     if choice == "unfused":
         return ResolvedKernel("unfused", "asked for")
-    why = _fused_refused(problem)
     if choice == "fused":
+        why = _fused_refused(problem)
         if why:
             raise ValueError(f"loss_kernel='fused' is not available for this problem: {why}; use 'unfused' or 'auto'")
         return ResolvedKernel("fused", "asked for")
     kernel, evidence = AUTO_LOSS_KERNEL.get(target_platform(), ("unfused", "no measurement on this platform"))
-    if kernel == "fused" and why:
+    why = _fused_refused(problem) if kernel == "fused" else ""
+    if why:
         return ResolvedKernel("unfused", f"auto: the fused kernel does not serve this problem ({why})")
     return ResolvedKernel(kernel, f"auto on {target_platform()}: {evidence}")
 
