@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench venv clean
+.PHONY: run test bench readme venv clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ test: venv
 ## bench: throughput against the CPU reference (writes benchmarks/results/)
 bench: venv
 	$(BIN)/python benchmarks/throughput.py
+
+## readme: rewrite README's benchmark tables from benchmarks/results/*.json (standard library only; --check: diff)
+readme:
+	$(PYTHON) benchmarks/readme_tables.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

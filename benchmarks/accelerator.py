@@ -838,27 +838,48 @@ RUNNERS = {"throughput": part_throughput, "production": part_production, "roofli
            "plan": part_plan}
 
 
-def plot_throughput(data: dict, png: str) -> str | None:
-    """A grouped bar chart of the throughput table (log scale), next to the JSON."""
-    table = data.get("parts", {}).get("throughput", {}).get("table")
-    if not table:
-        return None
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    series = [("single", "unfused_f64", "samples_per_s", "1 sigma, 1 direction, unfused f64 (samples/s)"),
-              ("single", "unfused_f32", "samples_per_s", "1 sigma, 1 direction, unfused f32 (samples/s)"),
-              ("ladder", "unfused_f64", "draws_per_s", "4-sigma ladder, both directions, unfused f64 (draws/s)"),
-              ("ladder", "unfused_f32", "draws_per_s", "4-sigma ladder, both directions, unfused f32 (draws/s)"),
-              ("ladder", "fused_f64", "draws_per_s", "4-sigma ladder, both directions, fused f64 (draws/s)")]
-    names = list(table)
-    fig, ax = plt.subplots(figsize=(12, 5))
-    width = 0.8 / len(series)
-    for i, (kind, label, unit, legend) in enumerate(series):
+#: The bar series of :func:`plot_throughput`: (table kind, entry, rate field, legend).
+PLOT_SERIES = (("single", "unfused_f64", "samples_per_s", "1 σ, 1 direction, unfused f64 (samples/s)"),
+               ("single", "unfused_f32", "samples_per_s", "1 σ, 1 direction, unfused f32 (samples/s)"),
+               ("ladder", "unfused_f64", "draws_per_s", "4-σ ladder, both directions, unfused f64 (draws/s)"),
+               ("ladder", "unfused_f32", "draws_per_s", "4-σ ladder, both directions, unfused f32 (draws/s)"),
+               ("ladder", "fused_f64", "draws_per_s", "4-σ ladder, both directions, fused f64 (draws/s)"))
+
+
+def throughput_title(data: dict) -> str:
+    """Title of the throughput figure: device, jax and the part's settings.
+
+    Parameters
+    ----------
+    data:
+        The results file's content.
+
+    Returns
+    -------
+    str
+        Two lines: device and jax; σ, the ladder, the timing per entry and the chunk size.
+    """
+    part = data.get("parts", {}).get("throughput", {})
+    st = part.get("settings", {})
+    ladder = ", ".join(f"{v:g}" for v in st.get("ladder", LADDER))
+    chunk = f"chunk {st['chunk_size']:,}" if st.get("chunk_size") else "chunk per configuration"
+    quick = " (--quick)" if st.get("quick") else ""
+    return (f"mcacct throughput on {data.get('device_kind', data.get('device', '?'))}, jax {data.get('jax', '?')}"
+            f"{quick}\nσ = {st.get('sigma', SIGMA):g} (1-σ series); ladder σ ∈ {{{ladder}}}; "
+            f"{st.get('seconds', '?')} s timed per entry; {chunk}")
+
+
+def _throughput_bars(ax, table: dict) -> list:
+    """One bar per (configuration, series) with a rate; the reason (refused, error, skipped) where none.
+    Returns the legend handles (a patch per series, also for a series with no bar)."""
+    from matplotlib.patches import Patch
+    names, handles = list(table), []
+    width = 0.8 / len(PLOT_SERIES)
+    for i, (kind, label, unit, legend) in enumerate(PLOT_SERIES):
         xs, ys = [], []
         for j, name in enumerate(names):
             entry = table[name].get(kind, {}).get(label)
-            x = j + (i - (len(series) - 1) / 2) * width
+            x = j + (i - (len(PLOT_SERIES) - 1) / 2) * width
             if isinstance(entry, dict) and entry.get(unit):
                 xs.append(x)
                 ys.append(entry[unit])
@@ -867,14 +888,31 @@ def plot_throughput(data: dict, png: str) -> str | None:
                            "n/a" if isinstance(entry, str) else "missing")
                 ax.annotate(why, (x, 0.02), xycoords=("data", "axes fraction"), rotation=90, ha="center",
                             va="bottom", fontsize=7)
-        ax.bar(xs, ys, width=width, label=legend)
+        ax.bar(xs, ys, width=width, color=f"C{i}")
+        handles.append(Patch(color=f"C{i}", label=legend + ("" if xs else ": none measured")))
+    return handles
+
+
+def plot_throughput(data: dict, png: str) -> str | None:
+    """A grouped bar chart of the throughput table (log scale), next to the JSON; the title carries the device
+    and the part's settings, each tick its configuration's n, b and sampling probability p."""
+    table = data.get("parts", {}).get("throughput", {}).get("table")
+    if not table:
+        return None
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(12, 5))
+    handles = _throughput_bars(ax, table)
     ax.set_yscale("log")
-    ax.set_xticks(range(len(names)))
-    ax.set_xticklabels([f"{k}\n(n={table[k].get('iterations')}, b={table[k].get('min_sep')})" for k in names])
+    ax.set_xticks(range(len(table)))
+    ax.set_xticklabels([f"{k}\n(n = {r.get('iterations')}, b = {r.get('min_sep')}, p = "
+                        + (f"{r['sampling_prob']:.3g})" if isinstance(r.get("sampling_prob"), float) else "?)")
+                        for k, r in table.items()], fontsize=8)
     ax.set_xlabel("configuration (c = ones(b)/sqrt(b); the fused kernel is float64 only: no fused f32)")
-    ax.set_ylabel("samples/s (one direction) or draws/s (ladder)")
-    ax.set_title(f"mcacct throughput on {data.get('device_kind', data.get('device', '?'))}")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_ylabel("samples/s or draws/s (see legend; log scale)")
+    ax.set_title(throughput_title(data), fontsize=10)
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(png, dpi=120)

@@ -8,7 +8,7 @@ together with the *noise-only ceiling*: the same chunk and block structure drawi
 standard normals (``noise_only``), so ``fraction_of_noise_floor = mcacct_float64 / noise_only``. Every figure is
 the median of ``--repeats`` timings (default 3). Compilation / warm-up is reported separately. ``--prng`` sets
 JAX's default PRNG implementation for the run (e.g. ``rbg``, ``philox4x32``) to compare generators. Figures go
-to benchmarks/results/throughput_<tag>.json and a PNG.
+to benchmarks/results/throughput_<tag>.json and a PNG (redraw it from the JSON with benchmarks/throughput_plot.py).
 
     python benchmarks/throughput.py [--quick] [--no-reference] [--scaling] [--chunk-size 8192] [--repeats 3]
 """
@@ -202,29 +202,10 @@ def main() -> None:
         json.dump(res, f, indent=1)
     print(json.dumps(res, indent=1))
     try:
-        _plot(res, os.path.join(RESULTS, f"throughput_{tag}.png"))
+        from throughput_plot import plot_throughput  # benchmarks/ is the script's directory
+        plot_throughput(res, os.path.join(RESULTS, f"throughput_{tag}.png"))
     except ImportError:
         pass
-
-
-def _plot(res, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    rows = res["results"]
-    keys = sorted({k for r in rows for k in r if k.startswith("mcacct_") or k in ("reference", "noise_only")})
-    fig, ax = plt.subplots(figsize=(8, 4))
-    w = 0.8 / max(len(keys), 1)
-    for i, k in enumerate(keys):
-        vals = [r[k]["samples_per_s"] if k in r else 0 for r in rows]
-        ax.bar(np.arange(len(rows)) + i * w, vals, w, label=k)
-    ax.set_xticks(np.arange(len(rows)) + w * (len(keys) - 1) / 2, [r["config"] for r in rows])
-    ax.set_yscale("log")
-    ax.set_ylabel("samples / s (positive direction)")
-    ax.set_title(f"mcacct vs NumPy reference on {res['device']}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

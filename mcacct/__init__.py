@@ -15,6 +15,9 @@ from mcacct.kernels.sliding import sliding_dot  # noqa: E402
 from mcacct.engine.problem import Problem  # noqa: E402
 from mcacct.engine.estimate import Estimate, estimate  # noqa: E402
 from mcacct.evr.calibrate import CalibrationResult, calibrate  # noqa: E402
+from mcacct.noise import NoiseMultiplier, get_noise_multiplier  # noqa: E402
+from mcacct.interop.jax_privacy import (from_jax_privacy, problem_from_jax_privacy,  # noqa: E402
+                                       to_jax_privacy)
 from mcacct import evr  # noqa: E402
 from mcacct import pld  # noqa: E402
 from mcacct.pld.composition import certified_composition, compose_mc_with_pld  # noqa: E402
@@ -31,7 +34,9 @@ __version__ = "0.1.0"
 __all__ = [
     "BMinSep", "expected_participation_rate", "sampling_prob_from_batch_size", "BandedToeplitz",
     "sample_participation", "sample", "sample_y", "privacy_loss", "AccountedScheme", "Draws", "sliding_dot", "Problem", "Estimate", "estimate",
-    "CalibrationResult", "calibrate", "evr", "pld", "certified_composition", "compose_mc_with_pld",
+    "CalibrationResult", "calibrate", "get_noise_multiplier", "NoiseMultiplier", "evr", "pld",
+    "from_jax_privacy", "to_jax_privacy", "problem_from_jax_privacy",
+    "certified_composition", "compose_mc_with_pld",
     "MultiAttribution", "TruncatedBMinSep", "CyclicPoisson", "BallsInBins", "BandedInverse",
     "strategy_from_inverse", "individual", "dpis", "precision",
 ]

@@ -35,3 +35,18 @@ def sigkill_when(proc, ready, timeout=120.0):
         proc.wait()
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
+
+
+def capture_saved_figures(monkeypatch, read):
+    """Patch matplotlib's ``Figure.savefig`` to record ``read(first axes)`` of every figure saved, just before it
+    is written; returns the list the records go to."""
+    from matplotlib.figure import Figure
+    seen = []
+    orig = Figure.savefig
+
+    def savefig(self, *a, **k):
+        seen.append(read(self.axes[0]))
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return seen

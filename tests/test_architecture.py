@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "mcacct"
 
 # The data flow, bottom to top: a module may import only from its own layer or below (module-level imports).
-# kernels -> schemes (mcacct.schemes.registry included) -> engine -> evr -> jobs -> report -> cli; validate and
+# kernels -> schemes (mcacct.schemes.registry included) -> engine -> interop (jax-privacy's batch selection to
+# schemes and problems) -> evr -> jobs -> report -> cli; validate and
 # precision (and platform) are the floor; the PLD accountant (specs, kernels, accountant, group), the confidence bounds of EVR
 # (pure math) and the batch samplers depend on nothing but the floor; PLD compositions with Monte Carlo estimates
 # sit beside evr.
@@ -23,8 +24,9 @@ LAYERS = [
     ("mcacct.pld.composition", 5), ("mcacct.pld", 1), ("mcacct.individual", 1), ("mcacct.dpis", 1),
     ("mcacct.schemes", 2),
     ("mcacct.engine", 3),
+    ("mcacct.interop", 4),
     ("mcacct.evr", 5),
-    ("mcacct.jobs", 6),
+    ("mcacct.jobs", 6), ("mcacct.noise", 6),
     ("mcacct.report", 7),
     ("mcacct.cli", 8), ("mcacct.__main__", 8),
 ]

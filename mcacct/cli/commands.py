@@ -21,7 +21,7 @@ from mcacct.precision import float64
 DEFAULTS = dict(SCHEME_DEFAULTS, epsilon=2.0, delta=1e-3)
 #: ``calibrate``'s options that shape a new calibration (refused with ``--from``, whose plan fixes them all).
 _CALIBRATION_OPTIONS = ("--epsilon", "--delta", "--samples", "--ladder-ratio", "--above", "--below",
-                        "--systematic-reserve", "--sigmas", "--plan-only", "--out")
+                        "--systematic-reserve", "--sigmas", "--plan-only", "--pilot", "--out")
 
 
 def _check_calibrate_flags(args) -> None:
@@ -34,6 +34,11 @@ def _check_calibrate_flags(args) -> None:
                        "with --sigmas (an explicit ladder: no pilot, no generated ladder)")
     if args.out is not None and not args.plan_only:
         raise ValueError("--out goes with --plan-only (write a plan for shard jobs)")
+    if args.pilot and not args.plan_only:
+        raise ValueError("--pilot goes with --plan-only (a calibration always runs its pilot unless --sigmas is "
+                         "given)")
+    if args.pilot and args.sigmas is not None:
+        raise ValueError("--pilot and --sigmas exclude each other (an explicit ladder needs no pilot)")
 
 
 def _baselines(args, problem) -> tuple[dict | None, tuple[float, float] | None]:
@@ -47,72 +52,6 @@ def _baselines(args, problem) -> tuple[dict | None, tuple[float, float] | None]:
     if base and not args.quiet:
         print(f"[mcacct] baselines (PLD): {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
     return base, (bracket_from_baselines(base) if args.sigmas is None else None)
-
-
-def _plan_only(args, problem) -> dict:
-    """``--plan-only``: the plan (pilot included), its sample count and, from a short measured probe of the
-    verification kernel on this machine, the expected wall time; ``--out DIR`` also writes it for shard jobs."""
-    import os
-
-    import jax
-    if args.out is not None and (not args.out or (os.path.exists(args.out) and not os.path.isdir(args.out))):
-        raise ValueError(f"--out must be a directory for the plan; got {args.out!r}")  # before the pilot
-    from mcacct.evr.calibrate import plan_calibration, verification_spec
-    from mcacct.engine.runner import run_ladder
-    baselines, bracket = _baselines(args, problem)
-    plan = plan_calibration(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
-                            ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
-                            chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas,
-                            bracket=bracket, systematic_reserve=args.systematic_reserve)
-    out = {"plan": {k: getattr(plan, k) for k in ("epsilon", "target_delta", "base_delta", "num_samples",
-                                                  "top_sigma", "top_certifier", "pilot_sigma", "chunk_size")},
-           "ladder": list(plan.ladder), "overall_delta": plan.overall_delta,
-           "systematic": list(plan.systematic), "systematic_reserve": plan.systematic_reserve,
-           "dropped": plan.dropped, "pilot_samples_drawn": plan.pilot_samples_drawn,
-           "pilot_seconds": plan.pilot_seconds}
-    if not plan.ladder and plan.dropped:
-        out["note"] = (f"every candidate was dropped: its systematic term exceeds {plan.systematic_reserve:g} of the "
-                       "target delta; raise --systematic-reserve")
-    devices = jax.local_device_count()
-    chunks = -(-plan.num_samples // plan.chunk_size)
-    out["verification"] = {"chunks": chunks, "samples_drawn": chunks * plan.chunk_size,
-                           "evaluations_at_most": 2 * plan.num_samples * len(plan.ladder)}
-    out["total_samples"] = plan.pilot_samples_drawn + chunks * plan.chunk_size  # pilot + verification draws
-    if plan.ladder:
-        probe = dict(problem=problem, sigmas=plan.ladder, key=jax.random.key(args.seed + 1),
-                     num_samples=plan.chunk_size * devices, epsilons=(plan.epsilon,), chunk_size=plan.chunk_size,
-                     spec=verification_spec())
-        run_ladder(**probe)  # compile
-        t0 = time.perf_counter()
-        run_ladder(**probe)
-        rate = plan.chunk_size * devices / (time.perf_counter() - t0)
-        out["probe"] = {"draws_per_second": rate, "draws_per_second_per_device": rate / devices,
-                        "devices": devices, "candidates": len(plan.ladder)}
-        out["expected_seconds_at_most"] = {"verification": chunks * plan.chunk_size / rate,
-                                           "verification_one_device": chunks * plan.chunk_size * devices / rate,
-                                           "note": "every candidate to the end; candidates that fail leave early; "
-                                                   "one_device: the same work on one device of this kind (shard "
-                                                   "jobs divide it by their number)"}
-    if args.out:
-        from mcacct.jobs.calibration import write_plan
-        out["plan_path"] = write_plan(args.out, plan, problem)
-    out.update(device_info())
-    if not args.json:
-        print(f"plan: {out['total_samples']:,} samples in all (pilot {plan.pilot_samples_drawn:,}, verification "
-              f"{chunks * plan.chunk_size:,}, shared by both directions and every candidate)")
-        print(f"plan: {plan.num_samples:,} samples per direction, {len(plan.ladder)} candidates "
-              f"[{plan.ladder[0] if plan.ladder else float('nan'):.6g} .. "
-              f"{plan.ladder[-1] if plan.ladder else float('nan'):.6g}], {chunks:,} chunks of {plan.chunk_size}")
-        if "note" in out:
-            print(f"note: {out['note']}")
-        if "probe" in out:
-            print(f"probe: {out['probe']['draws_per_second']:,.0f} draws/s on {devices} device(s); verification "
-                  f"at most {out['expected_seconds_at_most']['verification']:,.0f}s here, "
-                  f"{out['expected_seconds_at_most']['verification_one_device']:,.0f}s on one device")
-        if args.out:
-            print(f"wrote {out['plan_path']}; run `mcacct sample --plan {args.out} --shard i --num-shards k`, then "
-                  f"`mcacct calibrate --from {args.out}`")
-    return out
 
 
 def cmd_calibrate(args) -> dict | int:
@@ -134,7 +73,8 @@ def cmd_calibrate(args) -> dict | int:
     else:
         problem = problem_from_args(args)
         if args.plan_only:
-            return _plan_only(args, problem)
+            from mcacct.cli.plan import plan_only
+            return plan_only(args, problem, lambda: _baselines(args, problem))
         baselines, bracket = _baselines(args, problem)
         res = calibrate(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
                         ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
@@ -142,6 +82,9 @@ def cmd_calibrate(args) -> dict | int:
                         systematic_reserve=args.systematic_reserve)
         out_bracket = bracket
     out = res.to_dict()
+    # `seconds` becomes the command's wall time (main); the calibration's own time (with --from: the shard jobs'
+    # seconds summed) stays here
+    out["calibration_seconds"] = res.seconds
     out["delta"] = res.target_delta
     if baselines is not None:
         out["baselines"] = baselines
@@ -254,9 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="explicit ladder s1,s2,... (each > 0; candidates at or above the certified top are "
                         "dropped): no pilot, --ladder-ratio/--above/--below unused")
     p.add_argument("--plan-only", action="store_true",
-                   help="print the plan (pilot included: the ladder), its samples and, from a short measured "
-                        "probe, the expected wall time here; with --out DIR also write it for shard jobs "
-                        "(`mcacct sample --plan DIR ...`, then `mcacct calibrate --from DIR`)")
+                   help="print what the calibration will cost (samples; wall time from one probed chunk; about a "
+                        "minute) and run nothing else; with --pilot (or --sigmas) the plan itself: the ladder and "
+                        "its systematic terms; with --out DIR also write it for shard jobs (`mcacct sample --plan "
+                        "DIR ...`, then `mcacct calibrate --from DIR`)")
+    p.add_argument("--pilot", action="store_true",
+                   help="with --plan-only: run the pilot that places the ladder (its cost is what --plan-only "
+                        "alone prints); needed by --out unless --sigmas gives the ladder")
     p.add_argument("--out", default=None, help="with --plan-only: directory to write the plan to")
     p.add_argument("--from", dest="from_dir", default=None,
                    help="merge the shards of the plan in this directory and apply Alg. 5 (no sampling here)")
@@ -311,10 +258,17 @@ def main(argv: list[str] | None = None) -> int:
         import mcacct  # noqa: F401
         from mcacct.engine.progress import CompileClock
         enable_compilation_cache()
+        t0 = time.perf_counter()
         clock = CompileClock.start()
         out = args.func(args)
-        if isinstance(out, dict) and args.command in ("calibrate", "delta", "epsilon"):
-            out["startup"] = CompileClock.since(clock)  # tracing + lowering + compiling, persistent-cache hits
+        if isinstance(out, dict):
+            compiled = CompileClock.since(clock)  # tracing + lowering + compiling, persistent-cache hits
+            if args.command in ("calibrate", "delta", "epsilon"):
+                out["startup"] = compiled
+            # the command's wall time, everything included (baselines, pilot, compilation); the compilation
+            # part beside it
+            out["seconds"] = time.perf_counter() - t0
+            out["compile_seconds"] = compiled["compile_seconds"]
     except ValueError as err:
         print(f"error: {flag_message(str(err))}", file=sys.stderr)
         return 2

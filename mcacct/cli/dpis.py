@@ -16,6 +16,7 @@ import argparse
 from typing import Any
 
 from mcacct.cli.flags import int_in, real_in
+from mcacct.engine.progress import stage
 from mcacct.validate import check_int, check_real, parse_floats
 
 __all__ = ["add_dpis_parser", "cmd_dpis_epsilon", "cmd_dpis_calibrate", "expand_kappas"]
@@ -45,6 +46,7 @@ def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="PLD loss grid spacing (default 1e-4)")
     e.add_argument("--no-error-estimate", action="store_true", help="skip the PLD h/2 re-run")
     e.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    e.add_argument("--quiet", action="store_true", help="no progress on stderr")
     e.set_defaults(func=cmd_dpis_epsilon)
 
     c = sub.add_parser("calibrate", help="noise plan for a target (epsilon, delta): PLD vs RDP",
@@ -75,6 +77,7 @@ def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="PLD loss grid spacing of the calibration (default 1e-3)")
     c.add_argument("--rtol", type=real_in(0, 0.5, low_open=True, high_open=True), default=1e-3, help="relative bracket width of the PLD bisection")
     c.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    c.add_argument("--quiet", action="store_true", help="no progress on stderr")
     c.set_defaults(func=cmd_dpis_calibrate)
     return p
 
@@ -87,8 +90,9 @@ def cmd_dpis_epsilon(args: argparse.Namespace) -> dict:
     out: dict = {"delta": delta, "iterations": run.iterations, "epochs": len(run.epochs),
                  "events": [event_to_dict(e) for e in dpis_events(run)], "note": _NOTE}
     if args.accountant in ("both", "pld"):
-        r = dpis_epsilon(run, delta, value_discretization_interval=args.value_discretization_interval,
-                         estimate_error=not args.no_error_estimate)
+        with stage("dpis epsilon: PLD accounting", not args.quiet):
+            r = dpis_epsilon(run, delta, value_discretization_interval=args.value_discretization_interval,
+                             estimate_error=not args.no_error_estimate)
         out["epsilon_pld"] = r.epsilon
         out["pld"] = {k: v for k, v in r.to_dict().items() if k != "events"}
     if args.accountant in ("both", "rdp"):
@@ -136,10 +140,11 @@ def cmd_dpis_calibrate(args: argparse.Namespace) -> dict:
     plans = {}
     for acc in ("pld", "rdp"):
         if args.accountant in ("both", acc):
-            plans[acc] = calibrate_plan(n, args.batch_size, e_count, args.epsilon, args.delta,
-                                        rejection_k=args.rejection_k, accountant=acc, rule=args.rule,
-                                        value_discretization_interval=args.value_discretization_interval,
-                                        rtol=args.rtol, **common)
+            with stage(f"dpis calibrate: {acc.upper()} noise plan", not args.quiet):
+                plans[acc] = calibrate_plan(n, args.batch_size, e_count, args.epsilon, args.delta,
+                                            rejection_k=args.rejection_k, accountant=acc, rule=args.rule,
+                                            value_discretization_interval=args.value_discretization_interval,
+                                            rtol=args.rtol, **common)
             out[acc] = plans[acc].to_dict()
     first = next(iter(plans.values()))
     out["k_tilde_floors"] = [first.k_tilde_floor(e, clip) for e in range(e_count)]

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import math
 import os
-import sys
-import time
 
 import numpy as np
 
 from mcacct.cli.flags import check_out_file, int_in, real_in
 
-__all__ = ["add_individual_parser", "cmd_individual", "PLOT_SUFFIXES"]
+__all__ = ["add_individual_parser", "cmd_individual", "individual_title", "PLOT_SUFFIXES"]
 
 #: Image formats of ``--plot`` (matplotlib picks the format from the suffix).
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
@@ -46,6 +44,7 @@ def add_individual_parser(subparsers):
     p.add_argument("--plot", default=None, metavar="HIST.png",
                    help="histogram of individual epsilon vs worst case (.png, .pdf or .svg; its directory must exist)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_individual)
     return p
 
@@ -65,17 +64,59 @@ def _load(path: str, clip: float) -> np.ndarray:
     return np.minimum(norms / clip, 1.0)
 
 
+def individual_title(delta: float, sigma: float, sampling_prob: float, steps: int, examples: int,
+                     clip_norm: float, buckets: int) -> str:
+    """Title of the ``--plot`` histogram: what is shown and every parameter it depends on.
+
+    Parameters
+    ----------
+    delta, sigma, sampling_prob:
+        Target δ, noise multiplier σ and Poisson sampling probability q.
+    steps, examples:
+        Shape of the norms file.
+    clip_norm, buckets:
+        Clip bound C and ratio buckets K.
+
+    Returns
+    -------
+    str
+        Two lines, Greek letters for δ, σ and ε.
+    """
+    return (f"Individual ε at δ = {delta:g} of {examples:,} examples (upper bounds)\n"
+            f"σ = {sigma:g}, q = {sampling_prob:g}, {steps:,} steps, clip norm C = {clip_norm:g}, "
+            f"{buckets} ratio buckets")
+
+
+def _bins(eps: np.ndarray) -> tuple[np.ndarray | int, bool]:
+    """Histogram bins and whether the axis is logarithmic: log-spaced edges over the positive epsilons when they
+    span more than two decades, else a bin count over ``[min, max]``."""
+    pos = eps[eps > 0]
+    count = min(60, max(10, eps.size // 20))
+    if pos.size and pos.max() > 100 * pos.min():
+        return np.geomspace(pos.min(), pos.max(), count + 1), True
+    return count, False
+
+
 def _plot(path: str, eps: np.ndarray, worst: float, title: str) -> None:
+    """Histogram of the individual epsilons ``eps`` with the worst case and the median marked, written to
+    ``path`` (format from its suffix) through a temporary file."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.hist(eps, bins=min(60, max(10, eps.size // 20)), color="tab:blue", alpha=0.8, label="individual epsilon")
+    edges, log = _bins(eps)
+    fig, ax = plt.subplots(figsize=(7, 4.4))
+    shown = eps[eps > 0] if log else eps
+    zeros = "" if not log or shown.size == eps.size else f" ({eps.size - shown.size:,} at ε = 0 not shown)"
+    ax.hist(shown, bins=edges, color="tab:blue", alpha=0.8, label="individual ε" + zeros)
+    ax.axvline(float(np.median(eps)), color="black", ls=":", label=f"median: {np.median(eps):.3g}")
     ax.axvline(worst, color="tab:red", ls="--", label=f"worst case (all ratios 1): {worst:.3g}")
-    ax.set_xlabel("epsilon (upper bound)")
-    ax.set_ylabel("examples")
-    ax.set_title(title, fontsize=10)
-    ax.legend()
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel("individual ε (upper bound)" + (", log scale" if log else ""))
+    ax.set_ylabel("number of examples")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.35)  # headroom: the legend sits above the bars
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8, loc="upper center", ncols=2)
     fig.tight_layout()
     root, ext = os.path.splitext(path)
     tmp = root + ".tmp" + ext  # same suffix: matplotlib picks the format from it
@@ -87,19 +128,24 @@ def _plot(path: str, eps: np.ndarray, worst: float, title: str) -> None:
 def cmd_individual(args) -> dict:
     from mcacct.individual.accountant import individual_epsilons
     check_out_file("--plot", args.plot, PLOT_SUFFIXES)  # before any work
+    from mcacct.engine.progress import Progress
     ratios = _load(args.norms, args.clip_norm)
-    last = [0.0]
+    passes = 1 if args.no_bucketing_bound else 2  # the rounded-up pass, then the rounded-down one (the bound)
+    bar = Progress("individual: example-directions", passes * 2 * ratios.shape[0], not args.quiet,
+                   unit="example-directions")
+    state = {"offset": 0, "last": 0}
 
     def progress(done, total):
-        now = time.monotonic()
-        if now - last[0] > 2.0 or done == total:
-            last[0] = now
-            print(f"[mcacct individual] {done:,}/{total:,} example-directions", file=sys.stderr, flush=True)
+        if done < state["last"]:  # the next pass started
+            state["offset"] += total
+        state["last"] = done
+        bar.update(state["offset"] + done)
 
     res = individual_epsilons(ratios, args.sigma, args.sampling_prob, args.delta, buckets=args.buckets,
                               value_discretization_interval=args.value_discretization_interval,
                               ratios_fixed=args.ratios_fixed, bucketing_bound=not args.no_bucketing_bound,
                               progress=progress)
+    bar.close()
     out = {"epsilon": res.epsilon.tolist(), "delta": args.delta, "sigma": args.sigma,
            "sampling_prob": args.sampling_prob, "examples": int(ratios.shape[0]), "steps": int(ratios.shape[1]),
            "worst_case_epsilon": res.worst_case_epsilon, "bucketing_bound": res.bucketing_bound,
@@ -111,8 +157,8 @@ def cmd_individual(args) -> dict:
         out["epsilon_gdp"] = np.asarray(gdp_epsilon(res.mu, args.delta)).tolist()
     if args.plot:
         _plot(args.plot, res.epsilon, res.worst_case_epsilon,
-              f"individual epsilon at delta = {args.delta:g}: sigma = {args.sigma:g}, q = {args.sampling_prob:g}, "
-              f"{ratios.shape[1]:,} steps")
+              individual_title(args.delta, args.sigma, args.sampling_prob, int(ratios.shape[1]),
+                               int(ratios.shape[0]), args.clip_norm, res.buckets))
         out["plot"] = args.plot
     if not args.json:
         e = res.epsilon

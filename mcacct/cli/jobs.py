@@ -170,7 +170,7 @@ def cmd_plot(args) -> dict:
     directory and format) is checked before the statistics are read."""
     from mcacct.jobs import shards
     from mcacct.schemes.registry import entry_for
-    from mcacct.report.plot import check_figure_path, plot_delta_curve
+    from mcacct.report.plot import check_figure_path, curve_title, plot_delta_curve
 
     check_figure_path(args.out, "--out")
     res = shards.merge(args.dirs, allow_partial=args.allow_partial)
@@ -178,13 +178,8 @@ def cmd_plot(args) -> dict:
     marks = [(r["epsilon"], r["delta_estimate"], r["delta_upper"]) for r in rep["results"]]
     scheme = res.config.problem.scheme
     dirs = rep["directions_run"]
-    sep = next((getattr(scheme, f) for f in ("min_sep", "cycle_length") if hasattr(scheme, f)), None)
-    title = (f"{entry_for(scheme).name}: sigma={res.config.sigma:g}, n={scheme.iterations}, "
-             + ("" if sep is None else f"b={sep}, ") + f"{rep['num_samples']:,} samples/direction")
-    if len(dirs) < 2:
-        title += f"\n{dirs[0]} direction only: not a certificate of the mechanism"
-    elif not rep["certified"]:
-        title += "\nfloat32 kernel: not a privacy certificate"
+    title = curve_title(entry_for(scheme).name, scheme, res.config.sigma, rep["num_samples"], dirs,
+                        rep["certified"])
     try:
         curve = plot_delta_curve(res.stats, args.out, alpha=args.alpha, epsilon_max=args.epsilon_max,
                                  points=args.points, title=title, marks=marks, systematic=rep["systematic_delta"])

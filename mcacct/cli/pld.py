@@ -81,10 +81,11 @@ _FLAGS: tuple[tuple[tuple[str, ...], dict, str], ...] = (
                                     help="skip the h/2 re-run that gives the error estimate of Koskela, Jälkö & "
                                          "Honkela (arXiv:1906.03049)"), "numerics"),
     (("--json",), dict(action="store_true", help="print JSON instead of a summary"), "numerics"),
+    (("--quiet",), dict(action="store_true", help="no progress on stderr"), "numerics"),
 )
 _OPTION = {opts[-1]: opts for opts, _, _ in _FLAGS}  # long option -> all its option strings
 _ORDER = tuple(opts[-1] for opts, _, _ in _FLAGS)
-_NUMERICS = ("--value-discretization-interval", "--discretization", "--json")
+_NUMERICS = ("--value-discretization-interval", "--discretization", "--json", "--quiet")
 
 #: The mechanism modes and their flags: ``True`` required, ``False`` optional (``--fixed-batch`` takes exactly
 #: one of ``--batch-size`` and ``--sampling-prob``). ``pld calibrate`` drops ``--sigma`` (it finds it).
@@ -331,25 +332,24 @@ def _describe(spec) -> dict:
     return d
 
 
-def run_pld(args: argparse.Namespace) -> int:
-    """Execute ``mcacct pld ...``; print JSON (``--json``) or a summary.
+def run_pld(args: argparse.Namespace) -> dict:
+    """Execute ``mcacct pld ...``: print a summary (unless ``--json``) and return the report (the entry point
+    prints it as JSON with ``--json``, adding ``seconds`` and ``compile_seconds``).
 
-    Every flag is checked first (:func:`check_args`). Returns 0 on success and 2 on bad input
-    (``error: <message>`` on stderr), including a ``--delta`` below what the accountant can certify
+    Every flag is checked first (:func:`check_args`). Bad input raises ``ValueError`` (the entry point prints
+    ``error: <message>`` and exits with 2), including a ``--delta`` below what the accountant can certify
     (``pld epsilon``: no finite epsilon; ``pld calibrate``: below the mass at infinity / FFT round-off bound)
     and a composition larger than the memory budget of :mod:`mcacct.pld` (``$MCACCT_PLD_MEMORY_BUDGET``).
     JSON keys: ``epsilon`` (epsilon command), ``delta`` (delta command),
     ``sigma`` (calibrate), plus the other :class:`mcacct.pld.PLDResult` fields.
     """
-    try:
-        mode = check_args(args)
+    from mcacct.engine.progress import stage
+    mode = check_args(args)
+    with stage(f"pld {args.pld_command}: FFT accounting", not args.quiet):
         return _run(args, mode)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
 
 
-def _run(args: argparse.Namespace, mode: str) -> int:
+def _run(args: argparse.Namespace, mode: str) -> dict:
     from mcacct import pld
 
     cmd = args.pld_command
@@ -364,12 +364,10 @@ def _run(args: argparse.Namespace, mode: str) -> int:
         sigma = pld.pld_calibrate(spec, eps, dl, **opts)
         out = {"sigma": sigma, "epsilon": eps, "delta": dl,
                "mechanism": _jsonable(_describe(dataclasses.replace(spec, sigma=sigma)))}
-        if args.json:
-            print(json.dumps(out))
-        else:
+        if not args.json:
             print(f"sigma = {sigma:.6g}  (certified: ({_fmt(eps)}, {dl:g})-DP, "
                   f"{spec.compositions} compositions, {type(spec).__name__})")
-        return 0
+        return out
     sigma = args.sigma
     spec = build_spec(args, sigma)
     if cmd == "epsilon":
@@ -384,9 +382,7 @@ def _run(args: argparse.Namespace, mode: str) -> int:
         res = pld.pld_delta(spec, args.epsilon, estimate_error=not args.no_error_estimate, **opts)
     out = _jsonable(dataclasses.asdict(res))
     out["mechanism"] = _jsonable(_describe(spec))
-    if args.json:
-        print(json.dumps(out))
-    else:
+    if not args.json:
         what = "epsilon" if cmd == "epsilon" else "delta"
         val = res.epsilon if cmd == "epsilon" else res.delta
         given = f"delta={res.delta:g}" if cmd == "epsilon" else f"epsilon={_fmt(res.epsilon)}"
@@ -398,10 +394,10 @@ def _run(args: argparse.Namespace, mode: str) -> int:
         print(f"  per adjacency: {per}; error estimate {err}; tail bound {res.tail_mass_bound:.2g}; "
               f"round-off bound {res.roundoff_bound:.2g}; {res.discretization} "
               f"h={res.value_discretization_interval:g}")
-    return 0
+    return out
 
 
-def _run_events(args: argparse.Namespace, cmd: str, opts: dict) -> int:
+def _run_events(args: argparse.Namespace, cmd: str, opts: dict) -> dict:
     """``mcacct pld epsilon|delta --events FILE``: the heterogeneous composition of :mod:`mcacct.pld.events`."""
     from mcacct import pld
 
@@ -417,9 +413,7 @@ def _run_events(args: argparse.Namespace, cmd: str, opts: dict) -> int:
     else:
         res = pld.events_delta(events, args.epsilon, estimate_error=not args.no_error_estimate, **opts)
     out = res.to_dict()
-    if args.json:
-        print(json.dumps(out))
-    else:
+    if not args.json:
         err = "n/a" if math.isnan(res.error_estimate) else f"{res.error_estimate:.2g}"
         val = f"epsilon = {_fmt(res.epsilon)} at delta={res.delta:g}" if cmd == "epsilon" else \
             f"delta = {res.delta:.6g} at epsilon={_fmt(res.epsilon)}"
@@ -428,7 +422,7 @@ def _run_events(args: argparse.Namespace, cmd: str, opts: dict) -> int:
               f" / add {_fmt(res.epsilon_add) if cmd == 'epsilon' else f'{res.delta_add:.6g}'}; error estimate "
               f"{err}; mass at +inf {res.infinity_mass:.2g}; {res.discretization} "
               f"h={res.value_discretization_interval:g}")
-    return 0
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -441,7 +435,14 @@ def main(argv: list[str] | None = None) -> int:
     add_pld_parser(sub)
     args = parser.parse_args(argv)
     with x64_scope():
-        return args.func(args)
+        try:
+            out = args.func(args)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(json.dumps(out))
+    return 0
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from mcacct.engine.systematic import systematic_bound
 from mcacct.validate import check_real
 from mcacct.precision import float64
 
-__all__ = ["Estimate", "DeltaAt", "estimate", "kl_up", "certification_notes", "FLOAT32_NOTE"]
+__all__ = ["Estimate", "DeltaAt", "EpsilonAt", "estimate", "kl_up", "certification_notes", "FLOAT32_NOTE"]
 
 
 class DeltaAt(NamedTuple):
@@ -37,6 +37,21 @@ class DeltaAt(NamedTuple):
     delta_lower: float | None
     exact: bool
     by_direction: dict
+
+
+
+class EpsilonAt(NamedTuple):
+    """epsilon at one delta (:meth:`Estimate.epsilon_at`): the smallest epsilon whose estimated (resp.
+    upper-bounded) delta is at most ``delta``, both directions. It always comes from the loss histogram (bins
+    round every loss up) and its Chernoff-KL bound plus the systematic terms, so ``epsilon_upper`` is a
+    certified upper bound at the run's confidence; ``exact`` is ``False`` to say so (no epsilon grid is summed
+    exactly for a delta query)."""
+
+    delta: float
+    epsilon_estimate: float
+    epsilon_upper: float
+    exact: bool
+
 
 #: Why a float32 result is not a certificate (``mcacct delta``/``epsilon``/``merge`` print it after ``note: ``).
 FLOAT32_NOTE = ("float32 kernel: its round-off is not bounded, so the upper bound holds for the float32 "
@@ -135,6 +150,12 @@ class Estimate:
             est = np.maximum(est, m)
             up = np.maximum(up, [min(1.0, kl_up(v, s.count, self._alpha_dir()) + self.systematic) for v in m])
         return {"epsilon": eps, "delta_estimate": est, "delta_upper": up}
+
+    def epsilon_at(self, delta: float, eps_hi: float | None = None) -> EpsilonAt:
+        """:meth:`epsilon` as an :class:`EpsilonAt` (typed; the JSON of ``mcacct epsilon`` keeps the dict)."""
+        delta = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
+        e = self.epsilon(delta, eps_hi)
+        return EpsilonAt(delta, e["epsilon_estimate"], e["epsilon_upper"], False)
 
     def epsilon(self, delta: float, eps_hi: float | None = None) -> dict:
         """Smallest epsilon whose estimated (resp. upper-bounded) delta is at most ``delta``."""

@@ -1,32 +1,128 @@
-"""Progress lines on stderr (phase, samples, rate, ETA), rate-limited."""
+"""Progress on stderr: a bar that updates in place on a terminal (tqdm), plain rate-limited lines elsewhere.
+
+Every long command reports through :class:`Progress` (counted work: samples, examples) or :func:`stage` (a step
+without a count: an FFT accounting, a baseline). The rate and the ETA are measured from the *first* completed
+unit of work on, so the time JAX spends compiling the first chunk does not inflate the first ETA; the line before
+that says ``compiling``. ``--quiet`` turns every line off (the commands pass ``enabled=False``).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 
-__all__ = ["Progress", "CompileClock"]
+__all__ = ["Progress", "CompileClock", "stage", "format_seconds"]
+
+#: Seconds between two plain progress lines (not a terminal: a log file, CI); a terminal bar redraws in place.
+PLAIN_EVERY = 15.0
+
+
+def format_seconds(s: float) -> str:
+    """``s`` seconds as ``"42s"``, ``"3m05s"`` or ``"2h07m"`` (``"?"`` when not finite)."""
+    if s != s or s in (float("inf"), float("-inf")):
+        return "?"
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.0f}s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
 
 
 class Progress:
-    """Rate-limited progress lines on stderr: samples done, rate, ETA."""
+    """Counted progress of one phase: ``done`` of ``total`` units, rate and ETA after compilation.
 
-    def __init__(self, label: str, total: int, enabled: bool, every: float = 2.0) -> None:
-        self.label, self.total, self.enabled, self.every = label, total, enabled, every
+    Parameters
+    ----------
+    label : str
+        The phase, e.g. ``"verify: 8 candidate(s) x 2 directions"``.
+    total : int
+        Units of work in the phase.
+    enabled : bool
+        ``False`` prints nothing (``--quiet``).
+    unit : str, default "samples"
+        What is counted.
+    every : float, optional
+        Seconds between plain lines (default :data:`PLAIN_EVERY`); a terminal bar redraws at most twice a second.
+    stream : file, optional
+        Where to write (default ``sys.stderr``); a bar is drawn only when it is a terminal.
+    """
+
+    def __init__(self, label: str, total: int, enabled: bool, unit: str = "samples", every: float | None = None,
+                 stream=None) -> None:
+        self.label, self.total, self.enabled, self.unit = label, int(total), enabled, unit
+        self.every = PLAIN_EVERY if every is None else every
+        self.stream = sys.stderr if stream is None else stream
         self.start = time.perf_counter()
-        self.last = self.start
+        self.first: tuple[float, int] | None = None  # (time, done) at the first completed unit: after compiling
+        self.last_time, self.last_done = self.start, -1
+        self.bar = None
+        if enabled and _is_terminal(self.stream):
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.total, desc=f"[mcacct] {label}", file=self.stream, leave=True,
+                            dynamic_ncols=True, mininterval=0.5,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}")
+            self.bar.set_postfix_str("compiling", refresh=True)
+
+    def rate_and_eta(self, done: int, now: float) -> tuple[float | None, float | None]:
+        """Units per second and seconds left, measured since the first completed unit (``None`` before)."""
+        if self.first is None or done <= self.first[1] or now <= self.first[0]:
+            return None, None
+        rate = (done - self.first[1]) / (now - self.first[0])
+        return rate, (self.total - done) / rate
 
     def update(self, done: int, force: bool = False) -> None:
+        """Record that ``done`` units are complete (cumulative); draw or print when due (always with ``force``)."""
         if not self.enabled:
             return
         now = time.perf_counter()
-        if not force and now - self.last < self.every:
+        if self.first is None and done > 0:
+            self.first = (now, done)
+        rate, eta = self.rate_and_eta(done, now)
+        tail = (f"compiled and ran the first {done:,} in {format_seconds(now - self.start)}" if rate is None
+                else f"{rate:,.0f} {self.unit}/s, ETA {format_seconds(eta)}")
+        if self.bar is not None:
+            if force or done == self.total or now - self.last_time >= 0.5:
+                self.bar.n = done
+                self.bar.set_postfix_str(", " + tail if done else "compiling", refresh=True)
+                self.last_time, self.last_done = now, done
             return
-        self.last = now
-        rate = done / max(now - self.start, 1e-9)
-        eta = (self.total - done) / rate if rate > 0 else float("inf")
-        print(f"[mcacct] {self.label}: {done:,}/{self.total:,} samples, {rate:,.0f}/s, ETA {eta:,.0f}s",
-              file=sys.stderr, flush=True)
+        due = force or self.last_done < 0 and done > 0 or now - self.last_time >= self.every
+        if not due or done == self.last_done:
+            return
+        self.last_time, self.last_done = now, done
+        print(f"[mcacct] {self.label}: {done:,}/{self.total:,} {self.unit}, {tail}", file=self.stream, flush=True)
+
+    def close(self, done: int | None = None) -> None:
+        """Final state: the last count once (never a line repeated), then the elapsed time."""
+        if not self.enabled:
+            return
+        if done is not None:
+            self.update(done, force=True)
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def stage(label: str, enabled: bool, stream=None) -> Iterator[None]:
+    """A step without a count: ``[mcacct] label ...`` before, ``[mcacct] label: done in Xs`` after."""
+    out = sys.stderr if stream is None else stream
+    t0 = time.perf_counter()
+    if enabled:
+        print(f"[mcacct] {label} ...", file=out, flush=True)
+    yield
+    if enabled:
+        print(f"[mcacct] {label}: done in {format_seconds(time.perf_counter() - t0)}", file=out, flush=True)
 
 
 class CompileClock:

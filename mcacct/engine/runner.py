@@ -260,7 +260,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         pending = item
     if pending is not None and out.active:
         fold(pending)
-    prog.update(done, force=progress and done > 0)
+    prog.close(done)
     if distributed:
         out.stats = [{d: allreduce_stats(st[d]) for d in DIRECTIONS} for st in out.stats]
     return out

@@ -7,7 +7,8 @@ here, so ``from mcacct import evr; evr.overall_delta(...)`` reads as before.
 """
 
 from mcacct.evr.bounds import (base_delta_for_target, gaussian_delta, gaussian_sigma, kl_bernoulli,
-                               kl_lower_confidence, kl_upper_confidence, min_samples, overall_delta, tail_bound)
+                               kl_lower_confidence, kl_upper_confidence, min_samples, overall_delta, sample_budget,
+                               tail_bound)
 
-__all__ = ["kl_bernoulli", "tail_bound", "overall_delta", "base_delta_for_target", "min_samples",
+__all__ = ["kl_bernoulli", "tail_bound", "overall_delta", "base_delta_for_target", "min_samples", "sample_budget",
            "kl_upper_confidence", "kl_lower_confidence", "gaussian_delta", "gaussian_sigma"]

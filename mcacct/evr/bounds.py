@@ -33,8 +33,9 @@ import numpy as np
 from mcacct.validate import check_int, check_real
 from mcacct.precision import float64
 
-__all__ = ["kl_bernoulli", "tail_bound", "overall_delta", "base_delta_for_target", "min_samples",
-           "kl_upper_confidence", "kl_lower_confidence", "gaussian_delta", "gaussian_sigma"]
+__all__ = ["kl_bernoulli", "tail_bound", "overall_delta", "overall_delta_terms", "base_delta_for_target",
+           "min_samples", "sample_budget", "kl_upper_confidence", "kl_lower_confidence", "gaussian_delta",
+           "gaussian_sigma"]
 
 # Relative safety factor applied to quantities that must be upper bounds (covers float64 rounding).
 _SAFETY = 1.0 + 1e-9
@@ -68,11 +69,14 @@ def _overall_at(s: int, base: float, delta: float) -> float:
 
 
 @float64
-def overall_delta(num_samples: int, base_delta: float) -> float:
-    r"""The overall :math:`\delta_o = \min_{\delta \ge \delta'} \delta + q(s, \delta', \delta)(1 - \delta)`.
+def overall_delta_terms(num_samples: int, base_delta: float) -> tuple[float, float]:
+    r"""The two terms of :func:`overall_delta`: the chosen :math:`\delta \ge \delta'` and the failure probability
+    :math:`q(s, \delta', \delta)` of Alg. 5 (a mechanism that is not :math:`(\varepsilon, \delta)`-DP passes
+    verification with probability at most :math:`q`), so that the overall delta is
+    :math:`\min(1, \delta + q(1 - \delta))`.
 
-    The minimiser is located on a log grid and refined by golden-section search; the value returned is the
-    formula evaluated at the chosen :math:`\delta`, so it is a valid bound whatever the search finds.
+    The minimiser is located on a log grid and refined by golden-section search; the terms returned are those
+    of the point chosen, so the overall delta they give is a valid bound whatever the search finds.
     """
     s = check_int("num_samples", num_samples, low=1)
     base = check_real("base_delta", base_delta, low=0.0, high=1.0, low_open=True, high_open=True)
@@ -89,8 +93,17 @@ def overall_delta(num_samples: int, base_delta: float) -> float:
             b = c2
         else:
             a = c1
-    best = min(vals[j], _overall_at(s, base, math.exp((a + b) / 2)))
-    return min(best, 1.0)
+    mid = math.exp((a + b) / 2)
+    d = float(grid[j]) if vals[j] <= _overall_at(s, base, mid) else mid
+    return d, tail_bound(s, base, d)
+
+
+@float64
+def overall_delta(num_samples: int, base_delta: float) -> float:
+    r"""The overall :math:`\delta_o = \min_{\delta \ge \delta'} \delta + q(s, \delta', \delta)(1 - \delta)`
+    (:func:`overall_delta_terms` gives the two terms)."""
+    d, q = overall_delta_terms(num_samples, base_delta)
+    return min(d + q * (1.0 - d), 1.0)
 
 
 @float64
@@ -113,6 +126,19 @@ def base_delta_for_target(num_samples: int, target_delta: float) -> float:
         else:
             hi = mid
     return math.exp(lo)
+
+
+@float64
+def sample_budget(statistical_delta: float, num_samples: int | None = None) -> tuple[int, float]:
+    """``(num_samples, base_delta)`` of a verification whose statistical overall delta is at most
+    ``statistical_delta``: the given ``num_samples`` with the largest base delta that works
+    (:func:`base_delta_for_target`), or, without it, base delta = ``statistical_delta / 2`` and the fewest
+    samples that work (:func:`min_samples`; the choice of Dong & Ganesh 2026, arXiv:2602.09338, App. A)."""
+    if num_samples is None:
+        base = statistical_delta / 2
+        return min_samples(statistical_delta, base), base
+    s = check_int("num_samples", num_samples, low=1)
+    return s, base_delta_for_target(s, statistical_delta)  # raises with the number needed when too few
 
 
 @float64

@@ -40,7 +40,7 @@ import math
 import sys
 import time
 from typing import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 import jax
 
@@ -48,14 +48,16 @@ from mcacct.validate import check_int, check_real
 import numpy as np
 
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
+from mcacct.engine.progress import format_seconds
 from mcacct.engine.statistics import FIXED_BITS, HistogramSpec
 from mcacct.engine.runner import LadderStats, run_ladder
 from mcacct.evr import bounds as evr
 from mcacct.pld import pld_calibrate
 from mcacct.engine.systematic import systematic_bound
+from mcacct.evr.result import CalibrationResult, Candidate
 from mcacct.precision import float64
 
-__all__ = ["calibrate", "CalibrationResult", "CalibrationPlan", "plan_calibration", "apply_verdicts",
+__all__ = ["calibrate", "CalibrationResult", "Candidate", "CalibrationPlan", "plan_calibration", "apply_verdicts",
            "verdict_drop", "verification_key", "verification_spec", "pilot_key", "top_sigma", "pilot_range",
            "bracket_from_baselines", "candidate_passes", "baseline_sigmas", "ladder_exponents"]
 
@@ -109,34 +111,6 @@ def baseline_sigmas(problem: Problem, epsilon: float, delta: float) -> dict:
     (PLD accountant, certified upper bounds): the scheme's ``pld_baselines(strategy, epsilon, delta)`` (for
     :class:`BMinSep`: Poisson DP-SGD and cyclic-Poisson BandMF); schemes without baselines give an empty dict."""
     return problem.scheme.pld_baselines(problem.strategy, epsilon, delta)
-
-
-@float64
-@dataclass
-class CalibrationResult:
-    """Outcome of :func:`calibrate`. ``sigma`` is certified (epsilon, overall_delta)-DP."""
-
-    sigma: float
-    verified: bool
-    epsilon: float
-    target_delta: float
-    overall_delta: float
-    base_delta: float
-    num_samples: int
-    top_sigma: float
-    pilot_sigma: float | None
-    top_certifier: str = ""
-    statistical_delta: float = 0.0
-    systematic_delta: float = 0.0
-    ladder: list[float] = field(default_factory=list)
-    candidates: list[dict] = field(default_factory=list)
-    phases: dict = field(default_factory=dict)
-    samples_used: int = 0
-    seconds: float = 0.0
-    note: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _verdict_drop(limit: float, index_order: Sequence[int]):
@@ -243,12 +217,7 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     reserve_frac = check_real("systematic_reserve", systematic_reserve, low=0.0, high=0.5, low_open=True)
     reserve = reserve_frac * target
     stat_target = target - reserve
-    if num_samples is None:
-        base = stat_target / 2
-        s = evr.min_samples(stat_target, base)
-    else:
-        s = check_int("num_samples", num_samples, low=1)
-        base = evr.base_delta_for_target(s, stat_target)  # raises with the number needed when too few
+    s, base = evr.sample_budget(stat_target, num_samples)
     sig_top, certifier = top_sigma(problem, eps, base)
     if progress:
         print(f"[mcacct] calibrate: {s:,} samples per direction per candidate, base delta {base:.4g}, "
@@ -262,6 +231,9 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
         ladder = [v for v in explicit if v < sig_top]
     else:
         n_pilot = check_int("pilot_samples", pilot_samples, low=1) if pilot_samples else max(1000, min(s, s // 20))
+        if progress:
+            print(f"[mcacct] calibrate: pilot of 2 grids x 16 sigmas on {n_pilot:,} samples each (mcacct calibrate "
+                  "--plan-only estimates the whole run's time without running it)", file=sys.stderr, flush=True)
         t_pilot = time.perf_counter()
         lo, hi = pilot_range(sig_top, bracket)
         # the pilot's chunks need not be the verification's (it only places the ladder): no larger than its sample
@@ -278,6 +250,13 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     # exceeds the reserve are dropped (lowest sigmas first: the term decreases with sigma)
     sys_terms = [systematic_bound(problem, sig).delta for sig in ladder]
     dropped = sum(1 for d in sys_terms if d > reserve)
+    if progress and drawn and len(ladder) > dropped:
+        # before the long part: its expected time from the pilot's rate (16 sigmas per draw there, compilation
+        # included, so rather an overestimate), scaled to the ladder's candidates
+        verify = -(-s // chunk_size) * chunk_size
+        est = verify / (drawn / max(pilot_seconds, 1e-9)) * (len(ladder) - dropped) / 16
+        print(f"[mcacct] calibrate: verification of {len(ladder) - dropped} candidates on at most {verify:,} draws, "
+              f"expected at most ~{format_seconds(est)} here (from the pilot's rate)", file=sys.stderr, flush=True)
     key_data = tuple(int(v) for v in np.asarray(jax.random.key_data(key)).ravel())
     return CalibrationPlan(eps, target, base, s, evr.overall_delta(s, base), sig_top, certifier, sig_hat,
                            tuple(ladder[dropped:]), tuple(sys_terms[dropped:]), dropped, key_data, chunk_size,

@@ -159,10 +159,12 @@ form) -> :mod:`~mcacct.pld.kernels` (jitted discretisation, window, tilt, FFT po
 :mod:`~mcacct.pld.plan` (grid sizes, batching, results) -> :mod:`~mcacct.pld.accountant` (public API),
 :mod:`~mcacct.pld.group` (group privacy by conversion), :mod:`~mcacct.pld.discrete` (discrete PLDs and their
 convolution, with round-off bounds), :mod:`~mcacct.pld.events` (heterogeneous compositions of events, and
-:mod:`~mcacct.pld.interop` for ``dp_accounting`` events) and :mod:`~mcacct.pld.composition` (compositions with
-Monte Carlo estimates). References: Koskela, Jälkö & Honkela 2020 (arXiv:1906.03049) for the FFT accountant;
-Ganesh 2024 (arXiv:2401.10294) for the group-level mixtures; Dong & Ganesh 2026 (arXiv:2602.09338) for
-cyclic-Poisson BandMF.
+:mod:`~mcacct.pld.interop` for ``dp_accounting`` events, both ways: :func:`from_dp_event`, :func:`to_dp_event`),
+:mod:`~mcacct.pld.stateful` (:class:`PLDAccountant`: a stateful accountant with ``dp_accounting``'s method names,
+``compose``, ``get_epsilon``, ``get_delta``, ``supports``, over the certified composition of events) and
+:mod:`~mcacct.pld.composition` (compositions with Monte Carlo estimates). References: Koskela, Jälkö & Honkela 2020
+(arXiv:1906.03049) for the FFT accountant; Ganesh 2024 (arXiv:2401.10294) for the group-level mixtures; Dong &
+Ganesh 2026 (arXiv:2602.09338) for cyclic-Poisson BandMF.
 """
 
 from mcacct.pld.specs import (CyclicPoissonBandMFSpec, GaussianSpec, GroupFixedBatchSpec, GroupPoissonSpec,
@@ -172,7 +174,8 @@ from mcacct.pld.accountant import deltas_for_sigmas, epsilons_for_sigmas, pld_ca
 from mcacct.pld.group import group_privacy_conversion_epsilon
 from mcacct.pld.events import (EVENT_KINDS, Event, EventsResult, composed_pld, event_from_dict, events_delta,
                                events_epsilon, load_events)
-from mcacct.pld.interop import from_dp_event
+from mcacct.pld.interop import from_dp_event, to_dp_event
+from mcacct.pld.stateful import PLDAccountant
 
 __all__ = [
     "GaussianSpec",
@@ -199,4 +202,6 @@ __all__ = [
     "events_delta",
     "events_epsilon",
     "from_dp_event",
+    "to_dp_event",
+    "PLDAccountant",
 ]

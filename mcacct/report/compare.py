@@ -33,10 +33,10 @@ This module lists no scheme itself.
 from __future__ import annotations
 
 import math
-import sys
 import time
 
 from mcacct import pld as pld_api
+from mcacct.engine.progress import stage
 from mcacct.jobs.problem_file import scheme_to_dict
 from mcacct.report.compare_plans import CompareSetting, compare_options, compare_schemes_info
 from mcacct.schemes.registry import SchemeInfo
@@ -185,10 +185,10 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
                   if k not in ("type", "iterations")}
         params.update(plan.params)
         t1 = time.perf_counter()
-        if progress:
-            print(f"[mcacct compare] {name}: calibrating ...", file=sys.stderr, flush=True)
-        res = calibrate(problem, eps, dl, jax.random.fold_in(root, j), num_samples=num_samples,
-                        ladder_ratio=ladder_ratio, above=above, below=below, chunk_size=chunk_size)
+        with stage(f"compare {j + 1}/{len(plans)}: calibrating {name}", progress):
+            res = calibrate(problem, eps, dl, jax.random.fold_in(root, j), num_samples=num_samples,
+                            ladder_ratio=ladder_ratio, above=above, below=below, chunk_size=chunk_size,
+                            progress=progress)
         row = {"scheme": name, "params": params, "sigma": res.sigma, "verified": res.verified,
                "overall_delta": res.overall_delta, "top_sigma": res.top_sigma, "num_samples": res.num_samples,
                "note": res.note, "seconds": time.perf_counter() - t1, "sigma_pld": None, "pld_note": None}

@@ -31,9 +31,10 @@ import time
 from dataclasses import dataclass
 
 import jax
+import numpy as np
 from mcacct.precision import float64
 
-__all__ = ["StudyGrid", "QUICK_GRID", "FULL_GRID", "SMOKE_GRID", "run_study", "plot_ratios"]
+__all__ = ["StudyGrid", "QUICK_GRID", "FULL_GRID", "SMOKE_GRID", "run_study", "plot_ratios", "ratio_title"]
 
 
 @dataclass(frozen=True)
@@ -148,35 +149,80 @@ def run_study(grid: StudyGrid, cache_dir: str, seed: int = 0, progress: bool = T
             "calibrations": rows, "devices": jax.device_count()}
 
 
+_RATIOS = (("ratio_cyclic_poisson", "cyclic Poisson"), ("ratio_balls_in_bins", "balls-in-bins"))
+
+
+def _ratio_grid(study: dict, key: str) -> tuple[list[float], list[int], np.ndarray]:
+    """The ε values (columns), epoch lengths (rows) and the ratio ``key`` per cell (NaN where absent)."""
+    eps = sorted({c["epsilon"] for c in study["cells"]})
+    epochs = sorted({c["epoch"] for c in study["cells"]})
+    grid = np.full((len(epochs), len(eps)), np.nan)
+    for c in study["cells"]:
+        if key in c:
+            grid[epochs.index(c["epoch"]), eps.index(c["epsilon"])] = c[key]
+    return eps, epochs, grid
+
+
+def ratio_title(study: dict, name: str) -> str:
+    """Title of one heatmap: the ratio and the grid's parameters.
+
+    Parameters
+    ----------
+    study:
+        The output of :func:`run_study` (its ``grid``).
+    name:
+        The method b-min-sep is compared with ("cyclic Poisson", "balls-in-bins").
+
+    Returns
+    -------
+    str
+        Three lines: the ratio; n, δ and bands; the b sweep and the Monte Carlo sample count.
+    """
+    g = study["grid"]
+    samples = "Alg. 5 minimum" if g.get("samples") is None else f"{g['samples']:,}"
+    bands = ", ".join(str(b) for b in g.get("bands", ()))
+    return (f"MSE ratio b-min-sep / {name}, each at its best bands and b\n"
+            f"n = {g['iterations']} iterations, δ = {g['delta']:g}, bands ∈ {{{bands}}}\n"
+            f"b: powers of 2 in [bands, E], step {g.get('b_step', 1)}; MC samples: {samples}")
+
+
 def plot_ratios(study: dict, path_prefix: str) -> list[str]:
-    """Two heatmaps (ε across, epoch length down) of the MSE ratios b-min-sep / cyclic Poisson and b-min-sep /
-    balls-in-bins, written as ``<prefix>_cyclic_poisson.png`` and ``<prefix>_balls_in_bins.png``."""
+    """Two heatmaps (ε across, epoch length up) of the MSE ratios b-min-sep / cyclic Poisson and b-min-sep /
+    balls-in-bins, written as ``<prefix>_cyclic_poisson.png`` and ``<prefix>_balls_in_bins.png``.
+
+    The colour scale is logarithmic and symmetric about 1 (blue: b-min-sep better, red: worse; nothing
+    saturates), the colour bar is labelled, and each cell carries its value in a colour readable on it.
+
+    Parameters
+    ----------
+    study:
+        The output of :func:`run_study` (``cells`` and ``grid``).
+    path_prefix:
+        Prefix of the PNG files.
+
+    Returns
+    -------
+    list of str
+        The paths written.
+    """
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
+    from mcacct.report.figures import annotated_heatmap, labelled_colorbar, ratio_norm, ratio_ticks
 
-    eps = sorted({c["epsilon"] for c in study["cells"]})
-    epochs = sorted({c["epoch"] for c in study["cells"]})
     paths = []
-    for key, name in (("ratio_cyclic_poisson", "cyclic Poisson"), ("ratio_balls_in_bins", "balls-in-bins")):
-        grid = np.full((len(epochs), len(eps)), np.nan)
-        for c in study["cells"]:
-            if key in c:
-                grid[epochs.index(c["epoch"]), eps.index(c["epsilon"])] = c[key]
-        fig, ax = plt.subplots(figsize=(1.2 * len(eps) + 2, 0.8 * len(epochs) + 1.5))
-        im = ax.imshow(grid, cmap="RdYlGn_r", vmin=0.0, vmax=max(1.0, float(np.nanmax(grid))), origin="lower")
-        for i in range(len(epochs)):
-            for j in range(len(eps)):
-                if np.isfinite(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=8)
+    for key, name in _RATIOS:
+        eps, epochs, grid = _ratio_grid(study, key)
+        fig, ax = plt.subplots(figsize=(max(1.3 * len(eps) + 4.2, 7.0), 0.8 * len(epochs) + 2.6))
+        norm = ratio_norm(grid)
+        im = annotated_heatmap(ax, grid, norm)
         ax.set_xticks(range(len(eps)), [f"{e:g}" for e in eps])
         ax.set_yticks(range(len(epochs)), [str(e) for e in epochs])
-        ax.set_xlabel("epsilon")
-        ax.set_ylabel("epoch length |D|/B")
-        ax.set_title(f"MSE ratio b-min-sep / {name}\nn={study['grid']['iterations']}, "
-                     f"delta={study['grid']['delta']:g}", fontsize=9)
-        fig.colorbar(im, ax=ax)
+        ax.set_xlabel("target ε")
+        ax.set_ylabel("epoch length E = |D|/B\n(iterations per epoch)")
+        ax.set_title(ratio_title(study, name), fontsize=9)
+        labelled_colorbar(fig, im, ax, f"MSE(b-min-sep) / MSE({name})\n< 1: b-min-sep better (log scale)",
+                          ratio_ticks(norm))
         fig.tight_layout()
         path = f"{path_prefix}_{key[6:]}.png"
         fig.savefig(path, dpi=120)

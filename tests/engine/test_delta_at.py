@@ -39,3 +39,16 @@ def test_off_the_grid_it_is_the_histogram_and_says_so(est):
 def test_bad_epsilon_names_the_parameter(est):
     with pytest.raises(ValueError, match="epsilon must be in"):
         est.delta_at(-1.0)
+
+
+def test_epsilon_at_is_the_typed_epsilon_query(est):
+    from mcacct.engine.estimate import EpsilonAt
+    got = est.epsilon_at(0.05)
+    want = est.epsilon(0.05)
+    assert isinstance(got, EpsilonAt) and not got.exact
+    assert (got.epsilon_estimate, got.epsilon_upper) == (want["epsilon_estimate"], want["epsilon_upper"])
+    assert got.epsilon_estimate <= got.epsilon_upper
+    # the certified upper epsilon gives at most the target delta on the histogram's upper curve
+    assert est.delta_at(got.epsilon_upper).delta_upper <= 0.05 + 1e-12
+    with pytest.raises(ValueError, match="delta must be in"):
+        est.epsilon_at(1.5)

@@ -54,12 +54,13 @@ def test_mixed_poisson_schedule_and_gaussian_release_match_dp_accounting():
 
 def test_one_event_equals_the_homogeneous_path():
     spec = pld.PoissonGaussianSpec(0.02, 1.2, steps=300)
-    hom = pld.pld_epsilon(spec, 1e-5, estimate_error=False).epsilon
-    ev = pld.events_epsilon([pld.Event(pld.PoissonGaussianSpec(0.02, 1.2), 300)], 1e-5, estimate_error=False)
+    h = dict(estimate_error=False, value_discretization_interval=1e-3)  # the two paths agree at any grid spacing
+    hom = pld.pld_epsilon(spec, 1e-5, **h).epsilon
+    ev = pld.events_epsilon([pld.Event(pld.PoissonGaussianSpec(0.02, 1.2), 300)], 1e-5, **h)
     assert ev.epsilon >= hom
     assert ev.epsilon == pytest.approx(hom, rel=1e-6)
     # the same event split in pieces is merged into one transform: identical result
-    split = pld.events_epsilon([(pld.PoissonGaussianSpec(0.02, 1.2), 100)] * 3, 1e-5, estimate_error=False)
+    split = pld.events_epsilon([(pld.PoissonGaussianSpec(0.02, 1.2), 100)] * 3, 1e-5, **h)
     assert split.epsilon == ev.epsilon and len(split.events) == 1 and split.events[0]["count"] == 300
 
 
@@ -75,10 +76,10 @@ def test_delta_direction_maximum_and_error_estimate():
 
 def test_cyclic_poisson_without_steps_is_self_composed_by_powers():
     spec = pld.CyclicPoissonBandMFSpec(iterations=40, min_sep=4, sampling_prob=0.1, c_col=(1.0, 0.5), sigma=1.5)
-    three = pld.events_epsilon([pld.Event(spec, 3)], 1e-5, estimate_error=False).epsilon
-    once = pld.pld_epsilon(spec, 1e-5, estimate_error=False).epsilon
-    triple = pld.pld_epsilon(pld.PoissonGaussianSpec(0.1, 1.5 / math.hypot(1.0, 0.5), steps=30), 1e-5,
-                             estimate_error=False).epsilon
+    h = dict(estimate_error=False, value_discretization_interval=1e-3)  # the paths agree at any grid spacing
+    three = pld.events_epsilon([pld.Event(spec, 3)], 1e-5, **h).epsilon
+    once = pld.pld_epsilon(spec, 1e-5, **h).epsilon
+    triple = pld.pld_epsilon(pld.PoissonGaussianSpec(0.1, 1.5 / math.hypot(1.0, 0.5), steps=30), 1e-5, **h).epsilon
     assert three > once
     assert three == pytest.approx(triple, rel=1e-4) and three >= triple - 1e-9
 
@@ -128,7 +129,8 @@ def test_cli_events(tmp_path):
                                 {"mechanism": "gaussian", "sigma": 8.0, "count": 1}]))
     run = lambda *a: subprocess.run([sys.executable, "-m", "mcacct", "pld", *a], capture_output=True,  # noqa: E731
                                     text=True)
-    ok = run("epsilon", "--events", str(path), "--delta", "1e-5", "--json", "--no-error-estimate")
+    ok = run("epsilon", "--events", str(path), "--delta", "1e-5", "--json", "--no-error-estimate",
+             "--value-discretization-interval", "1e-3")
     assert ok.returncode == 0, ok.stderr
     out = json.loads(ok.stdout)
     assert out["certified"] and out["epsilon"] > 0 and len(out["events"]) == 2

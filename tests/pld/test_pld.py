@@ -6,7 +6,6 @@ asserts); shapes are shared between tests where possible to limit XLA compiles.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
@@ -276,11 +275,7 @@ def test_epsilon_infinite_when_delta_below_infinity_mass():
 # CLI
 # ---------------------------------------------------------------------------
 def _cli(argv, capsys):
-    parser = argparse.ArgumentParser(prog="mcacct")
-    sub = parser.add_subparsers(dest="command")
-    pld_cli.add_pld_parser(sub)
-    args = parser.parse_args(argv)
-    rc = args.func(args)
+    rc = pld_cli.main(argv)  # the standalone entry point: the handler's report printed as JSON with --json
     out, err = capsys.readouterr()
     return rc, out, err
 

@@ -5,8 +5,8 @@ import pytest
 
 matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402
 
+from helpers import capture_saved_figures  # noqa: E402
 from mcacct.engine.statistics import DirectionStats, HistogramSpec  # noqa: E402
 from mcacct.report.plot import delta_band, plot_delta_curve  # noqa: E402
 
@@ -24,19 +24,10 @@ def _stats(seed: int, n: int = 1000) -> DirectionStats:
 @pytest.fixture
 def captured(monkeypatch):
     """The lines and bands of every figure saved, read just before it is written."""
-    seen = []
-    orig = Figure.savefig
-
-    def savefig(self, *a, **k):
-        ax = self.axes[0]
-        seen.append({"lines": {ln.get_label(): np.asarray(ln.get_ydata(), float) for ln in ax.get_lines()},
-                     "bands": [c for c in ax.collections],
-                     "legend": [t.get_text() for t in ax.get_legend().get_texts()],
-                     "ylabel": ax.get_ylabel()})
-        return orig(self, *a, **k)
-
-    monkeypatch.setattr(Figure, "savefig", savefig)
-    return seen
+    return capture_saved_figures(monkeypatch, lambda ax: {
+        "lines": {ln.get_label(): np.asarray(ln.get_ydata(), float) for ln in ax.get_lines()},
+        "bands": [c for c in ax.collections], "legend": [t.get_text() for t in ax.get_legend().get_texts()],
+        "ylabel": ax.get_ylabel()})
 
 
 def test_plotted_estimate_is_floored_like_its_band(tmp_path, captured):
@@ -52,7 +43,7 @@ def test_plotted_estimate_is_floored_like_its_band(tmp_path, captured):
     np.testing.assert_array_equal(est, np.maximum(raw["delta_estimate"], floor))
     assert np.all(lo <= est) and np.all(est <= hi)
     for d in stats:  # the per-direction curves are floored the same way
-        y = fig["lines"][d]
+        y = fig["lines"][f"{d} direction"]
         assert np.all(np.isfinite(y)) and np.all(y >= floor)
     assert any("0.5/n" in t for t in fig["legend"] + [fig["ylabel"]])
     assert res["floor"] == floor
@@ -66,3 +57,22 @@ def test_band_carries_the_systematic_term_like_the_marks():
     np.testing.assert_allclose(shifted["delta_upper"], np.minimum(plain["delta_upper"] + 1e-3, 1.0))
     np.testing.assert_allclose(shifted["delta_lower"], np.maximum(plain["delta_lower"] - 1e-3, 0.0))
     np.testing.assert_array_equal(shifted["delta_estimate"], plain["delta_estimate"])
+
+
+def test_curve_title_carries_the_parameters():
+    import mcacct
+    from mcacct.report.plot import curve_title
+
+    t = curve_title("b-min-sep", mcacct.BMinSep(0.004, 8, 1024), 1.25, 20000, ("remove", "add"), True)
+    assert t == "b-min-sep: σ = 1.25, n = 1024, b = 8, q = 0.004, 20,000 samples/direction"
+    one = curve_title("cyclic-poisson", mcacct.CyclicPoisson(0.5, 4, 16), 1.0, 100, ("add",), False)
+    assert "b = 4" in one and "q = 0.5" in one
+    assert one.endswith("add direction only: not a certificate of the mechanism")
+    f32 = curve_title("balls-in-bins", mcacct.BallsInBins(4, 16), 1.0, 100, ("remove", "add"), False)
+    assert "b = 4" in f32 and f32.endswith("float32 kernel: not a privacy certificate")
+
+
+def test_axes_say_what_they_show(tmp_path, captured):
+    plot_delta_curve({"remove": _stats(1)}, str(tmp_path / "d.svg"), epsilon_max=3.0, points=11, alpha=0.05)
+    (fig,) = captured
+    assert "remove direction" in fig["legend"] and any("95% band" in t for t in fig["legend"])

@@ -1,0 +1,158 @@
+r"""What a calibration will cost, before it runs: the sample budget, the ladder's size and a bounded probe.
+
+A Monte Carlo calibration (:func:`mcacct.evr.calibrate.calibrate`) draws
+
+.. math::
+
+    D = D_{\mathrm{pilot}} + \lceil s / c \rceil\, c
+
+samples (both directions and every candidate share each draw; ``s`` samples per direction per candidate from
+the sample budget, ``c`` the chunk size), with :math:`D_{\mathrm{pilot}} = 2 \lceil n_p / c_p \rceil c_p` for the
+pilot's two grids of ``n_p`` samples. :func:`estimate_cost` fixes ``s``, the base delta, the certified top and
+the largest ladder the calibration can build *without* running the pilot, then times one chunk of the
+verification program on a ladder of that size (the probe) and divides. The estimate is an upper bound on the
+verification's draws (candidates that fail leave early) and a rough figure for its time: the probe's rate is one
+chunk's, the pilot's cost is scaled from it by its 16 grid points, and another process on the machine changes
+both. Nothing here is a privacy statement; it only tells the user what the run will take.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import jax
+
+from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
+from mcacct.engine.progress import CompileClock, format_seconds
+from mcacct.engine.runner import run_ladder
+from mcacct.evr import bounds as evr
+from mcacct.evr.calibrate import (SYSTEMATIC_RESERVE, ladder_exponents, pilot_range, top_sigma,
+                                  verification_spec)
+from mcacct.validate import check_int, check_real
+from mcacct.precision import float64
+
+__all__ = ["CostEstimate", "estimate_cost", "probe_rate", "PILOT_GRID"]
+
+#: Sigma points of each of the pilot's two grids (:func:`mcacct.evr.calibrate.calibrate`, step 3).
+PILOT_GRID = 16
+
+
+@float64
+@dataclass(frozen=True)
+class CostEstimate:
+    """The cost of a calibration, known before it runs (:func:`estimate_cost`).
+
+    Attributes
+    ----------
+    num_samples : int
+        Samples per direction per candidate.
+    base_delta, statistical_delta : float
+        The verifier's threshold and the statistical part of the overall delta.
+    top_sigma : float
+        The certified top of the ladder (no Monte Carlo), and ``top_certifier`` the analysis that gave it.
+    candidates_at_most : int
+        The largest ladder the calibration can verify.
+    pilot_samples, verification_samples : int
+        Draws of the pilot (0 with an explicit ladder) and at most of the verification.
+    draws_per_second : float
+        The probe's rate, on ``devices`` local devices, for ``candidates_at_most`` candidates.
+    pilot_seconds, verification_seconds, total_seconds : float
+        Expected wall times on this machine, compilation included (the verification's: every candidate to the
+        end; the persistent compilation cache can remove the compilation).
+    probe_seconds : float
+        What the probe itself took (compilation included).
+    """
+
+    num_samples: int
+    base_delta: float
+    statistical_delta: float
+    top_sigma: float
+    top_certifier: str
+    candidates_at_most: int
+    pilot_samples: int
+    verification_samples: int
+    draws_per_second: float
+    devices: int
+    pilot_seconds: float
+    verification_seconds: float
+    total_seconds: float
+    probe_seconds: float
+    chunk_size: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for a person: samples and the expected time."""
+        return (f"{self.pilot_samples + self.verification_samples:,} draws (pilot {self.pilot_samples:,}, "
+                f"verification at most {self.verification_samples:,} for up to {self.candidates_at_most} "
+                f"candidates); about {format_seconds(self.total_seconds)} here at {self.draws_per_second:,.0f} "
+                f"draws/s on {self.devices} device(s)")
+
+
+@float64
+def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_size: int,
+               min_seconds: float = 2.0) -> tuple[float, float, float]:
+    """Draws per second of the verification program for the ladder ``sigmas``, from one chunk per device, the
+    probe's own wall time and its compilation seconds (:class:`~mcacct.engine.progress.CompileClock`), which
+    the rate leaves out; a second call is timed when the first ran for less than ``min_seconds``."""
+    devices = jax.local_device_count()
+    n = chunk_size * devices
+    run = dict(problem=problem, sigmas=list(sigmas), key=key, num_samples=n, epsilons=(epsilon,),
+               chunk_size=chunk_size, spec=verification_spec())
+    t0 = time.perf_counter()
+    clock = CompileClock.start()
+    run_ladder(**run)
+    first = time.perf_counter() - t0
+    compiled = CompileClock.since(clock)["compile_seconds"]
+    ran = first - compiled
+    if ran < min_seconds:
+        t1 = time.perf_counter()
+        run_ladder(**run)
+        ran = time.perf_counter() - t1
+    return n / max(ran, 1e-9), time.perf_counter() - t0, compiled
+
+
+@float64
+def estimate_cost(problem: Problem, epsilon: float, delta: float, key: jax.Array, num_samples: int | None = None,
+                  ladder_ratio: float = 1.01, above: int = 3, below: int = 4, pilot_samples: int | None = None,
+                  chunk_size: int = DEFAULT_CHUNK_SIZE, sigmas=None, bracket: tuple[float, float] | None = None,
+                  systematic_reserve: float = SYSTEMATIC_RESERVE) -> CostEstimate:
+    """The cost of ``calibrate(problem, epsilon, delta, key, ...)`` with the same arguments, from a probe of
+    one chunk (no pilot runs). Parameters as :func:`mcacct.evr.calibrate.calibrate`."""
+    if problem.dtype != "float64":
+        raise ValueError(f"dtype must be 'float64' to calibrate; got {problem.dtype!r}")
+    eps = check_real("epsilon", epsilon, low=0.0)
+    target = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
+    ratio = check_real("ladder_ratio", ladder_ratio, low=1.0, low_open=True)
+    above, below = check_int("above", above, low=0), check_int("below", below, low=0)
+    chunk_size = check_int("chunk_size", chunk_size, low=1)
+    reserve = check_real("systematic_reserve", systematic_reserve, low=0.0, high=0.5, low_open=True)
+    stat_target = target * (1 - reserve)
+    s, base = evr.sample_budget(stat_target, num_samples)
+    sig_top, certifier = top_sigma(problem, eps, base)
+    if sigmas is not None:
+        ladder = sorted({check_real("sigmas", v, low=0.0, low_open=True) for v in sigmas})
+        ladder = [v for v in ladder if v < sig_top]
+        pilot_draws = 0
+    else:
+        lo, hi = pilot_range(sig_top, bracket)
+        mid = math.sqrt(lo * hi)
+        ladder = [mid * ratio**j for j in ladder_exponents(below, above, 4 * max(above, 1))]
+        n_pilot = check_int("pilot_samples", pilot_samples, low=1) if pilot_samples else max(1000, min(s, s // 20))
+        pilot_chunk = min(chunk_size, 1 << (n_pilot - 1).bit_length())
+        pilot_draws = 2 * -(-n_pilot // pilot_chunk) * pilot_chunk
+    if not ladder:  # every explicit candidate is at or above the top: the top is the answer, nothing runs
+        return CostEstimate(s, base, float(evr.overall_delta(s, base)), sig_top, certifier, 0, 0, 0, math.nan,
+                            jax.local_device_count(), 0.0, 0.0, 0.0, 0.0, chunk_size)
+    verification = -(-s // chunk_size) * chunk_size
+    rate, probe_seconds, compiled = probe_rate(problem, ladder, eps, key, chunk_size)
+    # the pilot runs PILOT_GRID sigmas on each draw: its per-draw work scales (roughly) with the candidates; it
+    # compiles a program of its own, and the verification another (as long as the probe's)
+    pilot_seconds = pilot_draws / rate * PILOT_GRID / len(ladder) + (compiled if pilot_draws else 0.0)
+    verification_seconds = verification / rate + compiled
+    return CostEstimate(s, base, float(evr.overall_delta(s, base)), sig_top, certifier, len(ladder), pilot_draws,
+                        verification, rate, jax.local_device_count(), pilot_seconds, verification_seconds,
+                        pilot_seconds + verification_seconds, probe_seconds, chunk_size)

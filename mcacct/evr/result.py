@@ -1,0 +1,58 @@
+"""The outcome of a calibration (:func:`mcacct.evr.calibrate.calibrate`): :class:`CalibrationResult` and its typed
+view of the verified candidates, :class:`Candidate`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
+
+from mcacct.precision import float64
+
+__all__ = ["CalibrationResult", "Candidate"]
+
+
+class Candidate(NamedTuple):
+    """One verified ladder candidate (:attr:`CalibrationResult.verdicts`, typed view of ``candidates``)."""
+
+    sigma: float
+    passed: bool
+    delta_estimate: dict  # direction -> the mean at the target epsilon (None when the run left early)
+    samples: dict  # direction -> samples drawn
+    systematic_delta: float
+    error: str | None
+
+
+@float64
+@dataclass
+class CalibrationResult:
+    """Outcome of :func:`calibrate`. ``sigma`` is certified (epsilon, overall_delta)-DP."""
+
+    sigma: float
+    verified: bool
+    epsilon: float
+    target_delta: float
+    overall_delta: float
+    base_delta: float
+    num_samples: int
+    top_sigma: float
+    pilot_sigma: float | None
+    top_certifier: str = ""
+    statistical_delta: float = 0.0
+    systematic_delta: float = 0.0
+    ladder: list[float] = field(default_factory=list)
+    candidates: list[dict] = field(default_factory=list)
+    phases: dict = field(default_factory=dict)
+    samples_used: int = 0
+    seconds: float = 0.0
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def verdicts(self) -> list[Candidate]:
+        """The verified candidates, top down, as :class:`Candidate` (``candidates`` holds the same as dicts)."""
+        return [Candidate(c["sigma"], c["passed"],
+                          {k[len("delta_estimate_"):]: v for k, v in c.items() if k.startswith("delta_estimate_")},
+                          {k[len("samples_"):]: v for k, v in c.items() if k.startswith("samples_")},
+                          c["systematic_delta"], c.get("error")) for c in self.candidates]

@@ -1,0 +1,285 @@
+r"""jax-privacy interop: its batch selection objects as mcacct schemes, and back.
+
+jax-privacy (2.0) describes how a training loop forms its batches with a frozen dataclass of
+``jax_privacy.batch_selection``; mcacct accounts the same sampling with a scheme. The mapping (field by field in
+``docs/interop.md``):
+
+================================================  ==========================================================
+jax-privacy                                        mcacct
+================================================  ==========================================================
+``BMinSepSampling(p, n, b, warm_start)``           ``BMinSep(p, b, n, warm_start)``
+``BMinSepSampling(..., truncated_batch_size=B)``   ``TruncatedBMinSep(p, b, n, M, B, warm_start)``
+``CyclicPoissonSampling(q, n, cycle_length=b)``    ``CyclicPoisson(q, b, n, random_phase)``
+``BallsInBinsSampling(n, b)``                      ``BallsInBins(b, n)``
+================================================  ==========================================================
+
+The batch selection is not the mechanism: the strategy ``C`` (``c_col``) and, for truncation, the dataset size
+``M`` come from the caller. ``CyclicPoissonSampling``'s ``partition_type`` decides what the adversary may know
+of an example's part: ``EQUAL_SPLIT`` (jax-privacy's default) splits a random permutation into parts of equal
+size, so the part of one example is tied to the others' and mcacct analyses the public-partition worst case
+(``random_phase=False``, the composition of :math:`\lceil n/b \rceil` Poisson-subsampled Gaussians that
+jax-privacy's own PLD accounting uses); ``INDEPENDENT`` draws every example's part uniformly and independently,
+a secret shift (``random_phase=True``). Whatever mcacct does not model is refused by name: truncated cyclic
+Poisson, a field this module does not know (a newer jax-privacy), any other class or subclass.
+
+Noise multipliers. mcacct's mechanism is :math:`y = C x + \sigma z` with ``C`` as given (``c_col`` not
+normalised) and the clip norm as unit, so :math:`\sigma` is the noise standard deviation of the ``C``-domain
+per unit of clip norm. jax-privacy's BandMF noise multiplier :math:`\sigma_{jp}` assumes a strategy with
+largest column norm 1: its privatizer adds :math:`C^{-1}` applied to noise of standard deviation
+:math:`\sigma_{jp}\,\Delta\,\|c\|_2` (``Delta`` the clipped sum's sensitivity). Hence
+
+.. math::  \sigma_{\mathrm{mcacct}} = \sigma_{jp}\, \|c\|_2 ,
+
+equal when :math:`\|c\|_2 = 1` (mcacct's optimised strategies); :func:`noise_multiplier_to_jax_privacy` and
+:func:`noise_multiplier_from_jax_privacy` convert. jax-privacy's ``column_normalize=True`` rescales the
+truncated last columns of ``C`` up to norm 1: that ``C`` is not banded Toeplitz and mcacct's accounting of
+``BandedToeplitz(c_col)`` does not cover it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from typing import Any, Callable, Sequence
+
+from mcacct.engine.problem import Problem
+from mcacct.precision import float64
+from mcacct.schemes.balls_in_bins import BallsInBins
+from mcacct.schemes.bminsep import BMinSep
+from mcacct.schemes.cyclic_poisson import CyclicPoisson
+from mcacct.schemes.strategy import BandedToeplitz, parse_c_col
+from mcacct.schemes.truncated import TruncatedBMinSep
+from mcacct.validate import check_bool, check_count, check_prob, check_real
+
+__all__ = ["from_jax_privacy", "to_jax_privacy", "problem_from_jax_privacy", "noise_multiplier_to_jax_privacy",
+           "noise_multiplier_from_jax_privacy", "SUPPORTED_BATCH_SELECTIONS"]
+
+#: The schemes with a jax-privacy counterpart.
+InteropScheme = BMinSep | TruncatedBMinSep | CyclicPoisson | BallsInBins
+
+_MODULE = "jax_privacy.batch_selection"
+
+#: The jax-privacy 2.0 fields of each supported class, all of which enter the mapping.
+_FIELDS: dict[str, tuple[str, ...]] = {
+    "BMinSepSampling": ("sampling_prob", "iterations", "min_sep", "warm_start", "truncated_batch_size"),
+    "CyclicPoissonSampling": ("sampling_prob", "iterations", "truncated_batch_size", "cycle_length",
+                              "partition_type"),
+    "BallsInBinsSampling": ("iterations", "cycle_length"),
+}
+
+#: The ``jax_privacy.batch_selection`` classes :func:`from_jax_privacy` accepts.
+SUPPORTED_BATCH_SELECTIONS: tuple[str, ...] = tuple(_FIELDS)
+
+#: Why some other jax-privacy classes are refused (added to the message).
+_HINTS = {
+    "FixedBatchSampling": "fixed-size batches drawn without regard to earlier batches are not modelled by mcacct",
+    "UserSelectionStrategy": ("user-level sampling: if each user's rows are clipped together, account the users "
+                              "as examples with from_jax_privacy(selection.base_strategy)"),
+}
+
+# partition_type (by enum member name) -> CyclicPoisson.random_phase
+_PARTITIONS = {"EQUAL_SPLIT": False, "INDEPENDENT": True}
+
+
+def _name(field: str) -> str:
+    return f"batch_selection.{field}"
+
+
+def _from_bminsep(sel: Any, dataset_size: int | None) -> InteropScheme:
+    p = check_prob(_name("sampling_prob"), sel.sampling_prob)
+    n = check_count(_name("iterations"), sel.iterations)
+    b = check_count(_name("min_sep"), sel.min_sep)
+    warm = check_bool(_name("warm_start"), sel.warm_start)
+    b_max = sel.truncated_batch_size
+    if b_max is None:
+        return BMinSep(p, b, n, warm_start=warm)
+    b_max = check_count(_name("truncated_batch_size"), b_max)
+    if dataset_size is None:
+        raise ValueError("dataset_size is required for BMinSepSampling with truncated_batch_size (mcacct."
+                         "TruncatedBMinSep counts the other examples drawn): pass dataset_size=M, the num_examples "
+                         "given to batch_iterator")
+    return TruncatedBMinSep(p, b, n, dataset_size, b_max, warm_start=warm)
+
+
+def _from_cyclic_poisson(sel: Any, dataset_size: int | None) -> InteropScheme:
+    q = check_prob(_name("sampling_prob"), sel.sampling_prob)
+    n = check_count(_name("iterations"), sel.iterations)
+    b = check_count(_name("cycle_length"), sel.cycle_length)
+    b_max = sel.truncated_batch_size
+    if b_max is not None:
+        raise ValueError(f"{_name('truncated_batch_size')} must be None for CyclicPoissonSampling: truncated cyclic "
+                         f"Poisson sampling is not modelled by mcacct; got {b_max!r} (truncation is modelled for "
+                         "BMinSepSampling: mcacct.TruncatedBMinSep)")
+    partition = sel.partition_type
+    if not (isinstance(partition, enum.Enum) and partition.name in _PARTITIONS):
+        raise ValueError(f"{_name('partition_type')} must be one of {tuple(_PARTITIONS)} (jax-privacy's "
+                         f"PartitionType); got {partition!r}")
+    return CyclicPoisson(q, b, n, random_phase=_PARTITIONS[partition.name])
+
+
+def _from_balls_in_bins(sel: Any, dataset_size: int | None) -> InteropScheme:
+    n = check_count(_name("iterations"), sel.iterations)
+    b = check_count(_name("cycle_length"), sel.cycle_length)
+    return BallsInBins(b, n)
+
+
+_BUILDERS: dict[str, Callable[[Any, int | None], InteropScheme]] = {
+    "BMinSepSampling": _from_bminsep,
+    "CyclicPoissonSampling": _from_cyclic_poisson,
+    "BallsInBinsSampling": _from_balls_in_bins,
+}
+
+
+def _class_name(selection: Any) -> str | None:
+    """The supported class ``selection`` is an instance of (exactly, not a subclass), or ``None``."""
+    cls = type(selection)
+    if cls.__module__ == _MODULE and cls.__qualname__ in _BUILDERS:
+        return cls.__qualname__
+    return None
+
+
+def _check_fields(selection: Any, name: str) -> None:
+    """Refuse a field this module does not know: it might change the sampling, hence the privacy analysis."""
+    if not dataclasses.is_dataclass(selection):
+        return
+    extra = [f.name for f in dataclasses.fields(selection) if f.name not in _FIELDS[name]]
+    if extra:
+        raise ValueError(f"{_name(extra[0])} is not modelled by mcacct: {name} has fields {extra} beyond jax-privacy "
+                         f"2.0's {list(_FIELDS[name])}, and mcacct does not know how they change the sampling")
+
+
+@float64
+def from_jax_privacy(batch_selection: Any, c_col: Sequence[float] | None = None,
+                     dataset_size: int | None = None) -> InteropScheme:
+    r"""The mcacct scheme that accounts a jax-privacy batch selection.
+
+    Parameters
+    ----------
+    batch_selection : jax_privacy.batch_selection object
+        A ``BMinSepSampling`` (with or without ``truncated_batch_size``), ``CyclicPoissonSampling`` (without
+        truncation) or ``BallsInBinsSampling`` of jax-privacy 2.0; anything else, a subclass included, raises
+        ``ValueError`` naming the class and listing these.
+    c_col : sequence of float, optional
+        The strategy's first-column non-zeros. Not part of the batch selection; when given it is checked
+        against the scheme now (e.g. ``len(c_col) <= min_sep``), so that a mismatch surfaces here. The return
+        value is the scheme either way: :func:`problem_from_jax_privacy` builds the :class:`~mcacct.Problem`.
+    dataset_size : int, optional
+        ``M``, the ``num_examples`` the training loop gives ``batch_iterator``. Required with truncation
+        (``BMinSepSampling(..., truncated_batch_size=B)`` is ``TruncatedBMinSep(p, b, n, M, B)``); checked
+        and otherwise unused.
+
+    Returns
+    -------
+    BMinSep, TruncatedBMinSep, CyclicPoisson or BallsInBins
+        The same sampling law: b-min-sep with the stationary participation rate
+        :math:`p_0 = 1/(1/p + b - 1)`; cyclic Poisson with ``random_phase = (partition_type is INDEPENDENT)``
+        and rate :math:`q/b`; balls-in-bins with rate :math:`1/b`.
+
+    Raises
+    ------
+    ValueError
+        An unsupported class, an option mcacct does not model (named), a value outside mcacct's ranges
+        (``"batch_selection.FIELD must be in RANGE; got VALUE"``), or a missing ``dataset_size``.
+    """
+    name = _class_name(batch_selection)
+    if name is None:
+        cls = type(batch_selection)
+        hint = _HINTS.get(cls.__qualname__) if cls.__module__ == _MODULE else None
+        raise ValueError(f"batch_selection must be one of jax-privacy's {', '.join(SUPPORTED_BATCH_SELECTIONS)}; "
+                         f"got {cls.__module__}.{cls.__qualname__}" + (f" ({hint})" if hint else ""))
+    _check_fields(batch_selection, name)
+    if dataset_size is not None:
+        dataset_size = check_count("dataset_size", dataset_size)
+    scheme = _BUILDERS[name](batch_selection, dataset_size)
+    if c_col is not None:
+        scheme.check_strategy(BandedToeplitz(c_col))
+    return scheme
+
+
+@float64
+def problem_from_jax_privacy(batch_selection: Any, c_col: Sequence[float] | None,
+                             dataset_size: int | None = None) -> Problem:
+    """``Problem(from_jax_privacy(batch_selection, c_col, dataset_size), BandedToeplitz(c_col))``.
+
+    ``c_col`` is required: jax-privacy's batch selection does not carry the strategy, and accounting with
+    another ``C`` than the one training uses certifies nothing. Pass the Toeplitz coefficients the privatizer
+    is built from (e.g. ``BandMFExecutionPlanConfig.strategy``; ``(1.0,)`` for DP-SGD); ``sigma`` then follows
+    the convention of the module docstring (``noise_multiplier_to_jax_privacy`` for jax-privacy's).
+    """
+    if c_col is None:
+        raise ValueError("c_col is required: jax-privacy's batch selection does not carry the strategy matrix C; "
+                         "pass the Toeplitz coefficients the training loop's privatizer uses ((1.0,) for DP-SGD)")
+    strategy = BandedToeplitz(c_col)
+    return Problem(from_jax_privacy(batch_selection, strategy.c_col, dataset_size), strategy)
+
+
+def _jax_privacy_batch_selection():
+    try:
+        from jax_privacy import batch_selection
+    except ImportError as err:
+        raise ImportError("mcacct.to_jax_privacy needs jax-privacy, which is not installed: "
+                          "pip install jax-privacy") from err
+    return batch_selection
+
+
+@float64
+def to_jax_privacy(scheme: InteropScheme | Problem) -> Any:
+    """The jax-privacy batch selection that samples as ``scheme`` does (the training side of the account).
+
+    Parameters
+    ----------
+    scheme : BMinSep, TruncatedBMinSep, CyclicPoisson, BallsInBins or Problem
+        A :class:`~mcacct.Problem` stands for its scheme. Other schemes (``MultiAttribution``,
+        ``BandedInverse``, ...) have no jax-privacy counterpart: ``ValueError``.
+
+    Returns
+    -------
+    jax_privacy.batch_selection object
+        ``BMinSepSampling`` (``truncated_batch_size = max_batch_size`` for a truncated scheme: call its
+        ``batch_iterator`` with ``num_examples = scheme.dataset_size``), ``CyclicPoissonSampling``
+        (``partition_type`` ``INDEPENDENT`` for a random phase, else ``EQUAL_SPLIT``) or
+        ``BallsInBinsSampling``. :func:`from_jax_privacy` maps it back to ``scheme``, except that
+        a scheme with ``min_sep = 1`` is returned with ``warm_start=False`` (for ``b = 1`` the warm start
+        changes nothing, and jax-privacy 2.0's warm start needs ``min_sep >= 2``).
+
+    Raises
+    ------
+    ImportError
+        jax-privacy is not installed (``pip install jax-privacy``); it is imported only here.
+    """
+    if isinstance(scheme, Problem):
+        scheme = scheme.scheme
+    kind = type(scheme)
+    if kind not in (BMinSep, TruncatedBMinSep, CyclicPoisson, BallsInBins):
+        raise ValueError(f"scheme must be one of mcacct's BMinSep, TruncatedBMinSep, CyclicPoisson, BallsInBins "
+                         f"(the schemes with a jax-privacy batch selection); got {kind.__name__}")
+    bs = _jax_privacy_batch_selection()
+    if kind is BallsInBins:
+        return bs.BallsInBinsSampling(iterations=int(scheme.iterations), cycle_length=int(scheme.cycle_length))
+    if kind is CyclicPoisson:
+        partition = bs.PartitionType.INDEPENDENT if scheme.random_phase else bs.PartitionType.EQUAL_SPLIT
+        return bs.CyclicPoissonSampling(sampling_prob=float(scheme.sampling_prob), iterations=int(scheme.iterations),
+                                        cycle_length=int(scheme.cycle_length), partition_type=partition)
+    b_max = int(scheme.max_batch_size) if kind is TruncatedBMinSep else None
+    return bs.BMinSepSampling(sampling_prob=float(scheme.sampling_prob), iterations=int(scheme.iterations),
+                              min_sep=int(scheme.min_sep), warm_start=bool(scheme.warm_start and scheme.min_sep > 1),
+                              truncated_batch_size=b_max)
+
+
+def _column_norm(c_col: Sequence[float]) -> float:
+    return math.sqrt(math.fsum(v * v for v in parse_c_col(c_col)))
+
+
+@float64
+def noise_multiplier_to_jax_privacy(sigma: float, c_col: Sequence[float]) -> float:
+    r"""jax-privacy's BandMF noise multiplier for mcacct's :math:`\sigma` and strategy ``c_col``:
+    :math:`\sigma_{jp} = \sigma / \|c\|_2` (module docstring; its privatizer's ``stddev`` is then
+    :math:`\sigma_{jp} \Delta \|c\|_2 = \sigma \Delta`)."""
+    return check_real("sigma", sigma, low=0.0, low_open=True) / _column_norm(c_col)
+
+
+@float64
+def noise_multiplier_from_jax_privacy(noise_multiplier: float, c_col: Sequence[float]) -> float:
+    r"""mcacct's :math:`\sigma` for jax-privacy's BandMF noise multiplier: :math:`\sigma_{jp} \|c\|_2`."""
+    return check_real("noise_multiplier", noise_multiplier, low=0.0, low_open=True) * _column_norm(c_col)

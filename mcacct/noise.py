@@ -1,0 +1,259 @@
+r"""One call from a privacy target to a certified noise multiplier: :func:`get_noise_multiplier`.
+
+Three cases, by what the caller gives:
+
+* **DP-SGD with Poisson sampling** (``sampling_prob`` and ``steps``, no ``min_sep``): the deterministic FFT PLD
+  accountant (:func:`mcacct.pld.pld_calibrate`, pessimistic discretisation), in seconds; no key.
+* **b-min-sep BandMF** (``min_sep=b``; ``max_batch_size`` adds App. D's truncation; or any ``problem``, or a
+  ``jax_privacy.batch_selection`` object through :func:`mcacct.from_jax_privacy`): Monte Carlo
+  Estimate-Verify-Release (Dong & Ganesh 2026, arXiv:2602.09338, App. A, Alg. 5). The strategy is ``c_col`` when
+  given, else mcacct's banded Toeplitz C with ``bands = min_sep`` (a jax-privacy cyclic Poisson or balls-in-bins
+  selection: its cycle length) that minimises the mean squared error of the prefix sums
+  (:func:`mcacct.strategies.optimize_banded_toeplitz`, ``||c|| = 1``). Train with the C the result names
+  (``NoiseMultiplier.strategy``): the certificate is for that C.
+
+A Monte Carlo calibration can take hours: it needs an explicit ``key``, and it states its expected cost before it
+starts (:func:`mcacct.evr.cost.estimate_cost`: one probed chunk). ``dry_run=True`` returns that
+:class:`~mcacct.evr.cost.CostEstimate` and runs nothing else.
+
+The released :class:`NoiseMultiplier` is a certificate: ``sigma`` is :math:`(\varepsilon, \delta)`-DP with
+``delta <= target_delta``. For Monte Carlo, ``delta`` is Alg. 5's overall delta
+:math:`\delta + q(1-\delta)` plus the proven systematic terms, where ``failure_probability`` :math:`q` bounds the
+chance that a noise multiplier that is *not* :math:`(\varepsilon, \delta)`-DP passes verification
+(Theorem A.1); for the PLD accountant it is 0.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import jax
+
+from mcacct.engine.problem import Problem
+from mcacct.evr.calibrate import CalibrationResult, calibrate
+from mcacct.evr.cost import CostEstimate, estimate_cost
+from mcacct.evr import bounds as evr
+from mcacct.validate import check_count, check_prob, check_real
+from mcacct.precision import float64
+
+__all__ = ["NoiseMultiplier", "get_noise_multiplier", "default_strategy"]
+
+
+@float64
+@dataclass(frozen=True)
+class NoiseMultiplier:
+    """A certified noise multiplier (:func:`get_noise_multiplier`).
+
+    Attributes
+    ----------
+    sigma : float
+        The noise multiplier: noise standard deviation over the sensitivity (``||c|| = 1`` for BandMF).
+    epsilon, delta : float
+        What ``sigma`` certifies: :math:`(\\varepsilon, \\delta)`-DP, ``delta <= target_delta``.
+    target_delta : float
+        The delta asked for.
+    method : str
+        ``"pld"`` (deterministic FFT accountant) or ``"monte-carlo"`` (Alg. 5).
+    failure_probability : float
+        Alg. 5's :math:`q` (already inside ``delta``); 0 for ``"pld"``.
+    num_samples : int
+        Monte Carlo samples per direction per candidate (0 for ``"pld"``).
+    verified : bool
+        ``False`` when no Monte Carlo candidate passed and the certified top (a Gaussian worst case) is returned.
+    scheme, strategy : object
+        What was calibrated (``strategy`` is ``None`` for ``"pld"``).
+    seconds : float
+        Wall time of the call.
+    cost : CostEstimate or None
+        The estimate stated before the Monte Carlo run.
+    calibration : CalibrationResult or None
+        The full Monte Carlo record (ladder, candidates, phases).
+    """
+
+    sigma: float
+    epsilon: float
+    delta: float
+    target_delta: float
+    method: str
+    failure_probability: float
+    num_samples: int
+    verified: bool
+    scheme: Any
+    strategy: Any
+    seconds: float
+    cost: CostEstimate | None = None
+    calibration: CalibrationResult | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        """Plain fields (scheme and strategy by ``repr``; the calibration record as its own dict)."""
+        out = {k: getattr(self, k) for k in ("sigma", "epsilon", "delta", "target_delta", "method",
+                                             "failure_probability", "num_samples", "verified", "seconds")}
+        out["scheme"], out["strategy"] = repr(self.scheme), None if self.strategy is None else repr(self.strategy)
+        out["cost"] = None if self.cost is None else asdict(self.cost)
+        out["calibration"] = None if self.calibration is None else self.calibration.to_dict()
+        return out
+
+
+@float64
+def default_strategy(iterations: int, bands: int):
+    """mcacct's MSE-optimised banded Toeplitz strategy (``||c|| = 1``) with ``bands`` bands over ``iterations``
+    steps, as a :class:`mcacct.BandedToeplitz`."""
+    from mcacct.schemes.strategy import BandedToeplitz
+    from mcacct.strategies import optimize_banded_toeplitz
+    return BandedToeplitz(optimize_banded_toeplitz(iterations, min(bands, iterations)).c_col)
+
+
+def _sampling_prob(sampling_prob, batch_size, dataset_size, min_sep: int) -> float:
+    if sampling_prob is not None:
+        if batch_size is not None:
+            raise ValueError("give sampling_prob or batch_size (with dataset_size), not both")
+        return check_prob("sampling_prob", sampling_prob)
+    if batch_size is None or dataset_size is None:
+        raise ValueError("give sampling_prob, or batch_size with dataset_size (the expected batch size)")
+    from mcacct.rates import sampling_prob_from_batch_size
+    return sampling_prob_from_batch_size(batch_size, dataset_size, min_sep)
+
+
+def _problem(steps, sampling_prob, batch_size, dataset_size, min_sep, c_col, max_batch_size, warm_start,
+             batch_selection) -> Problem:
+    from mcacct.schemes.strategy import BandedToeplitz
+    if batch_selection is not None:
+        from mcacct.interop.jax_privacy import from_jax_privacy
+        for name, v in (("sampling_prob", sampling_prob), ("steps", steps), ("min_sep", min_sep),
+                        ("batch_size", batch_size), ("max_batch_size", max_batch_size)):
+            if v is not None:
+                raise ValueError(f"{name} comes from batch_selection; do not give it as well")
+        scheme = from_jax_privacy(batch_selection, dataset_size=dataset_size)
+    else:
+        n = check_count("steps", steps)
+        b = check_count("min_sep", min_sep)
+        p = _sampling_prob(sampling_prob, batch_size, dataset_size, b)
+        if max_batch_size is None:
+            from mcacct.schemes.bminsep import BMinSep
+            scheme = BMinSep(p, b, n, warm_start=warm_start)
+        else:
+            from mcacct.schemes.truncated import TruncatedBMinSep
+            if dataset_size is None:
+                raise ValueError("dataset_size is required with max_batch_size (truncated b-min-sep counts the "
+                                 "other examples)")
+            scheme = TruncatedBMinSep(p, b, n, int(dataset_size), int(max_batch_size), warm_start=warm_start)
+    # the bands of the default C: b-min-sep's separation, cyclic Poisson's and balls-in-bins' cycle length
+    bands = int(getattr(scheme, "min_sep", None) or getattr(scheme, "cycle_length", None) or 1)
+    strategy = BandedToeplitz(tuple(c_col)) if c_col is not None else default_strategy(scheme.iterations, bands)
+    return Problem(scheme, strategy)
+
+
+@float64
+def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_prob: float | None = None,
+                         steps: int | None = None, *, min_sep: int | None = None, batch_size: float | None = None,
+                         dataset_size: int | None = None, c_col=None, max_batch_size: int | None = None,
+                         warm_start: bool = True, batch_selection: Any = None, problem: Problem | None = None,
+                         key: jax.Array | None = None, num_samples: int | None = None, dry_run: bool = False,
+                         progress: bool = True, **calibrate_options) -> NoiseMultiplier | CostEstimate:
+    r"""The smallest certified noise multiplier for :math:`(\varepsilon, \delta)`-DP, in one call.
+
+    Parameters
+    ----------
+    target_epsilon : float
+        :math:`\varepsilon \ge 0`.
+    target_delta : float
+        :math:`\delta \in (0, 1)`; the certified delta is at most this.
+    sampling_prob : float, optional
+        The sampling probability ``p`` in ``(0, 1]`` (b-min-sep: of an available example), or give
+        ``batch_size`` and ``dataset_size`` (the expected batch size, :func:`mcacct.sampling_prob_from_batch_size`).
+    steps : int, optional
+        Training iterations ``n >= 1``.
+    min_sep : int, optional
+        b-min-sep's minimum separation ``b >= 1`` (also the bands of the default C). Without it (and without
+        ``problem`` or ``batch_selection``): Poisson DP-SGD by the PLD accountant.
+    c_col : sequence of float, optional
+        The first column's non-zeros of C (default: the MSE-optimised banded Toeplitz C).
+    max_batch_size : int, optional
+        Truncated b-min-sep (App. D) with this ``B_max``; needs ``dataset_size``.
+    warm_start : bool, default True
+        Alg. 2's warm start (b-min-sep).
+    batch_selection : jax_privacy.batch_selection object, optional
+        The scheme from a jax-privacy batch selection (:func:`mcacct.from_jax_privacy`).
+    problem : Problem, optional
+        Any scheme and strategy of mcacct.
+    key : jax.Array
+        Required for Monte Carlo: the root ``jax.random`` key (the result is a function of it).
+    num_samples : int, optional
+        Samples per direction per candidate (default: the fewest for base delta = delta / 2).
+    dry_run : bool, default False
+        Return the :class:`~mcacct.evr.cost.CostEstimate` of the Monte Carlo run and run nothing else.
+    progress : bool, default True
+        The cost statement and progress on stderr.
+    **calibrate_options
+        Passed to :func:`mcacct.calibrate` (``ladder_ratio``, ``above``, ``below``, ``chunk_size``,
+        ``systematic_reserve``, ``sigmas``, ...), or for Poisson DP-SGD to :func:`mcacct.pld.pld_calibrate`
+        (``value_discretization_interval``, ``discretization``).
+
+    Returns
+    -------
+    NoiseMultiplier or CostEstimate
+        The certificate, or with ``dry_run`` the cost estimate.
+
+    Examples
+    --------
+    >>> mcacct.get_noise_multiplier(2.0, 1e-5, sampling_prob=0.01, steps=1000).sigma        # doctest: +SKIP
+    >>> mcacct.get_noise_multiplier(2.0, 1e-5, 0.05, 1024, min_sep=8, key=jax.random.key(0))  # doctest: +SKIP
+    """
+    t0 = time.perf_counter()
+    eps = check_real("target_epsilon", target_epsilon, low=0.0)
+    dl = check_real("target_delta", target_delta, low=0.0, high=1.0, low_open=True, high_open=True)
+    monte_carlo = problem is not None or batch_selection is not None or min_sep is not None
+    if not monte_carlo:
+        return _poisson_pld(eps, dl, sampling_prob, steps, batch_size, dataset_size, c_col, max_batch_size,
+                            key, dry_run, t0, calibrate_options)
+    if key is None:
+        raise ValueError("key is required for a Monte Carlo calibration (the result is a function of it): pass "
+                         "key=jax.random.key(seed)")
+    if problem is not None:
+        given = [n for n, v in (("sampling_prob", sampling_prob), ("steps", steps), ("min_sep", min_sep),
+                                ("c_col", c_col), ("batch_selection", batch_selection)) if v is not None]
+        if given:
+            raise ValueError(f"problem fixes the scheme and strategy; do not give {', '.join(given)} as well")
+    else:
+        problem = _problem(steps, sampling_prob, batch_size, dataset_size, min_sep, c_col, max_batch_size,
+                           warm_start, batch_selection)
+    # the probe's draws only time the program: a key of their own, so the result is calibrate(problem, ..., key)'s
+    probe_key = jax.random.fold_in(key, 0x434F5354)
+    cost_options = {k: v for k, v in calibrate_options.items() if k in (
+        "ladder_ratio", "above", "below", "pilot_samples", "chunk_size", "sigmas", "bracket", "systematic_reserve")}
+    cost = estimate_cost(problem, eps, dl, probe_key, num_samples, **cost_options)
+    if dry_run:
+        return cost
+    if progress:
+        print(f"[mcacct] get_noise_multiplier: Monte Carlo calibration of {type(problem.scheme).__name__}: "
+              f"{cost.summary()}", file=sys.stderr, flush=True)
+    res = calibrate(problem, eps, dl, key, num_samples=num_samples, progress=progress, **calibrate_options)
+    _, q = evr.overall_delta_terms(res.num_samples, res.base_delta)
+    return NoiseMultiplier(float(res.sigma), float(res.epsilon), float(res.overall_delta), dl, "monte-carlo",
+                           float(q), int(res.num_samples), bool(res.verified), problem.scheme, problem.strategy, time.perf_counter() - t0, cost, res)
+
+
+def _poisson_pld(eps, dl, sampling_prob, steps, batch_size, dataset_size, c_col, max_batch_size, key, dry_run,
+                 t0, options: dict) -> NoiseMultiplier:
+    from mcacct import pld
+    unknown = sorted(set(options) - {"value_discretization_interval", "discretization"})
+    if unknown:
+        raise ValueError(f"{', '.join(unknown)}: Monte Carlo options; Poisson DP-SGD uses the PLD accountant, which "
+                         "takes value_discretization_interval and discretization")
+    for name, v in (("c_col", c_col), ("max_batch_size", max_batch_size)):
+        if v is not None:
+            raise ValueError(f"{name} needs a b-min-sep scheme (give min_sep); Poisson DP-SGD has neither")
+    if dry_run:
+        raise ValueError("dry_run applies to Monte Carlo calibrations; Poisson DP-SGD uses the deterministic PLD "
+                         "accountant (seconds)")
+    del key  # deterministic: no randomness
+    n = check_count("steps", steps)
+    p = _sampling_prob(sampling_prob, batch_size, dataset_size, 1)
+    spec = pld.PoissonGaussianSpec(sampling_prob=p, sigma=1.0, steps=n)
+    sigma = pld.pld_calibrate(spec, eps, dl, **options)
+    return NoiseMultiplier(float(sigma), eps, dl, dl, "pld", 0.0, 0, True,
+                           spec.__class__(sampling_prob=p, sigma=float(sigma), steps=n), None,
+                           time.perf_counter() - t0)
