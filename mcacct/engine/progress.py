@@ -20,7 +20,7 @@ PLAIN_EVERY = 15.0
 
 
 def format_seconds(s: float) -> str:
-    """``s`` seconds as ``"42s"``, ``"3m05s"`` or ``"2h07m"`` (``"?"`` when not finite)."""
+    """``s`` seconds as ``"42s"``, ``"3m05s"``, ``"2h07m"`` or ``"309.1 days"`` (``"?"`` when not finite)."""
     if s != s or s in (float("inf"), float("-inf")):
         return "?"
     s = max(0.0, s)
@@ -28,7 +28,9 @@ def format_seconds(s: float) -> str:
         return f"{s:.0f}s"
     if s < 3600:
         return f"{int(s // 60)}m{int(s % 60):02d}s"
-    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+    if s < 2 * 86400:
+        return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+    return f"{s / 86400:,.1f} days"
 
 
 class Progress:

@@ -60,4 +60,5 @@ def test_stage_and_format_seconds():
         pass
     lines = out.getvalue().splitlines()
     assert lines[0].endswith("...") and "done in 0s" in lines[1]
-    assert [format_seconds(s) for s in (5, 185, 7620, float("inf"))] == ["5s", "3m05s", "2h07m", "?"]
+    assert [format_seconds(s) for s in (5, 185, 7620, 86400 * 309.1, float("inf"))] == [
+        "5s", "3m05s", "2h07m", "309.1 days", "?"]
