@@ -131,7 +131,7 @@ def cmd_individual(args) -> dict:
     from mcacct.engine.progress import Progress
     ratios = _load(args.norms, args.clip_norm)
     passes = 1 if args.no_bucketing_bound else 2  # the rounded-up pass, then the rounded-down one (the bound)
-    bar = Progress("individual: example-directions", passes * 2 * ratios.shape[0], not args.quiet,
+    bar = Progress("individual", passes * 2 * ratios.shape[0], not args.quiet,
                    unit="example-directions")
     state = {"offset": 0, "last": 0}
 

@@ -59,7 +59,7 @@ class Progress:
         self.stream = sys.stderr if stream is None else stream
         self.start = time.perf_counter()
         self.first: tuple[float, int] | None = None  # (time, done) at the first completed unit: after compiling
-        self.last_time, self.last_done = self.start, -1
+        self.last_time, self.last_done, self.done = self.start, -1, 0
         self.bar = None
         if enabled and _is_terminal(self.stream):
             from tqdm import tqdm
@@ -79,6 +79,7 @@ class Progress:
         """Record that ``done`` units are complete (cumulative); draw or print when due (always with ``force``)."""
         if not self.enabled:
             return
+        self.done = done
         now = time.perf_counter()
         if self.first is None and done > 0:
             self.first = (now, done)
@@ -98,11 +99,10 @@ class Progress:
         print(f"[mcacct] {self.label}: {done:,}/{self.total:,} {self.unit}, {tail}", file=self.stream, flush=True)
 
     def close(self, done: int | None = None) -> None:
-        """Final state: the last count once (never a line repeated), then the elapsed time."""
+        """Final state: the last count (``done``, default the last one recorded) once, never a line repeated."""
         if not self.enabled:
             return
-        if done is not None:
-            self.update(done, force=True)
+        self.update(self.done if done is None else done, force=True)
         if self.bar is not None:
             self.bar.close()
             self.bar = None
