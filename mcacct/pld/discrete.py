@@ -49,7 +49,7 @@ import numpy as np
 import scipy.fft
 
 from mcacct.pld.constants import CMUL_C, DEFAULT_H, FFT_C, U, UNDERFLOW
-from mcacct.pld.kernels import compose_arrays_batch, query_one, single_batch
+from mcacct.pld.kernels import compose_arrays_batch, query_one_jit, single_batch
 from mcacct.pld.plan import bucket, check_grid, plan, solver_for
 from mcacct.pld.specs import SPEC_TYPES, canonical
 from mcacct.validate import DIRECTIONS
@@ -184,7 +184,7 @@ class DirectionPLD:
         target = float(delta) - slack
         if target <= 0.0:
             return math.inf
-        _, e = query_one(jnp.asarray(self.pmf), jnp.asarray(self.infinity_mass), jnp.asarray(self.offset),
+        _, e = query_one_jit(jnp.asarray(self.pmf), jnp.asarray(self.infinity_mass), jnp.asarray(self.offset),
                          self.value_discretization_interval, 0.0, target, rho=rho if self.certified else None)
         return float(e)
 

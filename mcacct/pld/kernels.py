@@ -433,6 +433,18 @@ def query_one(out, inf, a_start, h, eps_q, delta_q, rho=None):
             _query_epsilon(out, inf, a_start, h, delta_q, rb, rho)[0])
 
 
+_query_plain = jax.jit(lambda out, inf, a_start, h, eps_q, delta_q: query_one(out, inf, a_start, h, eps_q, delta_q))
+_query_certified = jax.jit(query_one)
+
+
+def query_one_jit(out, inf, a_start, h, eps_q, delta_q, rho=None):
+    """:func:`query_one` as one compiled program per pmf length (run eagerly, its dozens of operations compile
+    one by one for every new length: ~8 s against ~1 s on the 2-core box; the values are the same)."""
+    if rho is None:
+        return _query_plain(out, inf, a_start, h, eps_q, delta_q)
+    return _query_certified(out, inf, a_start, h, eps_q, delta_q, rho)
+
+
 def _tilted_one(pmf, off, inf1, lm, a_start, h, s0, *, steps, N: int):
     r"""Composed pmf of one direction, tilted for a query at loss ``s0``, with its round-off bounds.
 
