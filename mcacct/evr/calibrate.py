@@ -44,7 +44,6 @@ from dataclasses import dataclass
 
 import jax
 
-from mcacct.validate import check_int, check_real
 import numpy as np
 
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
@@ -52,14 +51,16 @@ from mcacct.engine.progress import format_seconds
 from mcacct.engine.statistics import FIXED_BITS, HistogramSpec
 from mcacct.engine.runner import LadderStats, run_ladder
 from mcacct.evr import bounds as evr
-from mcacct.pld import pld_calibrate
 from mcacct.engine.systematic import systematic_bound
+from mcacct.evr.budget import (PILOT_GRID, Budget, bracket_from_baselines, calibration_budget, explicit_ladder,
+                               ladder_exponents, pilot_range, pilot_size, top_sigma)
 from mcacct.evr.result import CalibrationResult, Candidate
 from mcacct.precision import float64
 
 __all__ = ["calibrate", "CalibrationResult", "Candidate", "CalibrationPlan", "plan_calibration", "apply_verdicts",
            "verdict_drop", "verification_key", "verification_spec", "pilot_key", "top_sigma", "pilot_range",
-           "bracket_from_baselines", "candidate_passes", "baseline_sigmas", "ladder_exponents"]
+           "bracket_from_baselines", "candidate_passes", "baseline_sigmas", "ladder_exponents", "Budget",
+           "calibration_budget", "pilot_size", "explicit_ladder", "PILOT_GRID"]
 
 #: fraction of the target delta set aside for the sampler's systematic terms (:mod:`mcacct.engine.systematic`)
 SYSTEMATIC_RESERVE = 0.01
@@ -84,25 +85,6 @@ def verification_key(root: jax.Array) -> jax.Array:
 def pilot_key(root: jax.Array) -> jax.Array:
     """The key of the pilot estimate (never used by a verification)."""
     return jax.random.fold_in(root, _TAG_PILOT)
-
-
-@float64
-def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, str]:
-    """(sigma, certifier) of the Monte-Carlo-free top candidate, the tightest certified bound that is valid
-    for the mechanism actually run:
-
-    * always: the unamplified Gaussian mechanism with the scheme's worst-case sensitivity (exact, Balle & Wang);
-    * where the scheme has an exact PLD (``scheme.exact_pld(strategy)``; b-min-sep with ``b = 1`` is Poisson
-      subsampling with ``C = c_0 I``): the pessimistic PLD accountant of :mod:`mcacct.pld` for it.
-    """
-    sens = problem.scheme.sensitivity_bound(problem.strategy)
-    best = (evr.gaussian_sigma(sens, epsilon, delta), "gaussian-worst-case-sensitivity")
-    spec = problem.scheme.exact_pld(problem.strategy)  # the scheme's exact PLD at sigma = 1, where it has one
-    if spec is not None:
-        sig = pld_calibrate(spec, epsilon, delta)
-        if sig < best[0]:
-            best = (sig, "pld-poisson-subsampled-gaussian")
-    return best
 
 
 @float64
@@ -132,16 +114,16 @@ def _verdict_drop(limit: float, index_order: Sequence[int]):
 
 
 def _pilot(problem, epsilon, base, key, n_pilot, lo, hi, chunk_size, progress) -> tuple[float, float, int]:
-    """Place the ladder, in two stages on shared draws (16 points on ``[lo, hi]``, then 12 inside the bracket
-    found), each on ``n_pilot`` samples of its own keys. Returns ``(sigma_hat, sigma_safe, samples drawn)``:
+    """Place the ladder, in two stages on shared draws (:data:`PILOT_GRID` points on ``[lo, hi]``, then as many
+    inside the bracket found), each on ``n_pilot`` samples of its own keys. Returns ``(sigma_hat, sigma_safe, samples drawn)``:
     ``sigma_hat`` the smallest grid sigma whose pilot estimate (max over directions) is at most ``base``,
     ``sigma_safe`` the smallest whose 90% Chernoff upper bound is (``hi`` if none): the ladder reaches up to it,
     so a noisy pilot does not leave every candidate failing."""
     drawn, safe = 0, hi
     best = hi
     for stage in range(2):
-        grid = list(np.geomspace(lo, hi, 16))
-        order = list(range(16))
+        grid = list(np.geomspace(lo, hi, PILOT_GRID))
+        order = list(range(PILOT_GRID))
         # every grid point runs all its samples (one compiled program for both stages: at the pilot's small
         # sample counts, compiling the shrinking candidate sets costs more than running them)
         run = run_ladder(problem, grid, jax.random.fold_in(key, stage), n_pilot, (epsilon,), chunk_size,
@@ -203,111 +185,48 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     """Steps 1-3 and 5 of :func:`calibrate` (module docstring): budget, top candidate, pilot (unless
     ``sigmas`` gives the ladder), the fixed sorted ladder and its systematic terms. Parameters as
     :func:`calibrate`."""
-    if problem.dtype != "float64":
-        raise ValueError(f"dtype must be 'float64' to calibrate; got {problem.dtype!r}: float32 privacy losses "
-                         "differ from float64 ones by up to ~1e-3 nats (0.1 in extreme cases) and that round-off "
-                         "is not bounded, so a float32 run cannot certify a noise multiplier (use it for "
-                         "estimates only)")
-    eps = check_real("epsilon", epsilon, low=0.0)
-    target = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
-    ratio = check_real("ladder_ratio", ladder_ratio, low=1.0, low_open=True)
-    above = check_int("above", above, low=0)
-    below = check_int("below", below, low=0)
-    chunk_size = check_int("chunk_size", chunk_size, low=1)
-    reserve_frac = check_real("systematic_reserve", systematic_reserve, low=0.0, high=0.5, low_open=True)
-    reserve = reserve_frac * target
-    stat_target = target - reserve
-    s, base = evr.sample_budget(stat_target, num_samples)
-    sig_top, certifier = top_sigma(problem, eps, base)
+    b = calibration_budget(problem, epsilon, delta, num_samples, ladder_ratio, above, below, chunk_size,
+                           systematic_reserve)
+    eps, target, ratio, chunk_size = b.epsilon, b.target_delta, b.ladder_ratio, b.chunk_size
+    s, base, sig_top, certifier = b.num_samples, b.base_delta, b.top_sigma, b.top_certifier
+    reserve = b.reserve_fraction * target
     if progress:
         print(f"[mcacct] calibrate: {s:,} samples per direction per candidate, base delta {base:.4g}, "
               f"top sigma {sig_top:.6g} ({certifier})", file=sys.stderr, flush=True)
     pilot_seconds, drawn = 0.0, 0
     if sigmas is not None:
-        explicit = sorted({check_real("sigmas", v, low=0.0, low_open=True) for v in sigmas})
-        if not explicit:
-            raise ValueError("sigmas must contain at least one noise multiplier")
         sig_hat = None
-        ladder = [v for v in explicit if v < sig_top]
+        ladder = explicit_ladder(sigmas, sig_top)
     else:
-        n_pilot = check_int("pilot_samples", pilot_samples, low=1) if pilot_samples else max(1000, min(s, s // 20))
+        n_pilot, pilot_chunk = pilot_size(s, pilot_samples, chunk_size)
         if progress:
-            print(f"[mcacct] calibrate: pilot of 2 grids x 16 sigmas on {n_pilot:,} samples each (mcacct calibrate "
-                  "--plan-only estimates the whole run's time without running it)", file=sys.stderr, flush=True)
+            print(f"[mcacct] calibrate: pilot of 2 grids x {PILOT_GRID} sigmas on {n_pilot:,} samples each (mcacct "
+                  "calibrate --plan-only estimates the whole run's time without running it)", file=sys.stderr,
+                  flush=True)
         t_pilot = time.perf_counter()
         lo, hi = pilot_range(sig_top, bracket)
-        # the pilot's chunks need not be the verification's (it only places the ladder): no larger than its sample
-        # count rounded up to a power of two, so a small pilot does not compute a mostly masked chunk
-        pilot_chunk = min(chunk_size, 1 << (n_pilot - 1).bit_length())
         sig_hat, sig_safe, drawn = _pilot(problem, eps, base, pilot_key(key), n_pilot, lo, hi, pilot_chunk, progress)
         pilot_seconds = time.perf_counter() - t_pilot
         # fine steps around the estimate; above them, gaps of 2, 4, 8, ... steps up to the pilot's 90%-safe sigma
         # (at most 4x `above` steps): every candidate above the answer runs to the end, so few go far
         reach = math.ceil(math.log(sig_safe / sig_hat) / math.log(ratio) - 1e-9) if sig_safe > sig_hat else 0
-        ladder = [sig_hat * ratio**j for j in ladder_exponents(below, above, min(reach, 4 * max(above, 1)))
+        ladder = [sig_hat * ratio**j for j in ladder_exponents(b.below, b.above, min(reach, 4 * max(b.above, 1)))
                   if sig_hat * ratio**j < sig_top]
     # the systematic term of each candidate is known before any verification sample: candidates whose term
     # exceeds the reserve are dropped (lowest sigmas first: the term decreases with sigma)
     sys_terms = [systematic_bound(problem, sig).delta for sig in ladder]
     dropped = sum(1 for d in sys_terms if d > reserve)
     if progress and drawn and len(ladder) > dropped:
-        # before the long part: its expected time from the pilot's rate (16 sigmas per draw there, compilation
-        # included, so rather an overestimate), scaled to the ladder's candidates
+        # before the long part: its expected time from the pilot's rate (PILOT_GRID sigmas per draw there,
+        # compilation included, so rather an overestimate), scaled to the ladder's candidates
         verify = -(-s // chunk_size) * chunk_size
-        est = verify / (drawn / max(pilot_seconds, 1e-9)) * (len(ladder) - dropped) / 16
+        est = verify / (drawn / max(pilot_seconds, 1e-9)) * (len(ladder) - dropped) / PILOT_GRID
         print(f"[mcacct] calibrate: verification of {len(ladder) - dropped} candidates on at most {verify:,} draws, "
               f"expected at most ~{format_seconds(est)} here (from the pilot's rate)", file=sys.stderr, flush=True)
     key_data = tuple(int(v) for v in np.asarray(jax.random.key_data(key)).ravel())
     return CalibrationPlan(eps, target, base, s, evr.overall_delta(s, base), sig_top, certifier, sig_hat,
                            tuple(ladder[dropped:]), tuple(sys_terms[dropped:]), dropped, key_data, chunk_size,
-                           pilot_seconds, drawn, reserve_frac)
-
-
-@float64
-def ladder_exponents(below: int, above: int, reach: int, reach_down: int | None = None) -> list[int]:
-    """Exponents ``j`` of the ladder ``sigma_hat * ratio**j`` (sorted): ``-below..above`` one by one; above them
-    ``above + 2, above + 4, above + 8, ...`` while below ``reach``, and ``reach`` itself when beyond ``above``;
-    below them, the mirror image down to ``-reach_down`` (default ``4 * below``).
-
-    Cost: every candidate above the answer runs all its samples, and one a step below it nearly all; a
-    candidate ``k`` fine steps below the crossing leaves after about ``1.2**-k`` of the run (its running sum
-    exceeds the budget). Coarse steps far from the pilot estimate keep the safety margin at a few candidates."""
-    def coarse(start: int, end: int) -> list[int]:
-        out, k = [], 1
-        while start + 2**k < end:
-            out.append(start + 2**k)
-            k += 1
-        if out and end - out[-1] < out[-1] - (out[-2] if len(out) > 1 else start):
-            out.pop()  # the end is closer to the last point than that point to the one before: the end replaces it
-        return out + ([end] if end > start else [])
-
-    down = 4 * below if reach_down is None else reach_down
-    return sorted({*(-j for j in coarse(below, down)), *range(-below, above + 1), *coarse(above, reach)})
-
-
-@float64
-def pilot_range(top: float, bracket: tuple[float, float] | None = None) -> tuple[float, float]:
-    """The sigma range of the pilot's first grid: ``[top / 64, top]``, narrowed by ``bracket`` (e.g. the PLD
-    sigmas of the scheme's baselines, :func:`bracket_from_baselines`) when given. The bracket only *places* the
-    ladder: nothing is certified from it, and a bracket that misses the crossing only costs resolution (the
-    pilot then widens downwards, and the ladder reaches up to the pilot's 90%-safe sigma)."""
-    lo, hi = top / 64, top
-    if bracket is not None:
-        b_lo = check_real("bracket[0]", bracket[0], low=0.0, low_open=True)
-        b_hi = check_real("bracket[1]", bracket[1], low=b_lo)
-        lo, hi = max(lo, min(b_lo, top)), min(hi, max(b_hi, lo))
-        if hi <= lo:
-            lo, hi = top / 64, top
-    return lo, hi
-
-
-@float64
-def bracket_from_baselines(baselines: dict) -> tuple[float, float] | None:
-    """``(min / 2, 1.25 max)`` of the baseline sigmas (keys ending in ``_sigma``), or ``None`` without any:
-    b-min-sep needs less noise than cyclic Poisson at the same batch size (Dong & Ganesh 2026,
-    arXiv:2602.09338, §7), and the factors leave room for schemes that need more."""
-    vals = [float(v) for k, v in baselines.items() if k.endswith("_sigma") and v is not None and v > 0]
-    return (min(vals) / 2, 1.25 * max(vals)) if vals else None
+                           pilot_seconds, drawn, b.reserve_fraction)
 
 
 @float64

@@ -28,16 +28,12 @@ from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
 from mcacct.engine.progress import CompileClock, format_seconds
 from mcacct.engine.runner import run_ladder
 from mcacct.evr import bounds as evr
-from mcacct.evr.calibrate import (SYSTEMATIC_RESERVE, ladder_exponents, pilot_range, top_sigma,
-                                  verification_spec)
-from mcacct.validate import check_int, check_real
+from mcacct.evr.budget import (PILOT_GRID, calibration_budget, explicit_ladder, ladder_exponents, pilot_range,
+                               pilot_size)
+from mcacct.evr.calibrate import SYSTEMATIC_RESERVE, verification_spec
 from mcacct.precision import float64
 
-__all__ = ["CostEstimate", "estimate_cost", "probe_rate", "PILOT_GRID"]
-
-#: Sigma points of each of the pilot's two grids (:func:`mcacct.evr.calibrate.calibrate`, step 3).
-PILOT_GRID = 16
-
+__all__ = ["CostEstimate", "estimate_cost", "probe_rate"]
 
 @float64
 @dataclass(frozen=True)
@@ -122,37 +118,28 @@ def estimate_cost(problem: Problem, epsilon: float, delta: float, key: jax.Array
                   systematic_reserve: float = SYSTEMATIC_RESERVE) -> CostEstimate:
     """The cost of ``calibrate(problem, epsilon, delta, key, ...)`` with the same arguments, from a probe of
     one chunk (no pilot runs). Parameters as :func:`mcacct.evr.calibrate.calibrate`."""
-    if problem.dtype != "float64":
-        raise ValueError(f"dtype must be 'float64' to calibrate; got {problem.dtype!r}")
-    eps = check_real("epsilon", epsilon, low=0.0)
-    target = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
-    ratio = check_real("ladder_ratio", ladder_ratio, low=1.0, low_open=True)
-    above, below = check_int("above", above, low=0), check_int("below", below, low=0)
-    chunk_size = check_int("chunk_size", chunk_size, low=1)
-    reserve = check_real("systematic_reserve", systematic_reserve, low=0.0, high=0.5, low_open=True)
-    stat_target = target * (1 - reserve)
-    s, base = evr.sample_budget(stat_target, num_samples)
-    sig_top, certifier = top_sigma(problem, eps, base)
+    b = calibration_budget(problem, epsilon, delta, num_samples, ladder_ratio, above, below, chunk_size,
+                           systematic_reserve)
+    s, base, chunk_size = b.num_samples, b.base_delta, b.chunk_size
+    stat = float(evr.overall_delta(s, base))
     if sigmas is not None:
-        ladder = sorted({check_real("sigmas", v, low=0.0, low_open=True) for v in sigmas})
-        ladder = [v for v in ladder if v < sig_top]
+        ladder = explicit_ladder(sigmas, b.top_sigma)
         pilot_draws = 0
     else:
-        lo, hi = pilot_range(sig_top, bracket)
+        lo, hi = pilot_range(b.top_sigma, bracket)
         mid = math.sqrt(lo * hi)
-        ladder = [mid * ratio**j for j in ladder_exponents(below, above, 4 * max(above, 1))]
-        n_pilot = check_int("pilot_samples", pilot_samples, low=1) if pilot_samples else max(1000, min(s, s // 20))
-        pilot_chunk = min(chunk_size, 1 << (n_pilot - 1).bit_length())
+        ladder = [mid * b.ladder_ratio**j for j in ladder_exponents(b.below, b.above, 4 * max(b.above, 1))]
+        n_pilot, pilot_chunk = pilot_size(s, pilot_samples, chunk_size)
         pilot_draws = 2 * -(-n_pilot // pilot_chunk) * pilot_chunk
     if not ladder:  # every explicit candidate is at or above the top: the top is the answer, nothing runs
-        return CostEstimate(s, base, float(evr.overall_delta(s, base)), sig_top, certifier, 0, 0, 0, math.nan,
+        return CostEstimate(s, base, stat, b.top_sigma, b.top_certifier, 0, 0, 0, math.nan,
                             jax.local_device_count(), 0.0, 0.0, 0.0, 0.0, chunk_size)
     verification = -(-s // chunk_size) * chunk_size
-    rate, probe_seconds, compiled = probe_rate(problem, ladder, eps, key, chunk_size)
+    rate, probe_seconds, compiled = probe_rate(problem, ladder, b.epsilon, key, chunk_size)
     # the pilot runs PILOT_GRID sigmas on each draw: its per-draw work scales (roughly) with the candidates; it
     # compiles a program of its own, and the verification another (as long as the probe's)
     pilot_seconds = pilot_draws / rate * PILOT_GRID / len(ladder) + (compiled if pilot_draws else 0.0)
     verification_seconds = verification / rate + compiled
-    return CostEstimate(s, base, float(evr.overall_delta(s, base)), sig_top, certifier, len(ladder), pilot_draws,
-                        verification, rate, jax.local_device_count(), pilot_seconds, verification_seconds,
+    return CostEstimate(s, base, stat, b.top_sigma, b.top_certifier, len(ladder), pilot_draws, verification, rate,
+                        jax.local_device_count(), pilot_seconds, verification_seconds,
                         pilot_seconds + verification_seconds, probe_seconds, chunk_size)

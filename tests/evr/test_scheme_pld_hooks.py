@@ -12,6 +12,7 @@ import pytest
 import mcacct
 from mcacct import pld
 from mcacct.engine.problem import Problem
+from mcacct.evr import budget as evr_budget
 from mcacct.evr import calibrate as evr_calibrate
 from mcacct.schemes.strategy import BandedToeplitz
 
@@ -62,7 +63,7 @@ def test_the_top_candidate_uses_the_exact_pld_where_there_is_one(monkeypatch):
     spec = poisson.exact_pld(one)
     assert spec == pld.PoissonGaussianSpec(sampling_prob=0.05, sigma=1.0, steps=16, sensitivity=0.8)
     assert mcacct.BMinSep(0.05, 2, 16).exact_pld(one) is None
-    calls = _record_pld_calibrate(monkeypatch, (evr_calibrate,))  # the accountant answers 1.0
+    calls = _record_pld_calibrate(monkeypatch, (evr_budget,))  # the accountant answers 1.0 (top_sigma's module)
     sigma, certifier = evr_calibrate.top_sigma(Problem(poisson, one), 1.0, 1e-3)
     assert calls == [(spec, 1.0, 1e-3)] and certifier == "pld-poisson-subsampled-gaussian" and sigma == 1.0
     sigma2, certifier2 = evr_calibrate.top_sigma(Problem(mcacct.BMinSep(0.05, 2, 16), one), 1.0, 1e-3)
