@@ -25,7 +25,8 @@ Results go to ``benchmarks/results/accelerator_<device>.json`` (device: a slug o
 ``nvidia_h100_80gb_hbm3``; ``cpu`` on CPU) with a bar chart of the throughput table next to it
 (``accelerator_<device>.png``). The file is resumable: a run loads it, adds or replaces only the part that ran,
 and writes it atomically after every configuration; a configuration already measured is kept (``--redo``
-measures the part again), one that was skipped for time is tried again, and one whose run was killed (e.g. by a
+measures the part again; so does a change of the mcacct sources, ``mcacct_source``), one that was skipped for
+time is tried again, and one whose run was killed (e.g. by a
 command time limit during a compilation) is recorded as such and not retried unless ``--retry-errors`` (e.g.
 ``--part throughput --configs n7200_b256 --retry-errors`` gives the fused kernel at b = 256 a part's whole
 budget).
@@ -355,10 +356,12 @@ class Results:
         self.redo = redo
 
     def part(self, name: str, settings: dict) -> dict:
+        """The part's entry: resumed if it was measured with the same mcacct sources, else started afresh."""
         old = self.data["parts"].get(name)
-        if self.redo or not isinstance(old, dict):
+        source = self.data.get("mcacct_source")
+        if self.redo or not isinstance(old, dict) or old.get("mcacct_source") != source:
             old = {}
-        old.update({"settings": settings, "complete": False, "started_at": _now()})
+        old.update({"settings": settings, "mcacct_source": source, "complete": False, "started_at": _now()})
         self.data["parts"][name] = old
         return old
 
@@ -554,12 +557,28 @@ def fused_counted_bytes(iterations: int, min_sep: int, num_sigmas: int, c_len: i
             "source": "counted from the BlockSpecs of fused_pallas_losses, not measured"}
 
 
+def source_digest() -> str:
+    """The first 16 hex digits of the SHA-256 of the mcacct package's ``.py`` files (paths and contents, sorted):
+    the code a part measured; a part measured with other sources is measured afresh (:meth:`Results.part`)."""
+    import hashlib
+    pkg = os.path.join(os.path.dirname(HERE), "mcacct")
+    h = hashlib.sha256()
+    for root, _, files in sorted(os.walk(pkg)):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(root, f)
+                h.update(os.path.relpath(path, pkg).encode() + b"\0")
+                with open(path, "rb") as fh:
+                    h.update(fh.read())
+    return h.hexdigest()[:16]
+
+
 def _device_meta() -> dict:
     import jax
     dev = jax.devices()[0]
     return {"device": f"{dev.platform}:{dev.device_kind}", "device_kind": dev.device_kind,
             "device_count": jax.device_count(), "platform": dev.platform, "jax": jax.__version__,
-            "python": host_platform.python_version(), "cpu_count": os.cpu_count()}
+            "python": host_platform.python_version(), "cpu_count": os.cpu_count(), "mcacct_source": source_digest()}
 
 
 def _device_slug() -> str:

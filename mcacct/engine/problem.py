@@ -17,12 +17,11 @@ import jax
 import jax.numpy as jnp
 
 from mcacct.engine.losses import direction_losses
-from mcacct.kernels.blocks import lanes_target
+from mcacct.kernels.blocks import lanes_target, map_blocks
 from mcacct.schemes.base import AccountedScheme
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.precision import float64
 from mcacct.validate import LOSS_KERNELS, check_choice
-from mcacct.platform import target_platform
 
 __all__ = ["Problem", "DEFAULT_CHUNK_SIZE", "block_size", "block_keys", "chunk_losses", "rng_identity"]
 
@@ -87,11 +86,7 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, direc
         return direction_losses(problem.scheme, k, sigma, problem.strategy, bsize, direction,
                                 jnp.dtype(problem.dtype), problem.dot_method, problem.recursion)
 
-    keys = block_keys(key, problem, chunk_size)
-    if target_platform() == "cpu":
-        out = jax.lax.map(one_block, keys)
-    else:
-        out = jax.vmap(one_block)(keys)
+    out = map_blocks(one_block, block_keys(key, problem, chunk_size))
     return out.reshape(-1)[:chunk_size]
 
 

@@ -34,11 +34,11 @@ from mcacct.engine.distributed import allreduce_stats
 from mcacct.engine.kernel_choice import fused_block_ladder, resolve_loss_kernel
 from mcacct.engine.losses import ladder_losses
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, block_keys, block_size
+from mcacct.kernels.blocks import map_blocks
 from mcacct.engine.progress import Progress
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics
 from mcacct.engine.systematic import applied_loss_shift
 from mcacct.precision import float64
-from mcacct.platform import target_platform
 
 __all__ = ["LadderStats", "block_ladder_losses", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width", "AXIS"]
 
@@ -72,10 +72,7 @@ def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Probl
     bsize = block_size(problem, chunk_size)
     keys = block_keys(key, problem, chunk_size)
     per_block = partial(block_ladder_losses, sigmas=sigmas, problem=problem, num_samples=bsize)
-    if target_platform() == "cpu":
-        out = jax.lax.map(lambda k: per_block(k), keys)
-    else:
-        out = jax.vmap(lambda k: per_block(k))(keys)
+    out = map_blocks(lambda k: per_block(k), keys)
     losses = jnp.moveaxis(out, 0, 2).reshape(out.shape[1], 2, -1)[:, :, :chunk_size]  # (J, 2, chunk)
 
     # candidate by candidate (lax.map, not vmap): each candidate's reductions then run the same program

@@ -1,7 +1,10 @@
 r"""Block helpers of the engine's kernels: cache-sized sub-blocks and buffered work on flagged samples.
 
+* :func:`map_blocks` maps a function over blocks: ``lax.map`` on CPU (a block's ``(n, block)`` arrays stay in
+  cache), ``vmap`` on accelerators (one batched program: a ``lax.map`` there would run the blocks' thousands of
+  small sequential steps one block after another);
 * :func:`sub_block_size` and :func:`map_sub_blocks` run a per-sub-block function over a block of samples with
-  ``lax.map``, so a kernel's ``(n, sub)`` intermediate arrays stay in cache, and join the results;
+  :func:`map_blocks` and join the results;
 * :func:`apply_to_flagged` applies a function to the flagged samples of a block, a fixed-size buffer of them at a
   time (a ``while`` loop of ``ceil(count / size)`` rounds: none when nothing is flagged), so the work is
   proportional to the number of flagged samples and only one program is compiled for it. Used for the rare
@@ -15,7 +18,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["lanes_target", "sub_block_size", "map_sub_blocks", "apply_to_flagged"]
+from mcacct.platform import target_platform
+
+__all__ = ["lanes_target", "map_blocks", "sub_block_size", "map_sub_blocks", "apply_to_flagged"]
 
 
 def lanes_target(iterations: int) -> int:
@@ -37,10 +42,20 @@ def sub_block_size(iterations: int, num_samples: int) -> int:
     return min(sub, num_samples)
 
 
+def map_blocks(fn, xs):
+    """``fn`` over the leading axis of ``xs`` (any pytree), stacked: ``lax.map`` when tracing for CPU, ``vmap``
+    for accelerators (:func:`mcacct.platform.target_platform`). The same values either way, up to the float
+    rounding of batched arithmetic; the kernels' rare branches stay branches under ``vmap``
+    (:func:`mcacct.kernels.control.rare_cond`)."""
+    if target_platform() == "cpu":
+        return jax.lax.map(fn, xs)
+    return jax.vmap(fn)(xs)
+
+
 def map_sub_blocks(fn, num_samples: int, sub: int):
-    """``fn(j)`` for every sub-block ``j`` (``lax.map``); each result ``(..., sub)`` (any pytree) joined along its
-    last axis into ``(..., num_samples)``."""
-    out = jax.lax.map(fn, jnp.arange(num_samples // sub))       # (nsub, ..., sub)
+    """``fn(j)`` for every sub-block ``j`` (:func:`map_blocks`); each result ``(..., sub)`` (any pytree) joined
+    along its last axis into ``(..., num_samples)``."""
+    out = map_blocks(fn, jnp.arange(num_samples // sub))       # (nsub, ..., sub)
     return jax.tree.map(lambda o: jnp.moveaxis(o, 0, -2).reshape(o.shape[1:-1] + (num_samples,)), out)
 
 

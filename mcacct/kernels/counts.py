@@ -51,6 +51,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.control import rare_cond
+
 __all__ = ["CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias", "alias_pick",
            "BAND_SDS", "REMAINDER_CELL_BITS", "HalfTables", "virtual_plan"]
 
@@ -245,8 +247,11 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     h1 = (64 - L - R) // 2
     h2 = 64 - L - R - h1
 
+    def sub_of(k, i, j):
+        return jax.random.fold_in(k if i is None else jax.random.fold_in(k, i), j)
+
     def sub(j):
-        return jax.random.fold_in(key if index is None else jax.random.fold_in(key, index), j)
+        return sub_of(key, index, j)
 
     if u is None:
         u = jax.random.bits(sub(0), avail.shape, jnp.uint64)
@@ -269,18 +274,22 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     offset = jnp.asarray(tables.offset)[k]
     fast = offset + v1.astype(jnp.int32) + v2.astype(jnp.int32)
 
-    def ties(value):  # ties get their low bits (one branch, rarely taken)
-        fresh = jax.random.bits(sub(1), (2,) + avail.shape, jnp.uint64)
+    def ties(value, k, i, tie, cell1, top1, e1, cell2, top2, e2, offset):  # ties get their low bits (rare)
+        fresh = jax.random.bits(sub_of(k, i, 1), (2,) + value.shape, jnp.uint64)
         w1, _ = alias_pick(cell1, top1, e1, L, h1, fresh[0])
         w2, _ = alias_pick(cell2, top2, e2, R, h2, fresh[1])
-        return jnp.where(tie1 | tie2, offset + w1.astype(jnp.int32) + w2.astype(jnp.int32), value)
+        return jnp.where(tie, offset + w1.astype(jnp.int32) + w2.astype(jnp.int32), value)
 
-    def off_band(value):  # lanes off the band: an exact binomial (another branch, rarely taken)
-        exact = jax.random.binomial(sub(2), avail.astype(jnp.float64), sampling_prob, dtype=jnp.float64)
+    def off_band(value, k, i, outside, avail, p):  # lanes off the band: an exact binomial (rare too)
+        exact = jax.random.binomial(sub_of(k, i, 2), avail.astype(jnp.float64), p, dtype=jnp.float64)
         return jnp.where(outside, exact.astype(jnp.int32), value)
 
-    value = jax.lax.cond(jnp.any(tie1 | tie2), ties, lambda v: v, fast)
-    return jax.lax.cond(jnp.any(outside), off_band, lambda v: v, value)
+    def keep(value, *operands):
+        return value
+
+    tie = tie1 | tie2
+    value = rare_cond(jnp.any(tie), ties, keep, fast, key, index, tie, cell1, top1, e1, cell2, top2, e2, offset)
+    return rare_cond(jnp.any(outside), off_band, keep, value, key, index, outside, avail, sampling_prob)
 
 
 class HalfTables(NamedTuple):
@@ -333,11 +342,11 @@ def _split_half(key, counts: jax.Array, tables: HalfTables | None) -> jax.Array:
     ``jax.random.binomial``) or all by ``jax.random.binomial``."""
     k_bits, k_slow = jax.random.split(key)
 
-    def slow():
-        return jax.random.binomial(k_slow, counts.astype(jnp.float64), 0.5, dtype=jnp.float64).astype(jnp.int32)
+    def slow(k, c):
+        return jax.random.binomial(k, c.astype(jnp.float64), 0.5, dtype=jnp.float64).astype(jnp.int32)
 
     if tables is None:
-        return slow()
+        return slow(k_slow, counts)
     L = tables.cell_bits
     u = jax.random.bits(k_bits, (2,) + counts.shape, jnp.uint64)
     rel = counts.astype(jnp.int64) - tables.a_lo
@@ -351,7 +360,8 @@ def _split_half(key, counts: jax.Array, tables: HalfTables | None) -> jax.Array:
     value = jnp.where((u[0] & _u64((1 << (64 - L)) - 1)) < thr, cell, alias).astype(jnp.int32)
     rem = jax.lax.population_count(u[1] & ((_u64(1) << d.astype(jnp.uint64)) - _u64(1))).astype(jnp.int32)
     fast = jnp.asarray(tables.offset)[k] + value + rem
-    return jax.lax.cond(jnp.any(outside), lambda: jnp.where(outside, slow(), fast), lambda: fast)
+    return rare_cond(jnp.any(outside), lambda fast, k, c, out: jnp.where(out, slow(k, c), fast),
+                     lambda fast, *operands: fast, fast, k_slow, counts, outside)
 
 
 def _virtual_history(key, others: int, min_sep: int, sampling_prob: float, num_samples: int) -> jax.Array:

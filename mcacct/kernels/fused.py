@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.control import rare_cond
 from mcacct.kernels.normal import normal_from_bits
 from mcacct.kernels.participation import NO_PARTICIPATION, participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import (linear_applicable, linear_block_finish, linear_block_init, linear_block_step,
@@ -420,8 +421,7 @@ def fused_ladder_losses(key: jax.Array, sigmas: jax.Array, iterations: int, min_
     compiles (Pallas Triton) elsewhere, ``False`` always compiles (e.g. to export for ``cuda`` from a CPU
     host). The compiled form needs :func:`fused_gpu_supported` and a power-of-two ``tile``. Where the linear
     recursion cannot certify its arithmetic for some sample the whole block is recomputed by the exact scan
-    recursion on the same draws, so the result is never silently wrong. Needs ``sampling_prob < 1`` and
-    ``len(c_col) <= min_sep``.
+    recursion on the same draws (rare branch): never silently wrong. Needs ``p < 1`` and ``len(c_col) <= b``.
     """
     from mcacct.kernels.output import standardised_draws_t
     from mcacct.kernels.recursion import ladder_losses_t
@@ -443,8 +443,8 @@ def fused_ladder_losses(key: jax.Array, sigmas: jax.Array, iterations: int, min_
         consts = jnp.asarray(tile_constants(n, b, c_col))
         out, ok = fused_tile_losses(noise_key, tau, sigmas, consts, 0, num_samples, *static)
 
-    def exact():
+    def exact(out, key, sigmas):
         m_t, z_t = standardised_draws_t(key, n, b, p, warm_start, participation_rate, c_col, num_samples)
         return ladder_losses_t(m_t, z_t, sigmas, b, p, warm_start, c_col, dot_method, "scan")
 
-    return jax.lax.cond(jnp.all(ok), lambda: out, exact)
+    return rare_cond(~jnp.all(ok), exact, lambda out, key, sigmas: out, out, key, sigmas)

@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.control import rare_cond
+
 __all__ = ["NO_PARTICIPATION", "block_participation", "geometric", "max_participations", "participation_times", "participation_mask",
            "participation_cap", "participation_blocks_t", "participation_mask_t"]
 
@@ -93,17 +95,19 @@ def _mask_t(times: jax.Array, n: int) -> jax.Array:
     return jnp.zeros((n + 1, times.shape[0]), bool).at[times.T - 1, cols].set(True)[:n]
 
 
-def _capped_times(key, n, b, p, warm_start, num_samples, cap):
-    """The first ``cap`` participation times and a function drawing the rest (from an independent key)."""
+def _capped_times(key, n, b, p, warm_start, num_samples, cap, finish):
+    """``finish(times)`` of the participation times: the first ``cap`` drawn from one key, the rest (from an
+    independent key) only when some sample's ``cap``-th time is within the horizon (a rare branch:
+    :func:`~mcacct.kernels.control.rare_cond`)."""
     k_first, k_more = jax.random.split(key)
     times = participation_times(k_first, n, b, p, warm_start, num_samples, cap)
 
-    def all_times():
+    def all_times(times, k_more):
         extra = geometric(k_more, p, (num_samples, max_participations(n, b) - cap))
         more = times[:, -1:] + jnp.cumsum(jnp.minimum(extra + (b - 1), n + 1), axis=1)
-        return jnp.concatenate([times, jnp.minimum(more, n + 1)], axis=1)
+        return finish(jnp.concatenate([times, jnp.minimum(more, n + 1)], axis=1))
 
-    return times, all_times
+    return rare_cond(jnp.any(times[:, -1] <= n), all_times, lambda times, k_more: finish(times), times, k_more)
 
 
 @partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "cap"))
@@ -115,9 +119,8 @@ def participation_blocks_t(key: jax.Array, iterations: int, min_sep: int, sampli
     n, b, k_max = iterations, min_sep, max_participations(iterations, min_sep)
     if cap >= k_max:
         return block_participation(participation_times(key, n, b, sampling_prob, warm_start, num_samples), n, b)
-    times, all_times = _capped_times(key, n, b, sampling_prob, warm_start, num_samples, cap)
-    return jax.lax.cond(jnp.any(times[:, -1] <= n), lambda: block_participation(all_times(), n, b),
-                        lambda: block_participation(times, n, b))
+    return _capped_times(key, n, b, sampling_prob, warm_start, num_samples, cap,
+                         lambda times: block_participation(times, n, b))
 
 
 @partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "cap"))
@@ -132,8 +135,7 @@ def participation_mask_t(key: jax.Array, iterations: int, min_sep: int, sampling
     n, k_max = iterations, max_participations(iterations, min_sep)
     if cap >= k_max:
         return _mask_t(participation_times(key, n, min_sep, sampling_prob, warm_start, num_samples), n)
-    times, all_times = _capped_times(key, n, min_sep, sampling_prob, warm_start, num_samples, cap)
-    return jax.lax.cond(jnp.any(times[:, -1] <= n), lambda: _mask_t(all_times(), n), lambda: _mask_t(times, n))
+    return _capped_times(key, n, min_sep, sampling_prob, warm_start, num_samples, cap, lambda t: _mask_t(t, n))
 
 
 def block_participation(times: jax.Array, iterations: int, min_sep: int) -> jax.Array:

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.control import rare_cond
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
 from mcacct.kernels.stepwise import STEPWISE_MIN_LANES, range_floor, stepwise_first_values
@@ -308,9 +309,10 @@ def poisson_log_ratio_linear(ell_t: jax.Array, log_p, p, group: int = 8) -> tupl
     return jnp.sum(jnp.log(prods), axis=0), ok
 
 
-def _with_fallback(fast, ok, exact):
-    """``fast`` if every sample is ``ok``, else the whole batch recomputed by ``exact()`` (never mixed)."""
-    return jax.lax.cond(jnp.all(ok), lambda: fast, exact)
+def _with_fallback(fast, ok, exact, *operands):
+    """``fast`` if every sample is ``ok``, else the whole batch recomputed by ``exact(*operands)`` (never mixed;
+    :func:`~mcacct.kernels.control.rare_cond`, so that a vmapped batch runs ``exact`` only when needed)."""
+    return rare_cond(~jnp.all(ok), lambda fast, *ops: exact(*ops), lambda fast, *ops: fast, fast, *operands)
 
 
 def auto_recursion(lead: tuple[int, ...]) -> str:
@@ -345,12 +347,13 @@ def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_st
     if recursion == "auto":
         recursion = auto_recursion(lead)
     if b == 1:
-        exact = lambda: jnp.sum(jnp.logaddexp(log_q, log_p + ell_t), axis=0)  # noqa: E731
+        exact = lambda e, lp, lq: jnp.sum(jnp.logaddexp(lq, lp + e), axis=0)  # noqa: E731
         if recursion == "linear" and dtype == jnp.float64:
             fast, ok = poisson_log_ratio_linear(ell_t, log_p, p64)
-            return _with_fallback(fast, ok, exact)
-        return exact()
-    scan = lambda: scan_first_values(ell_t, b, log_p, log_q)  # noqa: E731
+            return _with_fallback(fast, ok, exact, ell_t, log_p, log_q)
+        return exact(ell_t, log_p, log_q)
+    exact_scan = lambda e, lp, lq: scan_first_values(e, b, lp, lq)  # noqa: E731
+    scan = lambda: exact_scan(ell_t, log_p, log_q)  # noqa: E731
 
     def general():  # p < 1
         if recursion == "linear":
@@ -361,14 +364,14 @@ def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_st
             def linear():
                 lq = log_q64 if static_p else jnp.where(applicable, log_q64, 0.0)
                 fast, ok = linear_first_values(ell_t, b, log_p, lq)
-                return _with_fallback(fast, ok, scan)
+                return _with_fallback(fast, ok, exact_scan, ell_t, log_p, log_q)
             return linear() if applicable is True else jax.lax.cond(applicable, linear, scan)
         if recursion == "stepwise":
             fast, ok = stepwise_first_values(ell_t, b, log_p, log_q)
-            return _with_fallback(fast, ok, scan)
+            return _with_fallback(fast, ok, exact_scan, ell_t, log_p, log_q)
         if recursion == "blocked":
             fast, ok = blocked_first_values(ell_t, b, log_p, log_q)
-            return _with_fallback(fast, ok, scan)
+            return _with_fallback(fast, ok, exact_scan, ell_t, log_p, log_q)
         if recursion == "assoc":
             return _assoc_first_values(ell_t, b, log_p, log_q)
         return scan()

@@ -72,7 +72,7 @@ import numpy as np
 from mcacct.schemes.strategy import check_strategy_type
 from mcacct.validate import check_bool, check_call, check_count, check_fields, check_prob, is_traced
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
-from mcacct.kernels.blocks import apply_to_flagged, map_sub_blocks, sub_block_size
+from mcacct.kernels.blocks import apply_to_flagged, map_blocks, map_sub_blocks, sub_block_size
 from mcacct.kernels.counts import count_tables, other_counts_t, virtual_plan
 from mcacct.kernels.normal import standard_normal
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
@@ -296,8 +296,8 @@ class TruncatedBMinSep(Scheme):
         n, num_samples = y_t.shape
         sub = self._sub_block(num_samples)
         y3 = jnp.moveaxis(y_t.reshape(n, num_samples // sub, sub), 1, 0)
-        loss = jax.lax.map(lambda y_b: self._untruncated_loss(y_b, sigma, strategy, dot_method, recursion),
-                           y3).reshape(num_samples)
+        loss = map_blocks(lambda y_b: self._untruncated_loss(y_b, sigma, strategy, dot_method, recursion),
+                          y3).reshape(num_samples)
 
         def fix(idx, loss):
             y = jnp.take(y_t, idx, axis=1, mode="clip").T
