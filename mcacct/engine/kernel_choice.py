@@ -23,7 +23,8 @@ from mcacct.kernels.fused import fused_gpu_supported, fused_ladder_losses, fused
 from mcacct.validate import LOSS_KERNELS, check_choice
 from mcacct.platform import target_platform
 
-__all__ = ["AUTO_LOSS_KERNEL", "LOSS_KERNELS", "ResolvedKernel", "resolve_loss_kernel", "fused_block_ladder"]
+__all__ = ["AUTO_LOSS_KERNEL", "FUSED_GPU_MAX_MIN_SEP", "LOSS_KERNELS", "ResolvedKernel", "resolve_loss_kernel",
+           "fused_block_ladder"]
 
 #: ``platform -> (kernel, evidence)``: what ``"auto"`` picks on each platform, and the measurement behind it.
 AUTO_LOSS_KERNEL = {
@@ -35,6 +36,12 @@ AUTO_LOSS_KERNEL = {
                        "(n=1024, b=1), and did not finish compiling in 180 s at (n=7200, b=256)"),
     "tpu": ("unfused", "the fused kernel's Pallas form targets GPUs (Triton); no TPU measurement"),
 }
+
+
+#: The largest ``min_sep`` the engine sends to the compiled (Pallas Triton) fused kernel: a policy, not a limit of
+#: the kernel, whose Triton compilation grows with ``min_sep`` (4.6 s at 8; unfinished after 180 s at 256 on an
+#: H200); 64 is untested between those two points, chosen to keep compilations well under a minute.
+FUSED_GPU_MAX_MIN_SEP = 64
 
 
 class ResolvedKernel(NamedTuple):
@@ -51,7 +58,12 @@ def _fused_refused(problem) -> str:
         return f"{type(problem.scheme).__name__} has no fused kernel"
     if problem.dtype != "float64":
         return f"the fused kernel computes in float64; dtype is {problem.dtype!r}"
-    check = (lambda *a: fused_gpu_supported(*a)[1]) if target_platform() == "gpu" else fused_refusal
+    gpu = target_platform() == "gpu"
+    if gpu and args["min_sep"] > FUSED_GPU_MAX_MIN_SEP:
+        return (f"min_sep={args['min_sep']} > {FUSED_GPU_MAX_MIN_SEP}: the compiled GPU kernel's compilation did not "
+                f"finish in 180 s at min_sep=256 on an H200 (it took 4.6 s at 8; "
+                f"benchmarks/results/accelerator_nvidia_h200.json)")
+    check = (lambda *a: fused_gpu_supported(*a)[1]) if gpu else fused_refusal
     return check(args["iterations"], args["min_sep"], args["sampling_prob"], args["c_col"])
 
 

@@ -70,3 +70,20 @@ def test_calibrations_agree_and_files_record_the_resolved_kernel():
     assert got["fused"] == got["unfused"]
     assert problem_to_dict(Problem(SCHEME, STRATEGY))["loss_kernel_resolved"] == resolve_loss_kernel(
         Problem(SCHEME, STRATEGY)).kernel
+
+
+def test_gpu_refuses_the_fused_kernel_beyond_its_compile_time_bound(monkeypatch):
+    """On a GPU the compiled fused kernel serves min_sep up to FUSED_GPU_MAX_MIN_SEP (its Triton compilation did not
+    finish in 180 s at 256 on an H200); auto falls back to the unfused kernel and says why."""
+    from mcacct.engine.kernel_choice import FUSED_GPU_MAX_MIN_SEP
+    monkeypatch.setenv("MCACCT_TARGET_PLATFORM", "gpu")
+    b = 2 * FUSED_GPU_MAX_MIN_SEP
+    wide = BMinSep(0.001, b, 4 * b, True)
+    c = tuple(np.ones(b) / np.sqrt(b))
+    with pytest.raises(ValueError, match=f"min_sep={b} > {FUSED_GPU_MAX_MIN_SEP}"):
+        resolve_loss_kernel(Problem(wide, BandedToeplitz(c), loss_kernel="fused"))
+    monkeypatch.setitem(AUTO_LOSS_KERNEL, "gpu", ("fused", "test"))
+    auto = resolve_loss_kernel(Problem(wide, BandedToeplitz(c)))
+    assert auto.kernel == "unfused" and "compilation" in auto.reason
+    narrow = BMinSep(0.01, 8, 64, True)
+    assert resolve_loss_kernel(Problem(narrow, BandedToeplitz((0.5,) * 8), loss_kernel="fused")).kernel == "fused"
