@@ -9,7 +9,8 @@
 # written after every configuration) and a later call resumes it. The results file and its PNG are copied to
 # $OUT (when set) after every part, together with the log, so that they come back even if the call is cut.
 #
-# Environment: PYTHON (default python3), SESSION_SECONDS (default 540: the whole script's budget). If a folder
+# Environment: PYTHON (default python3), SESSION_SECONDS (default 540: the whole script's budget), EXTRA_ARGS (added
+# to every accelerator.py call; e.g. "--quick --out-dir /tmp/smoke" smoke-tests this script on a CPU). If a folder
 # .whl of wheels travelled with the checkout (e.g. jax-privacy and dp-accounting for the production part's
 # reference), they are installed into /tmp/site first (no index, no dependencies). To make that folder (and keep
 # it out of git: `echo /.whl/ >> .git/info/exclude`), for the device's Python 3.12:
@@ -44,8 +45,9 @@ run_part() {
   [ "$secs" -gt $(( rest - grace - 15 )) ] && secs=$(( rest - grace - 15 ))
   [ "$secs" -lt 10 ] && secs=10
   echo "== $part: --part-seconds $secs --grace-seconds $grace ($(left)s of the session left)" | tee -a "$LOG"
+  # shellcheck disable=SC2086
   timeout $(( secs + grace + 20 )) $PY benchmarks/accelerator.py --part "$part" --part-seconds "$secs" \
-    --grace-seconds "$grace" "$@" 2>&1 | tee -a "$LOG"
+    --grace-seconds "$grace" "$@" ${EXTRA_ARGS:-} 2>&1 | tee -a "$LOG"
   echo "== $part: exit ${PIPESTATUS[0]} after $(( $(date +%s) - T0 ))s" | tee -a "$LOG"
   if [ -n "$DEST" ]; then cp benchmarks/results/accelerator_*.json benchmarks/results/accelerator_*.png "$DEST"/ \
     2>/dev/null; fi
@@ -60,8 +62,9 @@ run_part plan 60 30
 rest=$(left)
 if [ "$rest" -gt 100 ]; then
   echo "== production at chunk 65536 (${rest}s left)" | tee -a "$LOG"
+  # shellcheck disable=SC2086
   timeout $(( rest - 10 )) $PY benchmarks/accelerator.py --part production --chunk-size 65536 --seconds 2 \
-    --out-dir /tmp/chunk65536 --part-seconds $(( rest - 70 )) --grace-seconds 40 2>&1 | tee -a "$LOG"
+    --part-seconds $(( rest - 70 )) --grace-seconds 40 ${EXTRA_ARGS:-} --out-dir /tmp/chunk65536 2>&1 | tee -a "$LOG"
   for f in /tmp/chunk65536/accelerator_*.json; do
     [ -f "$f" ] || continue
     cp "$f" "benchmarks/results/$(basename "$f" .json)_chunk65536.json"
