@@ -38,6 +38,12 @@ One 64-bit word per draw. Both comparisons are done lazily: the word gives both 
 comparison, ``H >= 24``) are the remaining bits drawn, from an independent key, for the whole round (a ``cond``).
 This is the same comparison as with all bits drawn up front, so the law is unchanged.
 
+The chain (:func:`other_counts_t`) runs a block of ``b - 1`` rounds on table lookups alone and replays the block
+round by round, with those branches, only when some lane met a tie or left the band in it (a
+:func:`~mcacct.kernels.control.rare_cond` per block instead of two per round). The lookups of the replay are the
+same, so every count before a lane's first tie or off-band round is the same in both, and the replay's counts are
+the chain's (tested bit for bit against the chain that takes every branch every round).
+
 Everything here takes numbers and arrays; no scheme is imported.
 """
 
@@ -51,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.alias import alias_pick, alias_table, binomial_alias, pmf_weights, u64
 from mcacct.kernels.control import rare_cond
 
 __all__ = ["CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias", "alias_pick",
@@ -60,91 +67,9 @@ __all__ = ["CountTables", "count_tables", "draw_counts", "other_counts_t", "bino
 BAND_SDS = 7.0
 #: the remainder term Binom(d, p), d < h, takes values 0..7 (3 cell bits); h p <= 1/32 keeps P(>= 8) < 3e-17
 REMAINDER_CELL_BITS = 3
-_FRAC = 320          # fixed-point fraction bits of the unnormalised pmf
-_KEEP = 100          # values down to 2^-100 of the mode's are kept
 _MAX_CELL_BITS = 13  # at most 8192 cells per main table
 _MAX_BINS = 512
 _MAX_ENTRIES = 1 << 20
-
-
-def _weights(trials: int, num: int, den: int, max_values: int | None = None) -> tuple[int, list[int], float]:
-    """Unnormalised Binom(trials, num/den) pmf in fixed point around the mode: ``(k_lo, u, tail_rel)``, with
-    ``u[j]`` the value at ``k_lo + j`` in units of ``2^-_FRAC`` of the mode's and ``tail_rel`` a bound on the
-    mass left out relative to the mode's value."""
-    one = 1 << _FRAC
-    if num == 0 or trials == 0:
-        return 0, [one], 0.0
-    if num == den:
-        return trials, [one], 0.0
-    qn = den - num
-    mode = min(trials, (trials + 1) * num // den)
-    cut = one >> _KEEP
-    up, k, u = [], mode, one
-    tail_rel = 0.0
-    while k < trials:
-        nxt = u * (trials - k) * num // ((k + 1) * qn)
-        if nxt < cut or (max_values is not None and len(up) + 1 >= max_values):
-            rho = (trials - k) * num / ((k + 1) * qn)  # ratio at the first value left out: < 1, decreasing
-            tail_rel += (nxt + len(up) + 2) / one / max(1e-300, 1.0 - rho) if rho < 1.0 else math.inf
-            break
-        up.append(nxt)
-        u, k = nxt, k + 1
-    down, k, u = [], mode, one
-    while k > 0 and max_values is None:
-        nxt = u * k * qn // ((trials - k + 1) * num)
-        if nxt < cut:
-            rho = k * qn / ((trials - k + 1) * num)
-            tail_rel += (nxt + len(down) + 2) / one / max(1e-300, 1.0 - rho) if rho < 1.0 else math.inf
-            break
-        down.append(nxt)
-        u, k = nxt, k - 1
-    return mode - len(down), down[::-1] + [one] + up, tail_rel
-
-
-def binomial_alias(trials: int, sampling_prob: float, cell_bits: int | None = None,
-                   max_values: int | None = None) -> tuple[int, np.ndarray, float]:
-    """Alias table of ``Binom(trials, p)`` (``p`` the float's exact value) with ``2^cell_bits`` cells (``None``:
-    the fewest that hold every value kept).
-
-    Returns ``(offset, packed, tv)``: value ``offset + j`` sits in cell ``j``; ``packed[j] = (t_j << L) | a_j``
-    (``uint64``) with threshold ``t_j < 2^(64-L)`` and alias ``a_j``: a draw picks cell ``j`` uniformly and keeps
-    ``j`` if a uniform ``(64-L)``-bit integer is below ``t_j``, else takes ``a_j``; so value ``offset + v`` has
-    probability ``w_v / 2^64`` with integer weights ``w`` summing to ``2^64``. ``tv`` bounds the total variation
-    to the exact law (module docstring). ``max_values`` keeps only the values from the mode up (used for the
-    remainder, whose mode is 0)."""
-    num, den = float(sampling_prob).as_integer_ratio()
-    k_lo, u, tail_rel = _weights(int(trials), num, den, max_values)
-    if cell_bits is None:
-        cell_bits = max(1, (len(u) - 1).bit_length())
-    return _alias(k_lo, u, tail_rel, cell_bits, f"Binom({trials}, {sampling_prob})")
-
-
-def _alias(k_lo: int, u: list[int], tail_rel: float, cell_bits: int, what: str) -> tuple[int, np.ndarray, float]:
-    cells = 1 << cell_bits
-    if len(u) > cells:
-        raise ValueError(f"{what} needs {len(u)} cells; the table has {cells}")
-    total = sum(u)
-    scale = 1 << 64
-    w = [x * scale // total for x in u]
-    w[max(range(len(w)), key=w.__getitem__)] += scale - sum(w)
-    w += [0] * (cells - len(w))
-    cap = 1 << (64 - cell_bits)
-    thr, alias = [cap] * cells, list(range(cells))
-    small = [j for j in range(cells) if w[j] < cap]
-    large = [j for j in range(cells) if w[j] >= cap]
-    while small and large:
-        s, big = small.pop(), large[-1]
-        thr[s], alias[s] = w[s], big
-        w[big] -= cap - w[s]
-        if w[big] < cap:
-            small.append(large.pop())
-    packed = np.zeros(cells, np.uint64)
-    for j in range(cells):
-        t, a = (0, j) if thr[j] >= cap else (thr[j], alias[j])  # a full cell: never below 0, alias itself
-        packed[j] = np.uint64((t << cell_bits) | a)
-    # the mode's value relative to the total is at most 1, so tail_rel bounds the left-out mass
-    tv = cells * 2.0**-64 + tail_rel * (1 << _FRAC) / total + cells * 2.0**-200
-    return k_lo, packed, tv
 
 
 class CountTables(NamedTuple):
@@ -168,7 +93,7 @@ def _bin_tables(a_lo: int, bins: int, h: int, p: float):
     if bins > _MAX_BINS:
         return None
     num, den = float(p).as_integer_ratio()
-    weights = [_weights(a_lo + k * h, num, den) for k in range(bins)]
+    weights = [pmf_weights(a_lo + k * h, num, den) for k in range(bins)]
     cell_bits = max(1, (max(len(u) for _, u, _ in weights) - 1).bit_length())
     if cell_bits > _MAX_CELL_BITS or bins << cell_bits > _MAX_ENTRIES:
         return None
@@ -176,7 +101,7 @@ def _bin_tables(a_lo: int, bins: int, h: int, p: float):
     offset = np.zeros(bins, np.int32)
     tv_main = 0.0
     for k, (k_lo, u, tail_rel) in enumerate(weights):
-        offset[k], main[k], tv = _alias(k_lo, u, tail_rel, cell_bits, f"Binom({a_lo + k * h}, {p})")
+        offset[k], main[k], tv = alias_table(k_lo, u, tail_rel, cell_bits, f"Binom({a_lo + k * h}, {p})")
         tv_main = max(tv_main, tv)
     return main, offset, cell_bits, tv_main
 
@@ -215,23 +140,39 @@ def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables
     return CountTables(main, offset, rem, a_lo, bins, h_bits, cell_bits, tv_main + tv_rem)
 
 
-def _u64(x: int) -> jax.Array:
-    return jnp.asarray(np.uint64(x))
+class _Lookup(NamedTuple):
+    """One table lookup of :func:`draw_counts`: the common-path value and what its rare paths need."""
+    fast: jax.Array
+    tie: jax.Array          # lanes whose comparison the word's bits left undecided
+    outside: jax.Array      # lanes whose ``avail`` is off the tables' band
+    parts: tuple            # (cell1, top1, e1, cell2, top2, e2, offset) for the ties
 
 
-def alias_pick(cell, top, entry, cell_bits: int, top_bits: int, low_bits_fresh=None):
-    """Alias decision from a cell index and the top ``top_bits`` bits of the ``(64 - L)``-bit comparand;
-    returns ``(value, tie)``: ``tie`` lanes need the low bits (``low_bits_fresh``) to decide."""
-    thr = entry >> _u64(cell_bits)
-    alias = entry & _u64((1 << cell_bits) - 1)
-    low = 64 - cell_bits - top_bits
-    thr_top = thr >> _u64(low)
-    keep = top < thr_top
-    tie = top == thr_top
-    if low_bits_fresh is not None:
-        full = (top << _u64(low)) | (low_bits_fresh >> _u64(64 - low))
-        keep = full < thr
-    return jnp.where(keep, cell, alias), tie
+def _lookup(avail: jax.Array, u: jax.Array, tables: CountTables) -> _Lookup:
+    """The tables' value of ``Binom(avail, p)`` from one 64-bit word per entry (module docstring), no key used:
+    exact except on ``tie`` and ``outside`` lanes."""
+    L, R = tables.cell_bits, REMAINDER_CELL_BITS
+    h1 = (64 - L - R) // 2
+    h2 = 64 - L - R - h1
+    cell1 = u >> u64(64 - L)
+    top1 = (u >> u64(64 - L - h1)) & u64((1 << h1) - 1)
+    cell2 = (u >> u64(h2)) & u64((1 << R) - 1)
+    top2 = u & u64((1 << h2) - 1)
+    rel = avail.astype(jnp.int32) - jnp.int32(tables.a_lo)
+    span = tables.bins << tables.bin_bits
+    outside = (rel < 0) | (rel >= span)
+    rel = jnp.clip(rel, 0, span - 1)
+    k = rel >> tables.bin_bits
+    d = rel & ((1 << tables.bin_bits) - 1)
+    main = jnp.asarray(tables.main.reshape(-1))
+    rem = jnp.asarray(tables.rem.reshape(-1))
+    e1 = main[(k << L) + cell1.astype(jnp.int32)]
+    e2 = rem[(d << R) + cell2.astype(jnp.int32)]
+    v1, tie1 = alias_pick(cell1, top1, e1, L, h1, None)
+    v2, tie2 = alias_pick(cell2, top2, e2, R, h2, None)
+    offset = jnp.asarray(tables.offset)[k]
+    fast = offset + v1.astype(jnp.int32) + v2.astype(jnp.int32)
+    return _Lookup(fast, tie1 | tie2, outside, (cell1, top1, e1, cell2, top2, e2, offset))
 
 
 def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: CountTables,
@@ -250,29 +191,9 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     def sub_of(k, i, j):
         return jax.random.fold_in(k if i is None else jax.random.fold_in(k, i), j)
 
-    def sub(j):
-        return sub_of(key, index, j)
-
     if u is None:
-        u = jax.random.bits(sub(0), avail.shape, jnp.uint64)
-    cell1 = u >> _u64(64 - L)
-    top1 = (u >> _u64(64 - L - h1)) & _u64((1 << h1) - 1)
-    cell2 = (u >> _u64(h2)) & _u64((1 << R) - 1)
-    top2 = u & _u64((1 << h2) - 1)
-    rel = avail.astype(jnp.int32) - jnp.int32(tables.a_lo)
-    span = tables.bins << tables.bin_bits
-    outside = (rel < 0) | (rel >= span)
-    rel = jnp.clip(rel, 0, span - 1)
-    k = rel >> tables.bin_bits
-    d = rel & ((1 << tables.bin_bits) - 1)
-    main = jnp.asarray(tables.main.reshape(-1))
-    rem = jnp.asarray(tables.rem.reshape(-1))
-    e1 = main[(k << L) + cell1.astype(jnp.int32)]
-    e2 = rem[(d << R) + cell2.astype(jnp.int32)]
-    v1, tie1 = alias_pick(cell1, top1, e1, L, h1, None)
-    v2, tie2 = alias_pick(cell2, top2, e2, R, h2, None)
-    offset = jnp.asarray(tables.offset)[k]
-    fast = offset + v1.astype(jnp.int32) + v2.astype(jnp.int32)
+        u = jax.random.bits(sub_of(key, index, 0), avail.shape, jnp.uint64)
+    look = _lookup(avail, u, tables)
 
     def ties(value, k, i, tie, cell1, top1, e1, cell2, top2, e2, offset):  # ties get their low bits (rare)
         fresh = jax.random.bits(sub_of(k, i, 1), (2,) + value.shape, jnp.uint64)
@@ -287,9 +208,8 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     def keep(value, *operands):
         return value
 
-    tie = tie1 | tie2
-    value = rare_cond(jnp.any(tie), ties, keep, fast, key, index, tie, cell1, top1, e1, cell2, top2, e2, offset)
-    return rare_cond(jnp.any(outside), off_band, keep, value, key, index, outside, avail, sampling_prob)
+    value = rare_cond(jnp.any(look.tie), ties, keep, look.fast, key, index, look.tie, *look.parts)
+    return rare_cond(jnp.any(look.outside), off_band, keep, value, key, index, look.outside, avail, sampling_prob)
 
 
 class HalfTables(NamedTuple):
@@ -354,11 +274,11 @@ def _split_half(key, counts: jax.Array, tables: HalfTables | None) -> jax.Array:
     outside = (rel < 0) | (rel >= span)
     rel = jnp.clip(rel, 0, span - 1)
     k, d = rel >> _HALF_BITS, rel & ((1 << _HALF_BITS) - 1)
-    cell = u[0] >> _u64(64 - L)
+    cell = u[0] >> u64(64 - L)
     entry = jnp.asarray(tables.main.reshape(-1))[(k << L) + cell.astype(jnp.int64)]
-    thr, alias = entry >> _u64(L), entry & _u64((1 << L) - 1)
-    value = jnp.where((u[0] & _u64((1 << (64 - L)) - 1)) < thr, cell, alias).astype(jnp.int32)
-    rem = jax.lax.population_count(u[1] & ((_u64(1) << d.astype(jnp.uint64)) - _u64(1))).astype(jnp.int32)
+    thr, alias = entry >> u64(L), entry & u64((1 << L) - 1)
+    value = jnp.where((u[0] & u64((1 << (64 - L)) - 1)) < thr, cell, alias).astype(jnp.int32)
+    rem = jax.lax.population_count(u[1] & ((u64(1) << d.astype(jnp.uint64)) - u64(1))).astype(jnp.int32)
     fast = jnp.asarray(tables.offset)[k] + value + rem
     return rare_cond(jnp.any(outside), lambda fast, k, c, out: jnp.where(out, slow(k, c), fast),
                      lambda fast, *operands: fast, fast, k_slow, counts, outside)
@@ -422,19 +342,39 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
 
     k_bits, k_rare = jax.random.split(k_run)
 
-    def block(carry, t):
-        prev, window = carry  # prev: the previous block's rounds, oldest first; window: their sum
-        # the block's words in one call (tables only); ties and off-band lanes draw from per-round keys
-        u = jax.random.bits(jax.random.fold_in(k_bits, t), (m, B), jnp.uint64) if tables is not None else None
-
+    def exact_block(prev, window, u, rounds, k_rare):
         def step(window, xs):
             leaving, i, u_i = xs   # round i = t m + s leaves r_{i-m}, the previous block's s-th round
             avail = jnp.maximum(int(others) - window, 0)
             r = draw(k_rare, avail, u_i, i) if tables is not None else draw(jax.random.fold_in(k_rare, i), avail)
             return window - leaving + r, r
 
-        window, new = jax.lax.scan(step, window, (prev, t * m + jnp.arange(1, m + 1),
-                                                  u if u is not None else jnp.zeros((m,), jnp.uint64)))
+        return jax.lax.scan(step, window, (prev, rounds, u if u is not None else jnp.zeros((m,), jnp.uint64)))
+
+    def table_block(prev, window, u):
+        """The block by table lookups alone, and whether some lane met a tie or left the band (then the block
+        is replayed by ``exact_block``, which reproduces every count before the first such lane-round)."""
+        def step(carry, xs):
+            window, flag = carry
+            leaving, u_i = xs
+            look = _lookup(jnp.maximum(int(others) - window, 0), u_i, tables)
+            return (window - leaving + look.fast, flag | look.tie | look.outside), look.fast
+
+        (window, flag), new = jax.lax.scan(step, (window, jnp.zeros(window.shape, bool)), (prev, u))
+        return window, new, flag
+
+    def block(carry, t):
+        prev, window = carry  # prev: the previous block's rounds, oldest first; window: their sum
+        rounds = t * m + jnp.arange(1, m + 1)
+        if tables is None:
+            window, new = exact_block(prev, window, None, rounds, k_rare)
+            return (new, window), new
+        # the block's words in one call; ties and off-band lanes draw from per-round keys, in the replay only:
+        # one branch per block of rounds instead of two per round (on accelerators each is a host round trip)
+        u = jax.random.bits(jax.random.fold_in(k_bits, t), (m, B), jnp.uint64)
+        w_fast, new_fast, flag = table_block(prev, window, u)
+        window, new = rare_cond(jnp.any(flag), lambda wf, nf, *ops: exact_block(*ops), lambda wf, nf, *ops: (wf, nf),
+                                w_fast, new_fast, prev, window, u, rounds, k_rare)
         return (new, window), new
 
     _, rs = jax.lax.scan(block, (prev, jnp.sum(prev, axis=0)), jnp.arange(blocks))
