@@ -148,12 +148,18 @@ class _Lookup(NamedTuple):
     parts: tuple            # (cell1, top1, e1, cell2, top2, e2, offset) for the ties
 
 
+def _word_layout(tables: CountTables) -> tuple[int, int, int, int]:
+    """Bits of a draw's 64-bit word: main cell ``L``, remainder cell ``R``, and the comparand bits read first for
+    each, ``(L, R, H1, H2)``."""
+    L, R = tables.cell_bits, REMAINDER_CELL_BITS
+    h1 = (64 - L - R) // 2
+    return L, R, h1, 64 - L - R - h1
+
+
 def _lookup(avail: jax.Array, u: jax.Array, tables: CountTables) -> _Lookup:
     """The tables' value of ``Binom(avail, p)`` from one 64-bit word per entry (module docstring), no key used:
     exact except on ``tie`` and ``outside`` lanes."""
-    L, R = tables.cell_bits, REMAINDER_CELL_BITS
-    h1 = (64 - L - R) // 2
-    h2 = 64 - L - R - h1
+    L, R, h1, h2 = _word_layout(tables)
     cell1 = u >> u64(64 - L)
     top1 = (u >> u64(64 - L - h1)) & u64((1 << h1) - 1)
     cell2 = (u >> u64(h2)) & u64((1 << R) - 1)
@@ -184,9 +190,7 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     3 bits pick the remainder cell and ``H2`` bits start its comparison; ties and lanes outside the tables' band
     redraw (module docstring) from ``fold_in(key, index)`` (``key`` when ``index`` is None), folded inside the rare
     branches so that the common path computes no key. Returns int32 of ``avail``'s shape."""
-    L, R = tables.cell_bits, REMAINDER_CELL_BITS
-    h1 = (64 - L - R) // 2
-    h2 = 64 - L - R - h1
+    L, R, h1, h2 = _word_layout(tables)
 
     def sub_of(k, i, j):
         return jax.random.fold_in(k if i is None else jax.random.fold_in(k, i), j)
