@@ -39,6 +39,8 @@ budget).
   ``c = ones(b)/sqrt(b)`` and ``p`` from an expected batch size. Compilation and the first call are timed
   separately. Bytes per sample: XLA's ``cost_analysis()`` of the compiled program ("bytes accessed" / samples)
   for XLA programs; for the Pallas fused kernel the loads and stores its BlockSpecs imply, counted, not measured.
+  The fused entry also holds ``agreement`` (:func:`fused_agreement`): the compiled kernel's losses against the
+  unfused kernel's on the same draws, with the loss-error bound they must stay within.
 * ``production``: the section 7.4 case of Dong & Ganesh 2026 (truncated 256-min-sep, n = 7200; the functions
   and constants of ``benchmarks/production.py``): draws/s of the 4-sigma ladder (the engine's chunk program, the
   one calibrate runs, and production.py's form), one direction at sigma 0.47, jax-privacy's NumPy reference,
@@ -650,6 +652,7 @@ def part_throughput(res: Results, args) -> dict:
                 out["fused_counted_bytes"] = fused_counted_bytes(n, b, len(LADDER), b, tile)
                 out["xla_bytes_note"] = ("cost_analysis of the whole program; a Pallas custom call's own loads and "
                                          "stores are not seen by XLA's cost model") if pallas else ""
+                out["agreement"] = fused_agreement(problem, bsize)
                 return out
             return (_measure_single if kind == "single" else _measure_ladder)(problem, chunk, seconds)
 
@@ -659,6 +662,26 @@ def part_throughput(res: Results, args) -> dict:
     part["wall_s"] = time.monotonic() - budget.t0
     res.save()
     return part
+
+
+def fused_agreement(problem, num_samples: int) -> dict:
+    """The fused kernel's losses against the unfused kernel's on the same draws (one block of ``num_samples``, the
+    4-sigma ladder, both directions), on this device: the largest difference per sigma and the loss-error bound
+    ``eta`` it must stay within (docs/soundness.md). ``within_bound`` is what lets ``auto`` pick the fused kernel."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from mcacct.engine.kernel_choice import fused_block_ladder
+    from mcacct.engine.losses import ladder_losses
+    from mcacct.engine.systematic import loss_error_bound
+    key, sigmas = jax.random.key(11), jnp.asarray(LADDER, jnp.float64)
+    fused = np.asarray(jax.jit(lambda k: fused_block_ladder(problem, k, sigmas, num_samples))(key))
+    unfused = np.asarray(jax.jit(lambda k: ladder_losses(problem.scheme, k, sigmas, problem.strategy, num_samples,
+                                                         jnp.float64, problem.dot_method, problem.recursion))(key))
+    rows = [{"sigma": float(s), "max_abs_difference": float(np.max(np.abs(fused[j] - unfused[j]))),
+             "loss_error_bound": float(loss_error_bound(problem, float(s)))} for j, s in enumerate(LADDER)]
+    return {"samples": int(num_samples), "per_sigma": rows,
+            "within_bound": all(r["max_abs_difference"] <= r["loss_error_bound"] for r in rows)}
 
 
 def _has_skips(node) -> bool:

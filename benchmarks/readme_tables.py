@@ -369,6 +369,9 @@ def region_accelerator(res: Results) -> list[str]:
     def rate(entry: Any, unit: str) -> str:
         if isinstance(entry, dict) and entry.get(unit):
             return sci(entry[unit])
+        if isinstance(entry, dict) and "refused" in entry:
+            limit = re.search(r"min_sep=\d+ > (\d+)", entry["refused"])
+            return f"refused (b > {limit.group(1)})" if limit else "refused"
         return "not measured" if not isinstance(entry, dict) or "error" not in entry else "compile > 180 s"
 
     rows = [[THROUGHPUT_LABELS.get(k, k), rate(r["single"].get("unfused_f64"), "samples_per_s"),
@@ -379,8 +382,9 @@ def region_accelerator(res: Results) -> list[str]:
     roof = parts["roofline"]["measured"]["rng_sliding_exp"]["samples_per_s"]
     frac = parts["roofline"]["fractions_of_roofline"]["single_unfused_f64"]
     prod = parts["production"]["results"]
-    days = {k: v["estimate_7_4_one_device"]["engine_ladder"]["days"] for k, v in prod.items()}
+    hours = {k: v["estimate_7_4_one_device"]["engine_ladder"]["hours"] for k, v in prod.items()}
     draws = {k: v["engine_ladder"]["draws_per_s"] for k, v in prod.items()}
+    chunk = parts["production"]["settings"]["chunk_size"]
     cpu = res("production_cpu.json")["results"]
     cpu_days = "–".join(str(round(cpu[k]["plan_7_4"]["expected_days_one_device"])) for k in ("ones", "mse"))
     old = "mcacct_source" not in parts["throughput"]  # measured before the files recorded their sources
@@ -389,10 +393,19 @@ def region_accelerator(res: Results) -> list[str]:
            "chunk" if old else "")
     text = (f"On one {dev} (jax {d['jax']}, `{REL}/{name}`, measured {d['updated_at'][:10]}{when}) the unfused "
             f"kernel reached {pct(frac)} of the RNG + sliding sums + exp roofline of the same device ({sci(roof)} "
-            f"samples/s at n = 7200, b = 256){why}. The §7.4 ladder ran at "
-            f"{count(draws['ones'])} draws/s (c = ones) and {count(draws['mse'])} (MSE c), {round(days['ones'])} and "
-            f"{round(days['mse'])} days for 7.5e9 samples on one device, against {cpu_days} days projected for "
-            f"the 2-core CPU box of the production table.")
+            f"samples/s at n = 7200, b = 256){why}. The §7.4 ladder (engine chunk program, chunk {chunk:,}) ran at "
+            f"{count(draws['ones'])} draws/s (c = ones) and {count(draws['mse'])} (MSE c), {round(hours['ones'])} "
+            f"and {round(hours['mse'])} hours for 7.5e9 samples on one device, against {cpu_days} days projected "
+            f"for the 2-core CPU box of the production table.")
+    sweep = res("accelerator_nvidia_h200_plan_chunks.json")["runs"]
+    probes = [r for r in sweep if "probe_draws_per_s" in r]
+    failed = [r["chunk_size"] for r in sweep if "error" in r]
+    text += (" `calibrate --plan-only` at §7.4 (c = ones) probed "
+             + ", ".join(f"{sci(r['probe_draws_per_s'])} draws/s at chunk {r['chunk_size']:,} "
+                         f"({round(r['expected_hours_at_most'])} h)" for r in probes)
+             + (f"; chunk {failed[0]:,} ran out of device memory" if failed else "")
+             + " (`accelerator_nvidia_h200_plan_chunks.json`): `--chunk-size auto` picks the largest power of two "
+               "the device's memory holds.")
     return table(header, rows) + [""] + paragraph(text)
 
 

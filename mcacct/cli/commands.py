@@ -14,7 +14,8 @@ import time
 
 from mcacct.cli.flags import (Parser, add_distributed_flags, add_problem_flags, device_info,
                               enable_compilation_cache, flag_message, int_in, join_distributed, problem_from_args, real_in,
-                              problem_options, record_given, refuse_options, sample_count, scheme_json, sigma_list)
+                              problem_options, record_given, refuse_options, resolve_chunk_size, sample_count, scheme_json,
+                              sigma_list)
 from mcacct.cli.schemes import DEFAULTS as SCHEME_DEFAULTS
 from mcacct.precision import float64
 
@@ -72,6 +73,7 @@ def cmd_calibrate(args) -> dict | int:
             baselines = baseline_sigmas(problem, res.epsilon, res.target_delta)
     else:
         problem = problem_from_args(args)
+        resolve_chunk_size(args, problem)
         if args.plan_only:
             from mcacct.cli.plan import plan_only
             return plan_only(args, problem, lambda: _baselines(args, problem))
@@ -118,6 +120,7 @@ def _estimate(args, epsilons):
     from mcacct.engine.estimate import estimate
     args.multi = join_distributed(args)
     problem = problem_from_args(args)
+    resolve_chunk_size(args, problem)
     n = args.samples
     return problem, estimate(problem, args.sigma, jax.random.key(args.seed), n, epsilons, alpha=args.alpha,
                              chunk_size=args.chunk_size, progress=not args.quiet)
@@ -139,11 +142,11 @@ def cmd_delta(args) -> dict:
 
 def _estimate_report(args, problem, est, t0: float) -> dict:
     """The fields every estimate report shares: confidence, samples, scheme, systematic term, certification,
-    seed, timing and devices."""
+    seed, the resolved chunk size (with the seed it fixes the draws), timing and devices."""
     seconds = time.perf_counter() - t0
     return {"confidence": 1 - args.alpha, "num_samples": est.num_samples, "scheme": scheme_json(problem),
             "systematic_delta": est.systematic, "certified": est.certified, "notes": list(est.notes),
-            "seed": args.seed, "seconds": seconds,
+            "seed": args.seed, "chunk_size": args.chunk_size, "seconds": seconds,
             "samples_per_second": 2 * est.num_samples / max(seconds, 1e-9), **device_info()}
 
 
@@ -248,6 +251,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def out_of_memory_message(chunk_size, err: BaseException) -> str:
+    """What the CLI says when the device runs out of memory: the chunk size is the lever (memory ~ chunk x n)."""
+    smaller = f", e.g. {max(1, chunk_size // 4)}" if isinstance(chunk_size, int) else ""
+    return (f"the device ran out of memory at --chunk-size {chunk_size} (memory grows with chunk size x "
+            f"iterations); give a smaller --chunk-size{smaller}. {str(err).splitlines()[0][:300]}")
+
+
 @float64  # the whole command in float64 (mcacct.precision); the caller's global flag is unchanged
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
@@ -278,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 -- only a device running out of memory is answered here
+        if "RESOURCE_EXHAUSTED" not in str(err) or not hasattr(args, "chunk_size"):
+            raise
+        print(f"error: {out_of_memory_message(args.chunk_size, err)}", file=sys.stderr)
+        return 2
     if isinstance(out, int):
         return out
     if getattr(args, "multi", False):

@@ -10,6 +10,7 @@ import argparse
 import os
 import re
 import sys
+from typing import Any
 
 from mcacct.cli.schemes import add_scheme_flags, all_flags, problem_from_args
 from mcacct.engine.kernel_choice import resolve_loss_kernel
@@ -17,7 +18,8 @@ from mcacct.jobs.problem_file import scheme_to_dict
 from mcacct.schemes.registry import entry_for
 from mcacct.validate import LOSS_KERNELS, check_int, check_real, interval, parse_floats
 
-__all__ = ["add_problem_flags", "add_monte_carlo_flags", "problem_from_args", "scheme_json", "device_info",
+__all__ = ["add_problem_flags", "add_monte_carlo_flags", "chunk_size_type", "resolve_chunk_size", "problem_from_args",
+           "scheme_json", "device_info",
            "float_list", "sigma_list", "sample_count", "add_distributed_flags", "join_distributed", "compilation_cache_dir",
            "enable_compilation_cache", "ENV_CACHE", "Parser", "real_in", "int_in", "SEED_MAX", "check_out_file",
            "given_options", "refuse_options", "problem_options", "record_given", "flag_message", "PARAMETER_FLAGS", "c_col_arg"]
@@ -75,6 +77,26 @@ def int_in(low: int | None = None, high: int | None = None):
             raise argparse.ArgumentTypeError(str(err).split(" ", 1)[1]) from None
     integer.__name__ = f"integer in {interval(low, high)}"
     return integer
+
+
+def chunk_size_type(text: str) -> int | str:
+    """``argparse`` type of ``--chunk-size``: ``"auto"`` or an integer >= 1."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int_in(1)(text)
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(str(err).replace("must be an integer", "must be 'auto' or an integer",
+                                                          1)) from None
+
+
+def resolve_chunk_size(args: Any, problem: Any) -> int:
+    """``args.chunk_size`` as a number (``"auto"``: :func:`mcacct.engine.problem.auto_chunk_size` of ``problem``
+    on this process's first device), stored back into ``args``."""
+    if args.chunk_size == "auto":
+        from mcacct.engine.problem import auto_chunk_size
+        args.chunk_size = auto_chunk_size(problem)
+    return args.chunk_size
 
 
 #: Library parameter names whose flag is not their dest (messages of the library name parameters).
@@ -148,7 +170,10 @@ def add_monte_carlo_flags(p: argparse.ArgumentParser) -> None:
     r = p.add_argument_group("Monte Carlo")
     r.add_argument("--seed", type=int_in(0, SEED_MAX), default=0,
                    help="root seed of jax.random, in [0, 2^63 - 1] (default 0)")
-    r.add_argument("--chunk-size", type=int_in(1), default=4096, help="samples per chunk (>= 1; memory ~ chunk x n)")
+    r.add_argument("--chunk-size", type=chunk_size_type, default="auto",
+                   help="samples per chunk: an integer >= 1 (memory ~ chunk x n) or 'auto' (4096 on CPU; on an "
+                        "accelerator the largest power of two up to 131072 that its memory holds); the resolved "
+                        "number is what results and job files record (default auto)")
     r.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                    help="precision of the loss kernel (sums are always float64); only float64 certifies: "
                         "calibrate refuses float32, estimates report certified: false")

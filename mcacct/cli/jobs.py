@@ -18,7 +18,7 @@ import os
 import time
 
 from mcacct.cli.flags import (add_problem_flags, device_info, float_list, given_options, int_in, problem_options,
-                              problem_from_args, real_in, refuse_options, sample_count)
+                              problem_from_args, real_in, refuse_options, resolve_chunk_size, sample_count)
 
 __all__ = ["add_parsers", "cmd_sample", "cmd_merge", "cmd_plot", "PLAN_FIXED_OPTIONS"]
 
@@ -36,7 +36,8 @@ def _config(args):
 
     directions = DIRECTIONS if args.direction == "both" else (args.direction,)
     epsilons = tuple(e for group in args.epsilon for e in group)
-    return JobConfig(problem_from_args(args), args.sigma, epsilons, args.samples, args.chunk_size, args.seed,
+    problem = problem_from_args(args)
+    return JobConfig(problem, args.sigma, epsilons, args.samples, resolve_chunk_size(args, problem), args.seed,
                      args.candidate, directions)
 
 

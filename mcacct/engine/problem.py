@@ -23,9 +23,19 @@ from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.precision import float64
 from mcacct.validate import LOSS_KERNELS, check_choice
 
-__all__ = ["Problem", "DEFAULT_CHUNK_SIZE", "block_size", "block_keys", "chunk_losses", "rng_identity"]
+__all__ = ["Problem", "DEFAULT_CHUNK_SIZE", "auto_chunk_size", "block_size", "block_keys", "chunk_losses",
+           "rng_identity"]
 
+#: Samples per chunk on CPU (and where an accelerator does not report its memory): the blocks of a chunk run one
+#: after another there, so a larger chunk buys nothing.
 DEFAULT_CHUNK_SIZE = 4096
+#: Largest chunk :func:`auto_chunk_size` picks: the largest the §7.4 probe was measured at on an H200
+#: (benchmarks/results/accelerator_nvidia_h200_plan_chunks.json: 1.37e5 draws/s at 131072 against 1.13e5 at 65536).
+AUTO_CHUNK_MAX = 131072
+#: Peak device bytes per (sample x round) of a chunk that :func:`auto_chunk_size` budgets for: about 3x the
+#: largest single buffer seen (72.8 GiB at chunk 262144, n = 7200, the truncated 4-sigma ladder on an H200, which
+#: ran out of memory there; 41 bytes per element).
+AUTO_CHUNK_BYTES_PER_ELEMENT = 128
 
 
 @float64
@@ -88,6 +98,35 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, direc
 
     out = map_blocks(one_block, block_keys(key, problem, chunk_size))
     return out.reshape(-1)[:chunk_size]
+
+
+def auto_chunk_size(problem: Problem, device: jax.Device | None = None) -> int:
+    r"""The chunk size ``chunk_size="auto"`` stands for on ``device`` (default: the first local device).
+
+    On CPU :data:`DEFAULT_CHUNK_SIZE`. On an accelerator, which runs a chunk's blocks as one batch, the largest
+    power of two ``c <= AUTO_CHUNK_MAX`` (and ``>= 256``) with
+
+    .. math:: c \cdot n \cdot \beta \le 0.9\, L,
+
+    where ``n`` is the problem's number of rounds, ``beta`` :data:`AUTO_CHUNK_BYTES_PER_ELEMENT` and ``L`` the
+    device's ``bytes_limit`` (``memory_stats()``; :data:`DEFAULT_CHUNK_SIZE` where the device reports none).
+    On an H200 at the §7.4 shape a chunk of 4096 ran the ladder at 1.7e4 draws/s and one of 65536 at 1.1e5:
+    a GPU runs the count chain's sequential rounds latency-bound, and a wider chunk fills it.
+
+    The chunk size fixes which samples a key draws (:func:`block_keys`), so the resolved number, not
+    ``"auto"``, is what plans, job files and results record; resuming reads it from there.
+    """
+    device = device or jax.local_devices()[0]
+    if device.platform == "cpu":
+        return DEFAULT_CHUNK_SIZE
+    try:
+        limit = int((device.memory_stats() or {}).get("bytes_limit", 0))
+    except Exception:  # noqa: BLE001 -- backends without memory statistics
+        limit = 0
+    if limit <= 0:
+        return DEFAULT_CHUNK_SIZE
+    fits = int(0.9 * limit) // (problem.scheme.iterations * AUTO_CHUNK_BYTES_PER_ELEMENT)
+    return max(256, min(AUTO_CHUNK_MAX, 1 << max(fits, 1).bit_length() - 1))
 
 
 def rng_identity() -> str:

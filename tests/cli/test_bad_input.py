@@ -40,7 +40,7 @@ CASES = [
     (DELTA + ["--min-sep", "0"], "--min-sep must be an integer in [1, inf)"),
     (DELTA + ["--sampling-prob", "1.5"], "--sampling-prob must be in (0, 1]"),
     (DELTA + ["--batch-size", "0", "--dataset-size", "10"], "--batch-size must be in (0, inf)"),
-    (DELTA + ["--chunk-size", "0"], "--chunk-size must be an integer in [1, inf)"),
+    (DELTA + ["--chunk-size", "0"], "--chunk-size must be 'auto' or an integer in [1, inf)"),
     (DELTA + ["--c-col", "0.5,0.5,"], "--c-col must be a comma-separated list"),
     (DELTA + ["--c-col", "1,-2"], "--c-col entries must be in [0, inf)"),
     (DELTA + ["--c-col", "0,0"], "--c-col must have at least one positive entry"),
