@@ -109,6 +109,7 @@ QUICK_CONFIGS = {
     "n32_b1": (32, 1, (1, 32), 256),
 }
 LADDER = (0.8, 1.0, 1.25, 1.6)      # throughput's 4-sigma ladder
+COUNT_UNROLLS = (1, 8, 32)          # production's count_chain: unrolls of the law of r's lookup rounds
 SIGMA = 1.0                         # throughput's single sigma
 EPSILONS = (1.0,)
 # roofline shape: n, b and chunk (quick: tiny)
@@ -727,8 +728,15 @@ def part_production(res: Results, args) -> dict:
         "single": "production.py's _mcacct_single: sigma 0.47, direction remove",
         "reference_truncated": "jax-privacy's NumPy reference on the host CPU (production.py's _reference)",
         "estimate": "SAMPLES_7_4 / engine ladder draws/s on one device (every candidate to the end)",
+        "count_chain": ("samples/s of the law of r alone (kernels.counts.other_counts_t, warm start, one (n, chunk) "
+                        "batch) per unroll of its lookup rounds' scan (kernels.counts.COUNT_CHAIN_UNROLL)"),
     }
     budget = Budget(args.part_seconds, args.grace_seconds)
+    chain = part.setdefault("count_chain", {})   # first: short, and it says where the truncated scheme's time goes
+    for unroll in COUNT_UNROLLS:
+        _entry(res, chain, f"unroll_{unroll}", budget, seconds + (5 if args.quick else 30),
+               lambda unroll=unroll: _measure_count_chain(prod, p, chunk, seconds, unroll),
+               f"count chain unroll {unroll}")
     rows = part.setdefault("results", {})
     kinds = ("ones",) if args.quick else ("ones", "mse")
     for kind in kinds:
@@ -774,11 +782,24 @@ def part_production(res: Results, args) -> dict:
     best = rows.get("ones", {}).get("estimate_7_4_one_device", {}).get("engine_ladder")
     if best:
         part["estimate_hours_one_device"] = best["hours"]
-    part["complete"] = not _has_skips({k: rows.get(k) for k in kinds})
+    part["complete"] = not _has_skips({k: rows.get(k) for k in kinds}) and not _has_skips(chain)
     part["finished_at"] = _now()
     part["wall_s"] = time.monotonic() - budget.t0
     res.save()
     return part
+
+
+def _measure_count_chain(prod, p: float, chunk: int, seconds: float, unroll: int) -> dict:
+    """Samples/s of the truncated scheme's law of r alone (``kernels.counts.other_counts_t``, warm start) at the
+    §7.4 shape, one ``(n, chunk)`` batch, its lookup rounds' scan unrolled ``unroll`` times."""
+    from mcacct.kernels.counts import other_counts_t
+
+    def make(ch):
+        return lambda key: other_counts_t(key, prod.M - 1, prod.B, p, True, prod.N, ch, unroll=unroll).sum(axis=0)
+
+    out = _with_oom_retry(lambda ch: _timed(lambda: make(ch), ch, seconds, "samples"), chunk)
+    out["unroll"] = unroll
+    return out
 
 
 def _roof_fn(n: int, b: int, chunk: int, with_work: bool):

@@ -53,8 +53,8 @@ run_part() {
     2>/dev/null; fi
 }
 
-run_part throughput 190 30 --seconds 2
-run_part production 140 30 --seconds 2
+run_part throughput 130 30 --seconds 2
+run_part production 220 30 --seconds 2
 run_part roofline 30 20 --seconds 2
 run_part plan 60 30
 # if time is left: the production ladder at a 4x larger chunk (the count chain's 7200 sequential rounds are

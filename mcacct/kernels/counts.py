@@ -44,6 +44,12 @@ round by round, with those branches, only when some lane met a tie or left the b
 same, so every count before a lane's first tie or off-band round is the same in both, and the replay's counts are
 the chain's (tested bit for bit against the chain that takes every branch every round).
 
+The lookup rounds of a block form one ``lax.scan``, unrolled :data:`COUNT_CHAIN_UNROLL` times per platform (integer
+arithmetic: the counts are the same for every unroll). On a GPU the chain's sequential rounds look latency-bound
+(H200, §7.4 shape: the truncated scheme at one sigma ran at 1.0e5 samples/s against 1.6e6 for BMinSep, ~22 us per
+round at chunk 16384), and an unrolled body could let XLA run several rounds per kernel launch; on CPU unrolling
+is slower.
+
 Everything here takes numbers and arrays; no scheme is imported.
 """
 
@@ -59,9 +65,10 @@ import numpy as np
 
 from mcacct.kernels.alias import alias_pick, alias_table, binomial_alias, pmf_weights, u64
 from mcacct.kernels.control import rare_cond
+from mcacct.platform import target_platform
 
-__all__ = ["CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias", "alias_pick",
-           "BAND_SDS", "REMAINDER_CELL_BITS", "HalfTables", "virtual_plan"]
+__all__ = ["COUNT_CHAIN_UNROLL", "CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias",
+           "alias_pick", "BAND_SDS", "REMAINDER_CELL_BITS", "HalfTables", "virtual_plan"]
 
 #: half-width of the band of ``A`` covered by tables, in standard deviations of the stationary window sum
 BAND_SDS = 7.0
@@ -318,14 +325,26 @@ def _virtual_history(key, others: int, min_sep: int, sampling_prob: float, num_s
     return counts.astype(jnp.int32)
 
 
+#: ``platform -> unroll`` of the chain's lookup rounds (:func:`other_counts_t`). CPU: 1; on the 2-core box at the
+#: §7.4 shape (256 lanes, min of 2 runs) unroll 4, 8 and 16 took 2.1x, 2.5x and 6.1x the time of unroll 1
+#: (213 us/sample). GPU and TPU: 1 until a device says otherwise: the latency argument of the module docstring
+#: favours unrolling there, the CPU figures warn against assuming it (``benchmarks/accelerator.py --part production``
+#: records ``count_chain`` at unroll 1, 8 and 32 on the device it runs on).
+COUNT_CHAIN_UNROLL = {"cpu": 1, "gpu": 1, "tpu": 1}
+
+
 def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: float, warm_start: bool,
-                   iterations: int, num_samples: int, use_tables: bool = True) -> jax.Array:
+                   iterations: int, num_samples: int, use_tables: bool = True, unroll: int | None = None
+                   ) -> jax.Array:
     r"""Counts ``r`` of other examples drawn per round, time-major ``(n, num_samples)`` int32: the chain of the
     module docstring (cold start: ``r_j = 0`` for ``j < 1``; warm start: the multinomial virtual history).
 
     With ``use_tables`` (and tables of a sensible size, :func:`count_tables`) each round is one
-    :func:`draw_counts`; otherwise every count is a ``jax.random.binomial`` draw (the law is the same)."""
+    :func:`draw_counts`; otherwise every count is a ``jax.random.binomial`` draw (the law is the same).
+    ``unroll``: of the lookup rounds' scan (default :data:`COUNT_CHAIN_UNROLL` of the target platform); the counts
+    do not depend on it."""
     b, p, n, B = int(min_sep), float(sampling_prob), int(iterations), int(num_samples)
+    unroll = max(1, int(COUNT_CHAIN_UNROLL.get(target_platform(), 1) if unroll is None else unroll))
     tables = count_tables(int(others), b, p) if use_tables else None
     k_init, k_run = jax.random.split(key)
 
@@ -364,7 +383,8 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
             look = _lookup(jnp.maximum(int(others) - window, 0), u_i, tables)
             return (window - leaving + look.fast, flag | look.tie | look.outside), look.fast
 
-        (window, flag), new = jax.lax.scan(step, (window, jnp.zeros(window.shape, bool)), (prev, u))
+        (window, flag), new = jax.lax.scan(step, (window, jnp.zeros(window.shape, bool)), (prev, u),
+                                           unroll=min(unroll, m))
         return window, new, flag
 
     def block(carry, t):
