@@ -42,7 +42,10 @@ The chain (:func:`other_counts_t`) runs a block of ``b - 1`` rounds on table loo
 round by round, with those branches, only when some lane met a tie or left the band in it (a
 :func:`~mcacct.kernels.control.rare_cond` per block instead of two per round). The lookups of the replay are the
 same, so every count before a lane's first tie or off-band round is the same in both, and the replay's counts are
-the chain's (tested bit for bit against the chain that takes every branch every round).
+the chain's (tested bit for bit against the chain that takes every branch every round). A block with ties but no
+lane off the band is replayed without a branch per round: the lookups again, every tie resolved by the bits the
+round-by-round replay would draw for it, drawn for all the block's rounds at once (and round by round after all if
+a resolved tie leads a lane off the band).
 
 The lookup rounds of a block form one ``lax.scan``, unrolled :data:`COUNT_CHAIN_UNROLL` times per platform (integer
 arithmetic: the counts are the same for every unroll). On a GPU the chain's sequential rounds look latency-bound
@@ -188,6 +191,16 @@ def _lookup(avail: jax.Array, u: jax.Array, tables: CountTables) -> _Lookup:
     return _Lookup(fast, tie1 | tie2, outside, (cell1, top1, e1, cell2, top2, e2, offset))
 
 
+def _resolve_ties(value, tie, parts, fresh, tables: CountTables) -> jax.Array:
+    """``value`` with every ``tie`` lane's comparisons finished by the low bits ``fresh`` (``(2,) + shape``
+    uint64, those of ``fold_in(fold_in(key, round), 1)``: :func:`draw_counts`)."""
+    L, R, h1, h2 = _word_layout(tables)
+    cell1, top1, e1, cell2, top2, e2, offset = parts
+    w1, _ = alias_pick(cell1, top1, e1, L, h1, fresh[0])
+    w2, _ = alias_pick(cell2, top2, e2, R, h2, fresh[1])
+    return jnp.where(tie, offset + w1.astype(jnp.int32) + w2.astype(jnp.int32), value)
+
+
 def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: CountTables,
                 u: jax.Array | None = None, index=None) -> jax.Array:
     """``Binom(avail, p)`` for every entry of ``avail`` (int32, any shape), exact up to ``tables.tv_per_draw``.
@@ -206,11 +219,9 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
         u = jax.random.bits(sub_of(key, index, 0), avail.shape, jnp.uint64)
     look = _lookup(avail, u, tables)
 
-    def ties(value, k, i, tie, cell1, top1, e1, cell2, top2, e2, offset):  # ties get their low bits (rare)
-        fresh = jax.random.bits(sub_of(k, i, 1), (2,) + value.shape, jnp.uint64)
-        w1, _ = alias_pick(cell1, top1, e1, L, h1, fresh[0])
-        w2, _ = alias_pick(cell2, top2, e2, R, h2, fresh[1])
-        return jnp.where(tie, offset + w1.astype(jnp.int32) + w2.astype(jnp.int32), value)
+    def ties(value, k, i, tie, *parts):  # ties get their low bits (rare)
+        return _resolve_ties(value, tie, parts, jax.random.bits(sub_of(k, i, 1), (2,) + value.shape, jnp.uint64),
+                             tables)
 
     def off_band(value, k, i, outside, avail, p):  # lanes off the band: an exact binomial (rare too)
         exact = jax.random.binomial(sub_of(k, i, 2), avail.astype(jnp.float64), p, dtype=jnp.float64)
@@ -374,18 +385,37 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
 
         return jax.lax.scan(step, window, (prev, rounds, u if u is not None else jnp.zeros((m,), jnp.uint64)))
 
-    def table_block(prev, window, u):
-        """The block by table lookups alone, and whether some lane met a tie or left the band (then the block
-        is replayed by ``exact_block``, which reproduces every count before the first such lane-round)."""
+    def table_block(prev, window, u, fresh=None):
+        """The block by table lookups, and whether some lane met a tie or left the band. Without ``fresh`` ties
+        are left unresolved (then the block is replayed); with ``fresh`` (the replay's tie bits of every round,
+        drawn at once) they are resolved as ``exact_block`` resolves them, so the block equals its replay unless
+        some lane left the band."""
         def step(carry, xs):
-            window, flag = carry
-            leaving, u_i = xs
+            window, tie, outside = carry
+            leaving, u_i = xs[:2]
             look = _lookup(jnp.maximum(int(others) - window, 0), u_i, tables)
-            return (window - leaving + look.fast, flag | look.tie | look.outside), look.fast
+            r = look.fast if fresh is None else _resolve_ties(look.fast, look.tie, look.parts, xs[2], tables)
+            return (window - leaving + r, tie | look.tie, outside | look.outside), r
 
-        (window, flag), new = jax.lax.scan(step, (window, jnp.zeros(window.shape, bool)), (prev, u),
-                                           unroll=min(unroll, m))
-        return window, new, flag
+        no = jnp.zeros(window.shape, bool)
+        (window, tie, outside), new = jax.lax.scan(step, (window, no, no), (prev, u) + (() if fresh is None
+                                                                                       else (fresh,)),
+                                                   unroll=min(unroll, m))
+        return window, new, tie, outside
+
+    def ties_only(prev, window, u, rounds, k_rare):
+        """The lookups again with every tie resolved by the bits ``exact_block`` would draw for it, drawn for the
+        whole block at once (no branch per round); ``exact_block`` when a resolved tie led a lane off the band."""
+        fresh = jax.vmap(lambda i: jax.random.bits(jax.random.fold_in(jax.random.fold_in(k_rare, i), 1), (2, B),
+                                                   jnp.uint64))(rounds)
+        w_tie, n_tie, _, out = table_block(prev, window, u, fresh)
+        return rare_cond(jnp.any(out), lambda wt, nt, *ops: exact_block(*ops), lambda wt, nt, *ops: (wt, nt),
+                         w_tie, n_tie, prev, window, u, rounds, k_rare)
+
+    def replay(w_fast, n_fast, outside, *ops):
+        """A block some lane of which met a tie or left the band: ``ties_only`` if none left it in the first pass,
+        else round by round (``exact_block``). The same counts either way."""
+        return rare_cond(jnp.any(outside), exact_block, ties_only, *ops)
 
     def block(carry, t):
         prev, window = carry  # prev: the previous block's rounds, oldest first; window: their sum
@@ -396,9 +426,9 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
         # the block's words in one call; ties and off-band lanes draw from per-round keys, in the replay only:
         # one branch per block of rounds instead of two per round (on accelerators each is a host round trip)
         u = jax.random.bits(jax.random.fold_in(k_bits, t), (m, B), jnp.uint64)
-        w_fast, new_fast, flag = table_block(prev, window, u)
-        window, new = rare_cond(jnp.any(flag), lambda wf, nf, *ops: exact_block(*ops), lambda wf, nf, *ops: (wf, nf),
-                                w_fast, new_fast, prev, window, u, rounds, k_rare)
+        w_fast, new_fast, tie, outside = table_block(prev, window, u)
+        window, new = rare_cond(jnp.any(tie | outside), replay, lambda wf, nf, *ops: (wf, nf),
+                                w_fast, new_fast, outside, prev, window, u, rounds, k_rare)
         return (new, window), new
 
     _, rs = jax.lax.scan(block, (prev, jnp.sum(prev, axis=0)), jnp.arange(blocks))

@@ -204,11 +204,48 @@ def test_block_replay_equals_the_round_by_round_chain(monkeypatch):
 
 @pytest.mark.parametrize("unroll", [3, 8])
 def test_the_chain_does_not_depend_on_its_unroll(unroll):
-    """The lookup rounds' scan unrolled (COUNT_CHAIN_UNROLL, the accelerators' default) gives the same counts, bit
-    for bit, warm and cold, with replayed blocks (the cold start leaves the band) and an unroll that does not
-    divide the block."""
+    """The lookup rounds' scan unrolled (``unroll``; COUNT_CHAIN_UNROLL per platform) gives the same counts, bit for
+    bit, warm and cold, with replayed blocks (the cold start leaves the band) and an unroll that does not divide
+    the block."""
     for others, b, p, warm in ((1999, 5, 0.02, False), (5000, 9, 0.01, True)):
         key = jax.random.key(7)
         base = np.asarray(other_counts_t(key, others, b, p, warm, 30, 16, unroll=1))
         np.testing.assert_array_equal(np.asarray(other_counts_t(key, others, b, p, warm, 30, 16, unroll=unroll)),
                                       base)
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_tie_replay_equals_the_round_by_round_chain(monkeypatch, warm):
+    """A block whose lanes met ties but stayed in the band is replayed by lookups with the ties resolved from bits
+    drawn for the whole block at once (no branch per round): the counts equal, bit for bit, those of the chain that
+    resolves every tie round by round. Ties are made frequent (a lookup whose word ends in four zero bits is
+    flagged too) and their resolution is made to read the fresh bits (it adds the lowest one), in both chains
+    alike: equal counts then also say that the replay drew each round's tie bits from the same key."""
+    import mcacct.kernels.counts as counts_mod
+    from mcacct.kernels.control import rare_cond
+    lookup, resolve = counts_mod._lookup, counts_mod._resolve_ties
+
+    def frequent_ties(avail, u, tables):
+        look = lookup(avail, u, tables)
+        return look._replace(tie=look.tie | ((u & counts_mod.u64(15)) == counts_mod.u64(0)))
+
+    def reading_fresh_bits(value, tie, parts, fresh, tables):
+        return resolve(value, tie, parts, fresh, tables) + jnp.where(tie, (fresh[0] & 1).astype(jnp.int32), 0)
+
+    monkeypatch.setattr(counts_mod, "_lookup", frequent_ties)
+    monkeypatch.setattr(counts_mod, "_resolve_ties", reading_fresh_bits)
+    others, b, p, n, lanes = 5000, 9, 0.01, 40, 16
+
+    def chain(key):
+        return other_counts_t(key, others, b, p, warm, n, lanes)
+
+    keys = jax.random.split(jax.random.key(4), 2)
+    lazy = np.asarray(jax.vmap(chain)(keys))
+    lazy_one = np.asarray(chain(keys[0]))
+    monkeypatch.setattr(counts_mod, "rare_cond", lambda pred, rare, common, *ops: rare_cond(True, rare, common, *ops))
+    eager = np.asarray(jax.vmap(chain)(keys))
+    np.testing.assert_array_equal(lazy, eager)
+    np.testing.assert_array_equal(lazy_one, eager[0])
+    monkeypatch.setattr(counts_mod, "_lookup", lookup)
+    monkeypatch.setattr(counts_mod, "_resolve_ties", resolve)
+    assert not np.array_equal(np.asarray(chain(keys[0])), lazy_one)  # the made-up ties did change counts
