@@ -874,7 +874,8 @@ def part_plan(res: Results, args) -> dict:
     part = res.part("plan", {"quick": args.quick, "shape": {"iterations": prod.N, "min_sep": prod.B,
                                                             "dataset_size": prod.M, "expected_batch": prod.BATCH,
                                                             "max_batch_size": prod.BMAX}})
-    part["command"] = "production.py _plan_only: python -m mcacct calibrate ... --plan-only --json (default chunk)"
+    part["command"] = ("production.py _plan_only: python -m mcacct calibrate ... --plan-only --json (default chunk: "
+                       "--chunk-size auto, engine.problem.auto_chunk_size)")
     budget = Budget(args.part_seconds, args.grace_seconds)
     kinds = part.setdefault("plan_only", {})
     kinds_run = ("ones",) if args.quick else ("ones", "mse")

@@ -119,7 +119,8 @@ def _plan_only(c: np.ndarray) -> dict:
     plan = json.loads(r.stdout.strip().splitlines()[-1])
     days = plan["expected_seconds_at_most"]["verification"] / 86400.0
     return {"probe": plan.get("probe"), "expected_seconds_at_most": plan["expected_seconds_at_most"],
-            "expected_days_one_device": days, "wall_s": time.perf_counter() - t0}
+            "expected_days_one_device": days, "chunk_size": plan.get("plan", {}).get("chunk_size"),
+            "wall_s": time.perf_counter() - t0}
 
 
 def _c_col(kind: str) -> np.ndarray:
