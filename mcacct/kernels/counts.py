@@ -210,7 +210,6 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     3 bits pick the remainder cell and ``H2`` bits start its comparison; ties and lanes outside the tables' band
     redraw (module docstring) from ``fold_in(key, index)`` (``key`` when ``index`` is None), folded inside the rare
     branches so that the common path computes no key. Returns int32 of ``avail``'s shape."""
-    L, R, h1, h2 = _word_layout(tables)
 
     def sub_of(k, i, j):
         return jax.random.fold_in(k if i is None else jax.random.fold_in(k, i), j)

@@ -20,7 +20,7 @@ from mcacct.kernels.control import rare_cond
 
 
 def _rare(x, y):
-    return x * 100.0 + y
+    return x * 128.0 + y  # a power of two: the product is exact, so a fused multiply-add rounds the same
 
 
 def _common(x, y):
