@@ -185,21 +185,28 @@ def test_block_replay_equals_the_round_by_round_chain(monkeypatch):
     """A block of rounds runs on table lookups alone and is replayed round by round (ties and off-band lanes
     redrawn) when some lane needed that: the counts equal, bit for bit, those of the chain that takes every rare
     branch every round (the rare branches only change the lanes that need them), also under vmap."""
-    import mcacct.kernels.counts as counts_mod
-    from mcacct.kernels.control import rare_cond
     others, b, p, n, warm, lanes = 1999, 5, 0.02, 24, False, 32  # the cold start's first rounds leave the band
     assert count_tables(others, b, p) is not None
 
     def chain(key):
         return other_counts_t(key, others, b, p, warm, n, lanes)
 
-    keys = jax.random.split(jax.random.key(3), 2)
+    _assert_lazy_equals_eager(monkeypatch, chain, jax.random.split(jax.random.key(3), 2), 1)
+
+
+def _assert_lazy_equals_eager(monkeypatch, chain, keys, one: int) -> np.ndarray:
+    """``chain`` under ``vmap`` over ``keys`` and alone on ``keys[one]`` equals, bit for bit, ``chain`` under
+    ``vmap`` with every rare branch of kernels/counts.py taken every time; returns the lone run's counts (the rare
+    branches are taken every time after this)."""
+    import mcacct.kernels.counts as counts_mod
+    from mcacct.kernels.control import rare_cond
     lazy = np.asarray(jax.vmap(chain)(keys))
-    lazy_one = np.asarray(chain(keys[1]))
+    lazy_one = np.asarray(chain(keys[one]))
     monkeypatch.setattr(counts_mod, "rare_cond", lambda pred, rare, common, *ops: rare_cond(True, rare, common, *ops))
     eager = np.asarray(jax.vmap(chain)(keys))
     np.testing.assert_array_equal(lazy, eager)
-    np.testing.assert_array_equal(lazy_one, eager[1])
+    np.testing.assert_array_equal(lazy_one, eager[one])
+    return lazy_one
 
 
 def test_the_chain_does_not_depend_on_its_unroll(unroll=3):
@@ -221,7 +228,6 @@ def test_tie_replay_equals_the_round_by_round_chain(monkeypatch, warm):
     flagged too) and their resolution is made to read the fresh bits (it adds the lowest one), in both chains
     alike: equal counts then also say that the replay drew each round's tie bits from the same key."""
     import mcacct.kernels.counts as counts_mod
-    from mcacct.kernels.control import rare_cond
     lookup, resolve = counts_mod._lookup, counts_mod._resolve_ties
 
     def frequent_ties(avail, u, tables):
@@ -239,12 +245,7 @@ def test_tie_replay_equals_the_round_by_round_chain(monkeypatch, warm):
         return other_counts_t(key, others, b, p, warm, n, lanes)
 
     keys = jax.random.split(jax.random.key(4), 2)
-    lazy = np.asarray(jax.vmap(chain)(keys))
-    lazy_one = np.asarray(chain(keys[0]))
-    monkeypatch.setattr(counts_mod, "rare_cond", lambda pred, rare, common, *ops: rare_cond(True, rare, common, *ops))
-    eager = np.asarray(jax.vmap(chain)(keys))
-    np.testing.assert_array_equal(lazy, eager)
-    np.testing.assert_array_equal(lazy_one, eager[0])
+    lazy_one = _assert_lazy_equals_eager(monkeypatch, chain, keys, 0)
     monkeypatch.setattr(counts_mod, "_lookup", lookup)
     monkeypatch.setattr(counts_mod, "_resolve_ties", resolve)
     assert not np.array_equal(np.asarray(chain(keys[0])), lazy_one)  # the made-up ties did change counts
