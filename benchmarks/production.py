@@ -106,21 +106,25 @@ def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: floa
     return out
 
 
-def _plan_only(c: np.ndarray) -> dict:
-    """``mcacct calibrate --plan-only`` at §7.4 (fresh process, JSON): its own probe and projection."""
+def _plan_only(c: np.ndarray, cpu_devices: str = "auto") -> dict:
+    """``mcacct calibrate --plan-only`` at §7.4 (fresh process, JSON): its own probe and projection, with
+    ``--cpu-devices`` (``auto``: a device per core on CPU). ``expected_days``: the verification on this machine with
+    the probe's devices; ``expected_days_one_device``: on one of them."""
     cmd = [sys.executable, "-m", "mcacct", "calibrate", "--scheme", "truncated", "--iterations", str(N),
            "--min-sep", str(B), "--batch-size", str(BATCH), "--dataset-size", str(M), "--max-batch-size", str(BMAX),
            "--c-col", ",".join(repr(float(v)) for v in c), "--epsilon", "10", "--delta", "1.301e-8",
-           "--samples", "7.5e9", "--sigmas", ",".join(str(s) for s in LADDER), "--plan-only", "--json"]
+           "--samples", "7.5e9", "--sigmas", ",".join(str(s) for s in LADDER), "--plan-only", "--json",
+           "--cpu-devices", cpu_devices]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         return {"error": r.stderr[-2000:]}
     plan = json.loads(r.stdout.strip().splitlines()[-1])
-    days = plan["expected_seconds_at_most"]["verification"] / 86400.0
-    return {"probe": plan.get("probe"), "expected_seconds_at_most": plan["expected_seconds_at_most"],
-            "expected_days_one_device": days, "chunk_size": plan.get("plan", {}).get("chunk_size"),
-            "wall_s": time.perf_counter() - t0}
+    seconds = plan["expected_seconds_at_most"]
+    return {"probe": plan.get("probe"), "expected_seconds_at_most": seconds, "cpu_devices": cpu_devices,
+            "devices": (plan.get("probe") or {}).get("devices"), "expected_days": seconds["verification"] / 86400.0,
+            "expected_days_one_device": seconds.get("verification_one_device", seconds["verification"]) / 86400.0,
+            "chunk_size": plan.get("plan", {}).get("chunk_size"), "wall_s": time.perf_counter() - t0}
 
 
 def _c_col(kind: str) -> np.ndarray:
@@ -186,6 +190,9 @@ def main() -> None:
             if not args.no_plan:
                 print(f"[{kind}] calibrate --plan-only ...", file=sys.stderr, flush=True)
                 row["calibrate_plan_only"] = _plan_only(c)
+                if dev.platform == "cpu":  # the same with one CPU device, the default before --cpu-devices auto
+                    print(f"[{kind}] calibrate --plan-only --cpu-devices 1 ...", file=sys.stderr, flush=True)
+                    row["calibrate_plan_only_1_device"] = _plan_only(c, "1")
             report["results"][kind] = row
             print(json.dumps({kind: ratios, "plan_days": row["plan_7_4"]["expected_days_one_device"]}),
                   file=sys.stderr, flush=True)

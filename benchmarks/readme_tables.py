@@ -199,9 +199,14 @@ def region_production(res: Results) -> list[str]:
         return f"{count(lad['draws_per_s'])} ({count(lad['evaluations_per_s'])}): {tail}"
 
     def plan_cell(r: dict, first: bool) -> str:
-        days = [round(r[k]["expected_days_one_device"]) if k in r else "—"
-                for k in ("plan_7_4", "calibrate_plan_only")]
-        return f"{days[0]}; {days[1]} days"
+        ladder = round(r["plan_7_4"]["expected_days_one_device"])
+        plans = []
+        for k in ("calibrate_plan_only_1_device", "calibrate_plan_only"):
+            if k in r and (k == "calibrate_plan_only" or not plans):
+                devices = r[k].get("devices") or 1
+                plans.append(f"{round(r[k].get('expected_days', r[k]['expected_days_one_device']))} "
+                             f"({devices} device{'s' if devices > 1 else ''})")
+        return f"{ladder}; " + "; ".join(plans) + " days"
 
     samples = d["results"][cols[0]]["plan_7_4"]["samples"]
     rows = [
@@ -212,8 +217,9 @@ def region_production(res: Results) -> list[str]:
             f"{r['ratios']['truncated_vs_bminsep']:.3f}× BMinSep)")),
         row("mcacct `BMinSep`, same shape", lambda r, f: count(r["mcacct_bminsep"]["per_s"])),
         row(f"mcacct truncated {len(d['ladder'])}-σ ladder, both directions: draws (evaluations)", ladder_cell),
-        row(f"projected one-device time of the {sci(samples, 1)}-sample verification (ladder draws/s; "
-            "`calibrate --plan-only`)", plan_cell),
+        row(f"projected time of the {sci(samples, 1)}-sample verification on this machine (one device's ladder "
+            "draws/s; `calibrate --plan-only` with one CPU device and with `--cpu-devices auto`, a device per core)",
+            plan_cell),
     ]
     return paragraph(intro) + [""] + table(header, rows)
 

@@ -79,8 +79,7 @@ def main(argv: list[str]) -> int:
         else:
             env["JAX_PLATFORMS"] = "cpu"
             if FLAGS.mcacct:
-                env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
-                                    f" --xla_force_host_platform_device_count={FLAGS.devices_per_process}").strip()
+                env["JAX_NUM_CPU_DEVICES"] = str(FLAGS.devices_per_process)
             else:
                 cmd.append(f"--cpu_devices={FLAGS.devices_per_process}")
         if i == 0 and FLAGS.out and not FLAGS.mcacct:

@@ -8,6 +8,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 # the command line keeps compiled programs in a persistent cache; the suite's CLI calls run without it (the suite
 # has one cache of its own per run, below), and tests/cli/test_cache.py checks the cache in a directory of its own
 os.environ.setdefault("MCACCT_CACHE_DIR", "off")
+# one CPU device per process, as before `--cpu-devices auto` (one per core) became the CLI's default: the two xdist
+# workers already keep both cores busy, and the suite's CLI subprocesses inherit this (tests that want several
+# devices set JAX_NUM_CPU_DEVICES themselves; tests/cli/test_cpu_devices.py checks the default without it)
+os.environ.setdefault("JAX_NUM_CPU_DEVICES", "1")
 import jax  # noqa: E402
 
 # the suite is an application: float64 globally, before any test builds arrays (importing mcacct no longer

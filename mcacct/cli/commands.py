@@ -12,7 +12,7 @@ import math
 import sys
 import time
 
-from mcacct.cli.flags import (Parser, add_distributed_flags, add_problem_flags, device_info,
+from mcacct.cli.flags import (Parser, add_distributed_flags, configure_cpu_devices, add_problem_flags, device_info,
                               enable_compilation_cache, flag_message, int_in, join_distributed, problem_from_args, real_in,
                               problem_options, record_given, refuse_options, resolve_chunk_size, sample_count, scheme_json,
                               sigma_list)
@@ -265,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     record_given(args, argv)
     try:
+        configure_cpu_devices(args)  # before JAX starts its backends
         import mcacct  # noqa: F401
         from mcacct.engine.progress import CompileClock
         enable_compilation_cache()

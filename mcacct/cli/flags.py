@@ -18,7 +18,7 @@ from mcacct.jobs.problem_file import scheme_to_dict
 from mcacct.schemes.registry import entry_for
 from mcacct.validate import LOSS_KERNELS, check_int, check_real, interval, parse_floats
 
-__all__ = ["add_problem_flags", "add_monte_carlo_flags", "chunk_size_type", "resolve_chunk_size", "problem_from_args",
+__all__ = ["add_problem_flags", "add_monte_carlo_flags", "cpu_devices_type", "configure_cpu_devices", "chunk_size_type", "resolve_chunk_size", "problem_from_args",
            "scheme_json", "device_info",
            "float_list", "sigma_list", "sample_count", "add_distributed_flags", "join_distributed", "compilation_cache_dir",
            "enable_compilation_cache", "ENV_CACHE", "Parser", "real_in", "int_in", "SEED_MAX", "check_out_file",
@@ -181,8 +181,27 @@ def add_monte_carlo_flags(p: argparse.ArgumentParser) -> None:
                    help="kernel of the shared-draw ladder: 'fused' (draws, sliding sums and recursion in one pass; "
                         "b-min-sep only), 'unfused', or 'auto' (what the last measurement on this kind of device "
                         "found faster); the resolved kernel is recorded in job files (default auto)")
+    r.add_argument("--cpu-devices", type=cpu_devices_type, default="auto",
+                   help="on CPU: devices of JAX's CPU backend, one chunk each at a time: an integer >= 1 or 'auto' "
+                        "(one per core, at most 16, unless JAX_NUM_CPU_DEVICES or XLA_FLAGS already say); the "
+                        "results are the same bit for bit whatever the count (default auto)")
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     r.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def cpu_devices_type(text: str) -> int | str:
+    """``argparse`` type of ``--cpu-devices``: ``"auto"`` or an integer >= 1 (:func:`chunk_size_type`'s form)."""
+    return chunk_size_type(text)
+
+
+def configure_cpu_devices(args: Any) -> int | None:
+    """Apply ``--cpu-devices`` (:func:`mcacct.platform.use_cpu_cores`) before the first JAX computation; commands
+    without the flag leave JAX alone."""
+    from mcacct.platform import use_cpu_cores
+    value = getattr(args, "cpu_devices", None)
+    if value is None:
+        return None
+    return use_cpu_cores(None if value == "auto" else value)
 
 
 def add_problem_flags(p: argparse.ArgumentParser) -> None:

@@ -56,7 +56,7 @@ def test_sharded_over_4_devices_equals_single_device():
         print(json.dumps(out))
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
-                       env=_env(XLA_FLAGS="--xla_force_host_platform_device_count=4"))
+                       env=_env(JAX_NUM_CPU_DEVICES="4"))
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     for dtype in ("float64", "float32"):

@@ -111,7 +111,7 @@ def one_device_cli(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("devices", [2, 4])
 def test_calibrate_is_identical_on_1_2_and_4_devices(devices, one_device_cli):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES=str(devices))
     r = subprocess.run([sys.executable, "-m", "mcacct", *CLI_CAL], capture_output=True, text=True,
                        timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -60,6 +60,29 @@ def test_shared_draw_ladder_equals_the_loss_kernel_per_candidate(p, b, n, m, bma
             np.testing.assert_allclose(np.asarray(ladder[j, k]), np.asarray(ref), rtol=0, atol=2 * eta)
 
 
+def test_redrawn_noise_of_truncated_samples_equals_the_kept_noise(monkeypatch):
+    """The samples with a truncated round get their noise redrawn column by column
+    (:func:`mcacct.kernels.normal.standard_normal_columns`); with a PRNG that cannot (here: pretended) the block
+    keeps every sample's noise instead. The same outputs bit for bit, over 2 sub-blocks of 256 with about a quarter
+    of the samples truncated (the ladder and the losses take their rows from the same ``_draw_blocks``)."""
+    import mcacct.schemes.truncated as truncated
+    scheme = TruncatedBMinSep(0.05, 3, 1024, 300, 28)
+    strategy = BandedToeplitz((1.0, 0.5))
+
+    def draws():  # traced afresh (the method's jit cache would not see the patch)
+        fn = jax.jit(lambda k: scheme._sample_t.__wrapped__(scheme, k, 0.9, strategy, 512, True,
+                                                            jnp.dtype(jnp.float64)))
+        return [np.asarray(a) for a in fn(jax.random.key(6))]
+
+    assert scheme._sub_block(512) == 256
+    y, r = draws()
+    assert 0.1 < np.mean(np.any(r >= 28, axis=0)) < 0.5
+    monkeypatch.setattr(truncated, "columns_supported", lambda key: False)
+    y_kept, r_kept = draws()
+    np.testing.assert_array_equal(r, r_kept)
+    np.testing.assert_array_equal(y, y_kept)
+
+
 @pytest.mark.parametrize("warm", [True, False])
 def test_training_batches_and_the_accountant_draw_the_same_counts(warm):
     m, p, b, n, trials = 40, 0.1, 3, 6, 6000
