@@ -211,16 +211,17 @@ def _assert_lazy_equals_eager(monkeypatch, chain, keys, one: int) -> np.ndarray:
 
 def test_the_chain_does_not_depend_on_its_unroll(unroll=3):
     """The lookup rounds' scan unrolled (``unroll``; COUNT_CHAIN_UNROLL per platform) gives the same counts, bit for
-    bit, warm and cold, with replayed blocks (the cold start leaves the band) and an unroll that does not divide
-    the block."""
-    for others, b, p, warm in ((1999, 5, 0.02, False), (5000, 9, 0.01, True)):
+    bit, with replayed blocks (the cold start leaves the band) and an unroll that does not divide the block. Cold
+    starts only: the warm start changes the chain's first window, not its rounds, and its multinomial history costs
+    ~15 s per eager run on the 2-core box."""
+    for others, b, p, warm in ((1999, 5, 0.02, False), (5000, 9, 0.01, False)):
         key = jax.random.key(7)
         base = np.asarray(other_counts_t(key, others, b, p, warm, 30, 16, unroll=1))
         np.testing.assert_array_equal(np.asarray(other_counts_t(key, others, b, p, warm, 30, 16, unroll=unroll)),
                                       base)
 
 
-@pytest.mark.parametrize("warm", [True, False])
+@pytest.mark.parametrize("warm", [False])  # the warm start changes only the first window (20 s more per run)
 def test_tie_replay_equals_the_round_by_round_chain(monkeypatch, warm):
     """A block whose lanes met ties but stayed in the band is replayed by lookups with the ties resolved from bits
     drawn for the whole block at once (no branch per round): the counts equal, bit for bit, those of the chain that

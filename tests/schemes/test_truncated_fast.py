@@ -63,20 +63,22 @@ def test_shared_draw_ladder_equals_the_loss_kernel_per_candidate(p, b, n, m, bma
 def test_redrawn_noise_of_truncated_samples_equals_the_kept_noise(monkeypatch):
     """The samples with a truncated round get their noise redrawn column by column
     (:func:`mcacct.kernels.normal.standard_normal_columns`); with a PRNG that cannot (here: pretended) the block
-    keeps every sample's noise instead. The same outputs bit for bit, over 2 sub-blocks of 256 with about a quarter
-    of the samples truncated (the ladder and the losses take their rows from the same ``_draw_blocks``)."""
+    keeps every sample's noise instead. The same outputs bit for bit, over 4 sub-blocks (made 16 samples wide) with
+    about a quarter of the samples truncated (the ladder and the losses take their rows from the same
+    ``_draw_blocks``)."""
     import mcacct.schemes.truncated as truncated
-    scheme = TruncatedBMinSep(0.05, 3, 1024, 300, 28)
+    monkeypatch.setattr(truncated, "sub_block_size", lambda iterations, num_samples: 16)
+    scheme = TruncatedBMinSep(0.05, 3, 40, 300, 24, warm_start=False)  # cold: no multinomial history to compile
     strategy = BandedToeplitz((1.0, 0.5))
 
-    def draws():  # traced afresh (the method's jit cache would not see the patch)
-        fn = jax.jit(lambda k: scheme._sample_t.__wrapped__(scheme, k, 0.9, strategy, 512, True,
+    def draws():  # traced afresh (the method's jit cache would not see the patches)
+        fn = jax.jit(lambda k: scheme._sample_t.__wrapped__(scheme, k, 0.9, strategy, 64, True,
                                                             jnp.dtype(jnp.float64)))
         return [np.asarray(a) for a in fn(jax.random.key(6))]
 
-    assert scheme._sub_block(512) == 256
+    assert scheme._sub_block(64) == 16
     y, r = draws()
-    assert 0.1 < np.mean(np.any(r >= 28, axis=0)) < 0.5
+    assert 0.1 < np.mean(np.any(r >= 24, axis=0)) < 0.5
     monkeypatch.setattr(truncated, "columns_supported", lambda key: False)
     y_kept, r_kept = draws()
     np.testing.assert_array_equal(r, r_kept)
