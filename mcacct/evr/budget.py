@@ -15,7 +15,7 @@ from mcacct.pld import pld_calibrate
 from mcacct.precision import float64
 from mcacct.validate import check_int, check_real
 
-__all__ = ["PILOT_GRID", "Budget", "calibration_budget", "pilot_size", "explicit_ladder", "top_sigma",
+__all__ = ["PILOT_GRID", "Budget", "calibration_budget", "check_calibration_dtype", "pilot_size", "explicit_ladder", "top_sigma",
            "ladder_exponents", "pilot_range", "bracket_from_baselines"]
 
 #: sigma points of each of the pilot's two grids (step 3 of the module docstring)
@@ -58,6 +58,15 @@ class Budget(NamedTuple):
     top_certifier: str
 
 
+def check_calibration_dtype(dtype: str) -> None:
+    """Only float64 kernels calibrate: ``ValueError`` for any other ``dtype`` (the CLI asks before any work)."""
+    if dtype != "float64":
+        raise ValueError(f"dtype must be 'float64' to calibrate; got {dtype!r}: float32 privacy losses "
+                         "differ from float64 ones by up to ~1e-3 nats (0.1 in extreme cases) and that round-off "
+                         "is not bounded, so a float32 run cannot certify a noise multiplier (use it for "
+                         "estimates only)")
+
+
 @float64
 def calibration_budget(problem: Problem, epsilon: float, delta: float, num_samples: int | None,
                        ladder_ratio: float, above: int, below: int, chunk_size: int,
@@ -65,11 +74,7 @@ def calibration_budget(problem: Problem, epsilon: float, delta: float, num_sampl
     """Check the arguments of :func:`calibrate` (float64 only) and fix the sample budget, the base delta for the
     statistical target ``delta * (1 - systematic_reserve)`` and the certified top. Shared by the plan and by the
     cost estimate (:mod:`mcacct.evr.cost`), so both see the same calibration."""
-    if problem.dtype != "float64":
-        raise ValueError(f"dtype must be 'float64' to calibrate; got {problem.dtype!r}: float32 privacy losses "
-                         "differ from float64 ones by up to ~1e-3 nats (0.1 in extreme cases) and that round-off "
-                         "is not bounded, so a float32 run cannot certify a noise multiplier (use it for "
-                         "estimates only)")
+    check_calibration_dtype(problem.dtype)
     eps = check_real("epsilon", epsilon, low=0.0)
     target = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     ratio = check_real("ladder_ratio", ladder_ratio, low=1.0, low_open=True)

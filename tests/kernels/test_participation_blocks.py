@@ -18,6 +18,12 @@ def test_blocks_mean_equals_mask_mean(n, b, p, warm, cap, seed, data):
     k = data.draw(st.integers(1, b))
     c = tuple(data.draw(st.lists(st.floats(0.1, 2.0), min_size=k, max_size=k)))
     key = jax.random.key(seed)
-    want = mean_shift_t(participation_mask_t(key, n, b, p, warm, 6, cap), c, jnp.float64)
-    got = mean_shift_from_blocks_t(participation_blocks_t(key, n, b, p, warm, 6, cap), n, b, c, jnp.float64)
+
+    @jax.jit  # one compilation per example instead of one per operation and shape
+    def both(key):
+        want = mean_shift_t(participation_mask_t(key, n, b, p, warm, 6, cap), c, jnp.float64)
+        got = mean_shift_from_blocks_t(participation_blocks_t(key, n, b, p, warm, 6, cap), n, b, c, jnp.float64)
+        return got, want
+
+    got, want = both(key)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
