@@ -58,20 +58,18 @@ def use_cpu_cores(count: int | None = None) -> int | None:
     """Give JAX's CPU backend ``count`` devices (default: :func:`cpu_cores`, at most :data:`AUTO_CPU_DEVICES_MAX`).
 
     Call it before the first JAX computation of the process: JAX fixes its CPU device count when its backends
-    start. Returns the count (set now, or the one JAX already has when ``count`` equals it), or ``None`` when left alone: by default (``count=None``) when the environment
-    already chose (``JAX_NUM_CPU_DEVICES``, or ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``) or
-    JAX's backends have started. An explicit ``count`` that can no longer be set raises ``ValueError`` unless it
+    start. Returns the count (set now, or the one JAX already has when ``count`` equals it), or ``None`` when left
+    alone: by default (``count=None``) when the environment already chose (``JAX_NUM_CPU_DEVICES``, or
+    ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``) or JAX's backends have started. An explicit ``count`` that can no longer be set raises ``ValueError`` unless it
     is the count JAX already has. Accelerator backends are not affected.
     """
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
         raise ValueError(f"cpu devices must be an integer >= 1; got {count!r}")
-    if count is None:
+    explicit = count is not None
+    if not explicit:
         if _user_chose_cpu_devices():
             return None
         count = min(cpu_cores(), AUTO_CPU_DEVICES_MAX)
-        explicit = False
-    else:
-        explicit = True
     try:
         jax.config.update("jax_num_cpu_devices", count)
     except RuntimeError as err:  # JAX's backends have started: the count is fixed for this process

@@ -28,11 +28,11 @@ _CALIBRATION_OPTIONS = ("--epsilon", "--delta", "--samples", "--ladder-ratio", "
 def _check_calibrate_flags(args) -> None:
     """Refuse, before any work, the flags that a calibrate mode ignores, and a float32 kernel (it cannot certify)."""
     from mcacct.evr.budget import check_calibration_dtype
-    if args.from_dir is None:
-        check_calibration_dtype(args.dtype)
     if args.from_dir is not None:
         refuse_options(args, _CALIBRATION_OPTIONS + problem_options(),
                        "with --from (the plan in the directory fixes the problem, the target and the ladder)")
+    else:
+        check_calibration_dtype(args.dtype)
     if args.sigmas is not None:
         refuse_options(args, ("--ladder-ratio", "--above", "--below"),
                        "with --sigmas (an explicit ladder: no pilot, no generated ladder)")

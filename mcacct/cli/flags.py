@@ -18,7 +18,8 @@ from mcacct.jobs.problem_file import scheme_to_dict
 from mcacct.schemes.registry import entry_for
 from mcacct.validate import LOSS_KERNELS, check_int, check_real, interval, parse_floats
 
-__all__ = ["add_problem_flags", "add_monte_carlo_flags", "cpu_devices_type", "configure_cpu_devices", "chunk_size_type", "resolve_chunk_size", "problem_from_args",
+__all__ = ["add_problem_flags", "add_monte_carlo_flags", "cpu_devices_type", "configure_cpu_devices",
+           "chunk_size_type", "resolve_chunk_size", "problem_from_args",
            "scheme_json", "device_info",
            "float_list", "sigma_list", "sample_count", "add_distributed_flags", "join_distributed", "compilation_cache_dir",
            "enable_compilation_cache", "ENV_CACHE", "Parser", "real_in", "int_in", "SEED_MAX", "check_out_file",

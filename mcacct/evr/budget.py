@@ -15,8 +15,8 @@ from mcacct.pld import pld_calibrate
 from mcacct.precision import float64
 from mcacct.validate import check_int, check_real
 
-__all__ = ["PILOT_GRID", "Budget", "calibration_budget", "check_calibration_dtype", "pilot_size", "explicit_ladder", "top_sigma",
-           "ladder_exponents", "pilot_range", "bracket_from_baselines"]
+__all__ = ["PILOT_GRID", "Budget", "calibration_budget", "check_calibration_dtype", "pilot_size", "explicit_ladder",
+           "top_sigma", "ladder_exponents", "pilot_range", "bracket_from_baselines"]
 
 #: sigma points of each of the pilot's two grids (step 3 of the module docstring)
 PILOT_GRID = 16

@@ -215,12 +215,16 @@ class TruncatedBMinSep(Scheme):
 
     def _block_draws(self, key, strategy, j, sub: int):
         """Sub-block ``j``'s per-block participation ``tau``, mean ``C x`` (amplitude 1) and standard noise."""
-        k_x, k_z = jax.random.split(jax.random.fold_in(key, j))
+        k_x, k_z = self._block_keys(key, j)
         n = self.iterations
         cap = participation_cap(n, self.min_sep, self.base.participation_rate)
         tau = participation_blocks_t(k_x, n, self.min_sep, self.sampling_prob, self.warm_start, sub, cap)
         m_t = mean_shift_from_blocks_t(tau, n, self.min_sep, strategy.c_col, jnp.float64)
         return tau, m_t, standard_normal(k_z, (n, sub), jnp.float64)
+
+    @staticmethod
+    def _block_keys(key, j):  # sub-block j's keys: participation, noise
+        return jax.random.split(jax.random.fold_in(key, j))
 
     def _noise_rows(self, key, z_all, idx, num_samples: int, sub: int):
         """The standard noise of the samples ``idx`` (row-major ``(len(idx), n)``): redrawn column by column from
@@ -231,7 +235,7 @@ class TruncatedBMinSep(Scheme):
             return jnp.take(z_all, idx, axis=1).T
 
         def column(i):
-            k_z = jax.random.split(jax.random.fold_in(key, i // sub))[1]
+            k_z = self._block_keys(key, i // sub)[1]
             return standard_normal_columns(k_z, (self.iterations, sub), (i % sub)[None], jnp.float64)[:, 0]
 
         return jax.vmap(column)(idx)
@@ -261,9 +265,7 @@ class TruncatedBMinSep(Scheme):
         k_r, k_b, k_s = jax.random.split(key, 3)
         r_t = self._counts_or_zeros(k_r, num_samples)
         sub = self._sub_block(num_samples)
-        # the flagged samples' noise is redrawn rather than kept: keeping every sub-block's (n, sub) noise for them
-        # wrote the whole chunk's noise once more (measured at the §7.4 shape on the 2-core box: 660 -> 545 us per
-        # draw of the block work)
+        # the flagged samples' noise is redrawn, not kept: keeping it wrote the whole chunk's noise once more
         keep_noise = not columns_supported(k_b)
 
         def block(j):
