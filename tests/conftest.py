@@ -5,9 +5,6 @@ import tempfile
 import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
-# the command line keeps compiled programs in a persistent cache; the suite's CLI calls run without it (the suite
-# has one cache of its own per run, below), and tests/cli/test_cache.py checks the cache in a directory of its own
-os.environ.setdefault("MCACCT_CACHE_DIR", "off")
 # one CPU device per process, as before `--cpu-devices auto` (one per core) became the CLI's default: the two xdist
 # workers already keep both cores busy, and the suite's CLI subprocesses inherit this (tests that want several
 # devices set JAX_NUM_CPU_DEVICES themselves; tests/cli/test_cpu_devices.py checks the default without it)
@@ -30,6 +27,9 @@ _JAX_CACHE = os.environ.get("MCACCT_TEST_JAX_CACHE") or os.path.join(
 if _JAX_CACHE != "off":
     jax.config.update("jax_compilation_cache_dir", _JAX_CACHE)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+# the command line keeps compiled programs in a persistent cache (MCACCT_CACHE_DIR): the suite's CLI subprocesses
+# use the run's cache above, never the user's (tests/cli/test_cache.py checks the cache in a directory of its own)
+os.environ.setdefault("MCACCT_CACHE_DIR", _JAX_CACHE)
 import mcacct  # noqa: E402,F401
 import pytest  # noqa: E402
 

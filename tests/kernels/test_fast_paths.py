@@ -105,3 +105,24 @@ def test_participation_cap_is_far_in_the_tail():
     assert cap < scheme.max_participations
     # Binomial(n, rate) upper tail at the cap (a Poisson bound is larger): negligible per batch
     assert stats.poisson.sf(cap, mean) < 1e-12
+
+
+def test_poisson_product_form_serves_stepwise_and_auto_at_b1():
+    """At b = 1 ``"stepwise"`` (``"auto"``'s CPU choice for wide batches) takes the grouped product form: the same
+    numbers as ``"linear"`` bit for bit and the ``logaddexp`` terms within 1e-12; where a group's product
+    overflows, the whole batch is the ``logaddexp`` sum."""
+    n, p, lanes = 40, 0.05, 64
+    scheme = mcacct.BMinSep(p, 1, n)
+    ell = np.asarray(jax.random.normal(jax.random.key(5), (n, lanes), jnp.float64)) * 3.0
+    wild = ell.copy()
+    wild[:8, 1] = 200.0
+    for terms, fell_back in ((ell, False), (wild, True)):
+        want = np.sum(np.logaddexp(np.log1p(-p), np.log(p) + terms), axis=0)
+        linear = np.asarray(log_ratio_from_terms_t(jnp.asarray(terms), scheme, "linear"))
+        exact = np.asarray(log_ratio_from_terms_t(jnp.asarray(terms), scheme, "scan"))
+        assert np.array_equal(linear, exact) == fell_back
+        for recursion in ("stepwise", "auto"):
+            got = np.asarray(log_ratio_from_terms_t(jnp.asarray(terms), scheme, recursion))
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+            if jax.default_backend() == "cpu" or recursion == "stepwise":
+                assert np.array_equal(got, linear), recursion

@@ -109,7 +109,8 @@ def test_toy_scheme_calibrates_and_runs_as_shard_jobs(toy_registered, tmp_path):
 # computed with the code before the contract (commit de8c70f): run_ladder, sigmas (0.8, 1.1), key 7, 1000 samples,
 # chunks of 256, epsilons (0.5, 1.0); sums are the exact fixed-point integers, hist a digest of the histogram.
 # Kernel 4 (the stepwise recursion on CPU): the sums moved by at most 7e-15 relative (float rounding of the
-# recursion), every histogram digest stayed the same; the values below are kernel 4's.
+# recursion), every histogram digest stayed the same; the values below are kernel 4's. Kernel 5 (b = 1: the product
+# form on CPU): bminsep_cold_b1's sums moved by at most 7e-15 relative, its digests stayed; its values are kernel 5's.
 STORED = {
     "bminsep": (Problem(BMinSep(0.2, 4, 32, True), BandedToeplitz((0.6, 0.5, 0.4))), {
         "0:remove": ([471629713249056957966703306, 333302009845008607130563132], "bf8ba1217c1ac113"),
@@ -117,10 +118,10 @@ STORED = {
         "1:remove": ([277959695705370807323995060, 145144892974305209854133658], "9ee30c3ec552717f"),
         "1:add": ([252072953634379175248564959, 120428045499388149630932661], "463878489c95de1d")}),
     "bminsep_cold_b1": (Problem(BMinSep(0.1, 1, 24, False), BandedToeplitz((1.0,))), {
-        "0:remove": ([206122085469723448164445858, 103581750596780214605731285], "5dfa5243e515e982"),
-        "0:add": ([139664309111568700680537767, 22225601569452502990490758], "e9485b6818bc233c"),
-        "1:remove": ([82973767437652891945964082, 18676537235775153112047604], "c8f6d90ffc09d379"),
-        "1:add": ([50043999243646029898249284, 1593207629236481273228387], "cd156c1ccdf1e0b6")}),
+        "0:remove": ([206122085469723628553072290, 103581750596780300505077205], "5dfa5243e515e982"),
+        "0:add": ([139664309111568473047271079, 22225601569452424070466694], "e9485b6818bc233c"),
+        "1:remove": ([82973767437653027237433906, 18676537235775192303624180], "c8f6d90ffc09d379"),
+        "1:add": ([50043999243645861320782916, 1593207629236470066048099], "cd156c1ccdf1e0b6")}),
     # kernel 3 (alias-table counts r, sub-blocked untruncated part, mixture work only on truncated samples) and
     # kernel 4 (a block's count words drawn in one call): recomputed at the kernel change; the law is tested in tests/kernels/test_counts.py and the losses equal
     # the full two-mixture loss in tests/schemes/test_truncated_fast.py
