@@ -30,6 +30,9 @@ if _JAX_CACHE != "off":
 # the command line keeps compiled programs in a persistent cache (MCACCT_CACHE_DIR): the suite's CLI subprocesses
 # use the run's cache above, never the user's (tests/cli/test_cache.py checks the cache in a directory of its own)
 os.environ.setdefault("MCACCT_CACHE_DIR", _JAX_CACHE)
+if _JAX_CACHE != "off":  # and so do the suite's other subprocesses (python -c scripts, launchers, jobs)
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _JAX_CACHE)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 import mcacct  # noqa: E402,F401
 import pytest  # noqa: E402
 
