@@ -60,8 +60,9 @@ def use_cpu_cores(count: int | None = None) -> int | None:
     Call it before the first JAX computation of the process: JAX fixes its CPU device count when its backends
     start. Returns the count (set now, or the one JAX already has when ``count`` equals it), or ``None`` when left
     alone: by default (``count=None``) when the environment already chose (``JAX_NUM_CPU_DEVICES``, or
-    ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``) or JAX's backends have started. An explicit ``count`` that can no longer be set raises ``ValueError`` unless it
-    is the count JAX already has. Accelerator backends are not affected.
+    ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``) or JAX's backends have started. An explicit
+    ``count`` that can no longer be set raises ``ValueError`` unless it is the count JAX already has. Accelerator
+    backends are not affected.
     """
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
         raise ValueError(f"cpu devices must be an integer >= 1; got {count!r}")

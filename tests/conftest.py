@@ -27,12 +27,13 @@ _JAX_CACHE = os.environ.get("MCACCT_TEST_JAX_CACHE") or os.path.join(
 if _JAX_CACHE != "off":
     jax.config.update("jax_compilation_cache_dir", _JAX_CACHE)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-# the command line keeps compiled programs in a persistent cache (MCACCT_CACHE_DIR): the suite's CLI subprocesses
-# use the run's cache above, never the user's (tests/cli/test_cache.py checks the cache in a directory of its own)
-os.environ.setdefault("MCACCT_CACHE_DIR", _JAX_CACHE)
-if _JAX_CACHE != "off":  # and so do the suite's other subprocesses (python -c scripts, launchers, jobs)
+    # the suite's subprocesses (python -c scripts, launchers, job workers) read and fill it too
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _JAX_CACHE)
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+# the command line keeps compiled programs in a persistent cache (MCACCT_CACHE_DIR): the suite's CLI subprocesses
+# use the run's cache above ("off" with it), never the user's (tests/cli/test_cache.py checks the cache in a
+# directory of its own)
+os.environ.setdefault("MCACCT_CACHE_DIR", _JAX_CACHE)
 import mcacct  # noqa: E402,F401
 import pytest  # noqa: E402
 
