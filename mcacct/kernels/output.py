@@ -4,8 +4,8 @@ r"""Mechanism outputs under the dominating pair: ``y = C x + sigma z`` (``P``, t
 :func:`gaussian_output` is the one place where every sampler of mcacct combines a mean with noise;
 :func:`standardised_draws_t` returns the common random numbers ``(C x, z)`` of a block for b-min-sep
 participation, from which ``m + sigma_j z`` and ``sigma_j z`` are the outputs for every noise multiplier of a
-ladder (the same key split as :func:`gaussian_output`, so the draws coincide exactly). Plain numbers in, arrays
-out; no scheme is imported.
+ladder (the same key split as :func:`gaussian_output`, so the draws coincide exactly); :func:`standardised_sums_t`
+returns their sliding sums, which is all a ladder needs. Plain numbers in, arrays out; no scheme is imported.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import jax.numpy as jnp
 
 from mcacct.kernels.normal import standard_normal
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
-from mcacct.kernels.sliding import mean_shift_from_blocks_t
+from mcacct.kernels.sliding import mean_shift_from_blocks_t, mean_sliding_from_blocks_t, sliding_dot_t
 
-__all__ = ["gaussian_output", "standardised_draws_t"]
+__all__ = ["gaussian_output", "standardised_draws_t", "standardised_sums_t"]
 
 
 def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positive: bool, mean_of_key) -> jax.Array:
@@ -29,6 +29,15 @@ def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positi
     return z + mean_of_key(kx) if positive else z
 
 
+def _standardised(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples, dtype):
+    """``(tau, z)``: the per-block participation and the standard noise of one block, split from ``key`` as in
+    :func:`gaussian_output`."""
+    kx, kz = jax.random.split(key)
+    z = standard_normal(kz, (iterations, num_samples), dtype)
+    cap = participation_cap(iterations, min_sep, participation_rate)
+    return participation_blocks_t(kx, iterations, min_sep, sampling_prob, warm_start, num_samples, cap), z
+
+
 def standardised_draws_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                          participation_rate: float, c_col: tuple[float, ...], num_samples: int,
                          dtype=jnp.float64) -> tuple[jax.Array, jax.Array]:
@@ -36,8 +45,18 @@ def standardised_draws_t(key: jax.Array, iterations: int, min_sep: int, sampling
     output mean ``m = C x`` and the standard normal noise ``z``, split from ``key`` as in
     :func:`gaussian_output`, so ``m + sigma z`` (remove) and ``sigma z`` (add) are exactly the time-major
     outputs of the same key for any ``sigma``."""
-    kx, kz = jax.random.split(key)
-    z = standard_normal(kz, (iterations, num_samples), dtype)
-    cap = participation_cap(iterations, min_sep, participation_rate)
-    tau = participation_blocks_t(kx, iterations, min_sep, sampling_prob, warm_start, num_samples, cap)
+    tau, z = _standardised(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
+                           dtype)
     return mean_shift_from_blocks_t(tau, iterations, min_sep, c_col, dtype), z
+
+
+def standardised_sums_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                        participation_rate: float, c_col: tuple[float, ...], num_samples: int, dtype=jnp.float64,
+                        dot_method: str = "auto") -> tuple[jax.Array, jax.Array]:
+    """The sliding sums ``(s^m, s^z)`` of :func:`standardised_draws_t`'s ``(m, z)`` for the same key, time-major:
+    ``s^m`` from the participation by :func:`~mcacct.kernels.sliding.mean_sliding_from_blocks_t` (table reads),
+    ``s^z`` by :func:`~mcacct.kernels.sliding.sliding_dot_t` with ``dot_method``."""
+    tau, z = _standardised(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
+                           jnp.float64)
+    return (mean_sliding_from_blocks_t(tau, iterations, min_sep, c_col, dtype),
+            sliding_dot_t(z.astype(dtype), c_col, dot_method))

@@ -42,7 +42,8 @@ from mcacct.validate import RECURSIONS, check_bool, check_int, check_prob
 from mcacct.platform import target_platform
 
 __all__ = ["RECURSIONS", "linear_block_init", "linear_block_step", "linear_block_finish", "start_log_ratio",
-           "linear_applicable", "range_floor", "auto_recursion", "recursion_log_ratio", "recursion_log_ratio_t", "ladder_losses_t", "shift_mixture_log_ratio",
+           "linear_applicable", "range_floor", "auto_recursion", "recursion_log_ratio", "recursion_log_ratio_t",
+           "ladder_losses_t", "ladder_losses_from_sums_t", "shift_mixture_log_ratio",
            "scan_first_values", "blocked_first_values", "linear_first_values", "poisson_log_ratio_linear"]
 
 
@@ -433,11 +434,20 @@ def recursion_log_ratio(ell: jax.Array, min_sep: int, sampling_prob, warm_start:
 def ladder_losses_t(m_t: jax.Array, z_t: jax.Array, sigmas: jax.Array, min_sep: int, sampling_prob,
                     warm_start: bool, c_col: tuple[float, ...], dot_method: str = "auto",
                     recursion: str = "auto") -> jax.Array:
-    r"""Privacy losses of both directions for every noise multiplier of a ladder on one set of draws.
+    r"""Privacy losses of both directions for every noise multiplier of a ladder on one set of draws:
+    :func:`ladder_losses_from_sums_t` of the sliding sums :math:`s^m = \langle c, m \rangle`,
+    :math:`s^z = \langle c, z\rangle` of ``m_t`` (output mean ``C x``) and ``z_t`` (standard normal noise),
+    time-major ``(n, B)``."""
+    return ladder_losses_from_sums_t(sliding_dot_t(m_t, c_col, dot_method), sliding_dot_t(z_t, c_col, dot_method),
+                                     sigmas, min_sep, sampling_prob, warm_start, c_col, recursion)
 
-    ``m_t`` (output mean ``C x``) and ``z_t`` (standard normal noise) are time-major ``(n, B)``. By linearity
-    the sliding sums are taken once, :math:`s^m = \langle c, m \rangle`, :math:`s^z = \langle c, z\rangle`,
-    and for each :math:`\sigma_j`
+
+def ladder_losses_from_sums_t(s_m: jax.Array, s_z: jax.Array, sigmas: jax.Array, min_sep: int, sampling_prob,
+                              warm_start: bool, c_col: tuple[float, ...], recursion: str = "auto") -> jax.Array:
+    r"""Privacy losses of both directions for every noise multiplier of a ladder from the sliding sums of one set
+    of draws, :math:`s^m_i = \langle c^{(i)}, m \rangle` (the output mean ``C x``) and
+    :math:`s^z_i = \langle c^{(i)}, z\rangle` (standard normal noise), time-major ``(n, B)``. By linearity, for
+    each :math:`\sigma_j`
 
     .. math::
         \ell^{rem}_i = (s^m_i + \sigma_j s^z_i - \|c^{(i)}\|^2/2)/\sigma_j^2, \qquad
@@ -447,11 +457,9 @@ def ladder_losses_t(m_t: jax.Array, z_t: jax.Array, sigmas: jax.Array, min_sep: 
     per candidate (``lax.map`` over the ladder, so each candidate keeps its exact fallback). Returns
     ``(J, 2, B)``: ``[:, 0]`` is ``ln P/Q`` of the remove outputs, ``[:, 1]`` is ``ln Q/P`` of the add outputs.
     """
-    n = m_t.shape[0]
-    dtype = z_t.dtype
-    s_m = sliding_dot_t(m_t, c_col, dot_method)
-    s_z = sliding_dot_t(z_t, c_col, dot_method)
-    half_sq = jnp.asarray(0.5 * column_sq_norms(c_col, n), dtype).reshape((n,) + (1,) * (z_t.ndim - 1))
+    n = s_z.shape[0]
+    dtype = s_z.dtype
+    half_sq = jnp.asarray(0.5 * column_sq_norms(c_col, n), dtype).reshape((n,) + (1,) * (s_z.ndim - 1))
 
     def one(sig):
         sig = sig.astype(dtype)

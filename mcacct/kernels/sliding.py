@@ -10,13 +10,16 @@ tuples and arrays, imports no scheme and is pure (jit-traceable):
 * :func:`participation_log_ratios`: the per-iteration terms
   :math:`\ell_i = (\langle c^{(i)}, y\rangle - \|c^{(i)}\|^2/2)/\sigma^2`;
 * :func:`mean_shift`, :func:`mean_shift_t`, :func:`mean_shift_amplitudes`: the output mean ``C x`` for
-  separated participation patterns, in ``O(n)``.
+  separated participation patterns, in ``O(n)``;
+* :func:`mean_sliding_from_blocks_t`: the sliding sums of that mean, :math:`\langle c^{(i)}, C x\rangle`, read from
+  a table of the autocorrelations of ``c`` (:func:`mean_window_table`) instead of summed.
 
 Functions with the suffix ``_t`` work along axis 0 (time-major ``(n, ...)``, the engine's layout).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -31,7 +34,8 @@ from mcacct.platform import target_platform
 
 __all__ = ["DOT_METHODS", "choose_dot_method", "sliding_dot", "sliding_dot_t", "column_sq_norms",
            "participation_log_ratios", "participation_log_ratios_t", "mean_shift", "mean_shift_t",
-           "mean_shift_amplitudes", "shift_down", "block_mean", "mean_shift_from_blocks_t"]
+           "mean_shift_amplitudes", "shift_down", "block_mean", "mean_shift_from_blocks_t", "mean_window_table",
+           "mean_sliding_from_blocks_t", "MEAN_TABLE_MAX_TAPS"]
 
 
 
@@ -200,3 +204,76 @@ def mean_shift_from_blocks_t(tau: jax.Array, iterations: int, min_sep: int, c_co
     rows = (jnp.arange(nblk)[:, None] * b - pad + jnp.arange(b)[None, :])[:, :, None]  # (nblk, b, 1)
     m = block_mean(tau[:, None, :], prev[:, None, :], rows, jnp.asarray(c_col, dtype))
     return m.reshape((nblk * b,) + tau.shape[1:])[pad:]
+
+
+#: the longest ``c_col`` whose window table (:func:`mean_window_table`, ``k (2k - 1)`` float64 values: 8 MiB at
+#: 1024 taps) :func:`mean_sliding_from_blocks_t` builds; longer columns take the sliding sums of the mean
+MEAN_TABLE_MAX_TAPS = 1024
+
+
+@functools.lru_cache(maxsize=32)
+def mean_window_table(c_col: tuple[float, ...]) -> np.ndarray:
+    r"""``T[L - 1, k - 1 + \delta]``: the sliding sum at row ``i`` of the mean of one participation at
+    ``tau = i + delta``, for ``|delta| < k`` and ``L = min(n - i, k)`` rows left in the window,
+
+    .. math::  T_{L, \delta} = \sum_{d = \max(0, \delta)}^{\min(k, k + \delta, L) - 1} c_d\, c_{d - \delta}
+
+    (the mean is :math:`c_{t - \tau}` on rows ``tau .. tau + k - 1``; row ``L = k`` is the autocorrelation of
+    ``c``). Shape ``(k, 2k - 1)`` float64, computed on the host with ``np.longdouble`` partial sums (64-bit
+    significands on x86) and rounded once; where ``longdouble`` is ``double`` each entry is still a sum of at most
+    ``k`` products with error at most ``k u`` times the sum of their magnitudes (``docs/soundness.md``)."""
+    c = np.asarray(c_col, np.longdouble)
+    k = len(c)
+    out = np.zeros((k, 2 * k - 1), np.longdouble)
+    lengths = np.arange(1, k + 1)
+    for delta in range(1 - k, k):
+        d0, d1 = max(0, delta), k + min(0, delta)
+        partial = np.concatenate([np.zeros(1, np.longdouble), np.cumsum(c[d0:d1] * c[d0 - delta:d1 - delta])])
+        out[:, k - 1 + delta] = partial[np.clip(lengths - d0, 0, d1 - d0)]
+    return out.astype(np.float64)
+
+
+def mean_sliding_from_blocks_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
+                               dtype) -> jax.Array:
+    r""":math:`s^m_i = \langle c^{(i)}, C x\rangle` time-major ``(n, B)`` from the per-block participation ``tau``
+    (as :func:`mean_shift_from_blocks_t`), equal to ``sliding_dot_t(mean_shift_from_blocks_t(tau, ...), c_col)`` up
+    to rounding, without forming the mean or summing windows.
+
+    A participation at ``tau`` reaches the windows of rows ``tau - k < i < tau + k``; with gaps ``>= min_sep >= k``
+    at most one of them is at or before row ``i`` and one after it, each from block ``q - 1``, ``q`` or ``q + 1``
+    for a row of block ``q``, and each adds one entry of :func:`mean_window_table`: two table reads per value
+    instead of the ``k``-term sums (prefix sums or an FFT) of the mean. For a constant ``c`` the entry is
+    :math:`c_0^2` times the overlap count, computed (exact for ``k < 2^{53}``, one rounding). Columns longer than
+    :data:`MEAN_TABLE_MAX_TAPS` take the sums."""
+    n, b, k = int(iterations), int(min_sep), len(c_col)
+    if k > b:
+        raise ValueError(f"len(c_col) must be at most min_sep; got {k} > {b}")
+    if k > MEAN_TABLE_MAX_TAPS:
+        return sliding_dot_t(mean_shift_from_blocks_t(tau, n, b, c_col, dtype), c_col)
+    nblk = tau.shape[0]
+    pad = nblk * b - n
+    none = jnp.full_like(tau[:1], NO_PARTICIPATION)
+    rows = (jnp.arange(nblk)[:, None] * b - pad + jnp.arange(b)[None, :])[:, :, None]  # (nblk, b, 1) real rows
+    here = tau[:, None, :]
+    # at most one participation at or before row i reaches it (two would be closer than k <= b), and at most one
+    # after it: the block's own or the previous / next block's
+    before = jnp.where((here != NO_PARTICIPATION) & (here <= rows), here,
+                       jnp.concatenate([none, tau[:-1]], axis=0)[:, None, :])
+    after = jnp.where(here > rows, here, jnp.concatenate([tau[1:], none], axis=0)[:, None, :])
+    length = jnp.clip(n - rows, 1, k)                  # rows left in the window (cut at row n)
+    constant = all(v == c_col[0] for v in c_col)
+    if not constant:
+        table = jnp.asarray(mean_window_table(tuple(float(v) for v in c_col)).reshape(-1))
+    out = None
+    for t in (before, after):
+        delta = t - rows
+        reach = (t != NO_PARTICIPATION) & (jnp.abs(delta) < k)
+        delta = jnp.clip(delta, 1 - k, k - 1)
+        if constant:  # the table is c_0^2 times the overlap count: computed, not read
+            overlap = jnp.minimum(jnp.minimum(k, k + delta), length) - jnp.maximum(0, delta)
+            val = jnp.asarray(c_col[0] * c_col[0], jnp.float64) * overlap.astype(jnp.float64)
+        else:
+            val = jnp.take(table, (length - 1) * (2 * k - 1) + (k - 1) + delta, mode="clip")
+        term = jnp.where(reach, val, 0.0)
+        out = term if out is None else out + term
+    return out.reshape((nblk * b,) + tau.shape[1:])[pad:].astype(dtype)

@@ -21,10 +21,10 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from mcacct.kernels.output import gaussian_output, standardised_draws_t
+from mcacct.kernels.output import gaussian_output, standardised_sums_t
 from mcacct.kernels.participation import (participation_cap, participation_mask, participation_blocks_t,
                                           participation_mask_t)
-from mcacct.kernels.recursion import ladder_losses_t, recursion_log_ratio, recursion_log_ratio_t
+from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio, recursion_log_ratio_t
 from mcacct.kernels.sliding import (mean_shift, mean_shift_from_blocks_t, participation_log_ratios,
                                     participation_log_ratios_t)
 from mcacct.pld.accountant import pld_calibrate
@@ -95,13 +95,14 @@ class BMinSep(MinSepAccounting):
                       recursion: str = "auto"):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on one
         set of draws (the draws of :meth:`sample_t` for the same key): draws, participation and sliding
-        sums once, the recursion per candidate (:func:`mcacct.kernels.recursion.ladder_losses_t`)."""
+        sums once (the mean's from a table, :func:`mcacct.kernels.output.standardised_sums_t`), the recursion per
+        candidate (:func:`mcacct.kernels.recursion.ladder_losses_from_sums_t`)."""
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
-        m_t, z_t = standardised_draws_t(key, self.iterations, self.min_sep, self.sampling_prob, self.warm_start,
-                                        self.participation_rate, strategy.c_col, num_samples, jnp.float64)
-        return ladder_losses_t(m_t.astype(dtype), z_t.astype(dtype), sigmas, self.min_sep, self.sampling_prob,
-                               self.warm_start, strategy.c_col, dot_method, recursion)
+        s_m, s_z = standardised_sums_t(key, self.iterations, self.min_sep, self.sampling_prob, self.warm_start,
+                                       self.participation_rate, strategy.c_col, num_samples, dtype, dot_method)
+        return ladder_losses_from_sums_t(s_m, s_z, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
+                                         strategy.c_col, recursion)
 
     def fused_ladder_args(self, strategy) -> dict:
         """The fused kernel draws :meth:`ladder_losses`'s outputs (:func:`mcacct.kernels.output.standardised_draws_t`)

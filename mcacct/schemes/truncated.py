@@ -76,9 +76,9 @@ from mcacct.kernels.blocks import apply_to_flagged, map_blocks, map_sub_blocks, 
 from mcacct.kernels.counts import count_tables, other_counts_t, virtual_plan
 from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
-from mcacct.kernels.recursion import ladder_losses_t
-from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, participation_log_ratios_t,
-                                    sliding_dot)
+from mcacct.kernels.recursion import ladder_losses_from_sums_t
+from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, mean_sliding_from_blocks_t,
+                                    participation_log_ratios_t, sliding_dot, sliding_dot_t)
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, log_ratio_from_terms_t
 from mcacct.precision import float64
 
@@ -207,20 +207,19 @@ class TruncatedBMinSep(Scheme):
     def _sub_block(self, num_samples: int) -> int:
         return sub_block_size(self.iterations, num_samples)
 
-    def _counts_or_zeros(self, key, num_samples: int):
-        if self.can_truncate:
-            return self._counts_t(key, num_samples)
-        # r never reaches B_max: its value does not matter, skip the draws
-        return jnp.zeros((self.iterations, num_samples), jnp.int32)
+    def _counts_or_zeros(self, key, num_samples: int):  # without truncation r does not matter: not drawn
+        return (self._counts_t(key, num_samples) if self.can_truncate
+                else jnp.zeros((self.iterations, num_samples), jnp.int32))
 
-    def _block_draws(self, key, strategy, j, sub: int):
-        """Sub-block ``j``'s per-block participation ``tau``, mean ``C x`` (amplitude 1) and standard noise."""
-        k_x, k_z = self._block_keys(key, j)
-        n = self.iterations
+    def _block_draws(self, key, j, sub: int):
+        """Sub-block ``j``'s per-block participation ``tau`` and standard noise (time-major)."""
+        (k_x, k_z), n = self._block_keys(key, j), self.iterations
         cap = participation_cap(n, self.min_sep, self.base.participation_rate)
         tau = participation_blocks_t(k_x, n, self.min_sep, self.sampling_prob, self.warm_start, sub, cap)
-        m_t = mean_shift_from_blocks_t(tau, n, self.min_sep, strategy.c_col, jnp.float64)
-        return tau, m_t, standard_normal(k_z, (n, sub), jnp.float64)
+        return tau, standard_normal(k_z, (n, sub), jnp.float64)
+
+    def _mean(self, tau, strategy):  # the output mean C x (amplitude 1) of the participation tau, time-major
+        return mean_shift_from_blocks_t(tau, self.iterations, self.min_sep, strategy.c_col, jnp.float64)
 
     @staticmethod
     def _block_keys(key, j):  # sub-block j's keys: participation, noise
@@ -258,10 +257,9 @@ class TruncatedBMinSep(Scheme):
 
     def _draw_blocks(self, key, strategy, num_samples: int, per_block):
         """The common random numbers of one engine block and a per-sub-block computation on them:
-        ``per_block(m_t, z_t)`` of each sub-block's mean ``C x`` (amplitude 1) and standard noise (time-major),
-        joined. Returns ``(out, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples
-        with a truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) at ``sig``
-        and their counts."""
+        ``per_block(tau, z_t)`` of each sub-block's participation (per block of ``b`` rounds) and standard noise,
+        joined. Returns ``(out, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples with a
+        truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) and counts."""
         k_r, k_b, k_s = jax.random.split(key, 3)
         r_t = self._counts_or_zeros(k_r, num_samples)
         sub = self._sub_block(num_samples)
@@ -269,8 +267,8 @@ class TruncatedBMinSep(Scheme):
         keep_noise = not columns_supported(k_b)
 
         def block(j):
-            tau, m_t, z_t = self._block_draws(k_b, strategy, j, sub)
-            return (per_block(m_t, z_t), tau) + ((z_t,) if keep_noise else ())
+            tau, z_t = self._block_draws(k_b, j, sub)
+            return (per_block(tau, z_t), tau) + ((z_t,) if keep_noise else ())
 
         out, tau_all, *kept = map_sub_blocks(block, num_samples, sub)
         z_all = kept[0] if keep_noise else None
@@ -298,8 +296,8 @@ class TruncatedBMinSep(Scheme):
     @jit_method("strategy", "num_samples", "positive", "dtype")
     def _sample_t(self, key, sigma, strategy, num_samples, positive, dtype):
         sig = jnp.asarray(sigma, jnp.float64)
-        y_t, r_t, patch = self._draw_blocks(key, strategy, num_samples,
-                                            lambda m_t, z_t: z_t * sig + m_t if positive else z_t * sig)
+        y_t, r_t, patch = self._draw_blocks(key, strategy, num_samples, lambda tau, z_t: (
+            z_t * sig + self._mean(tau, strategy) if positive else z_t * sig))
 
         def fix(idx, y_t, mixture):
             y_p, y_q, _ = mixture(sig)
@@ -338,8 +336,8 @@ class TruncatedBMinSep(Scheme):
     def _losses(self, key, sigma, strategy, num_samples, positive, dtype, dot_method, recursion):
         sig = jnp.asarray(sigma, jnp.float64)
 
-        def per_block(m_t, z_t):
-            y = (z_t * sig + m_t if positive else z_t * sig).astype(dtype)
+        def per_block(tau, z_t):
+            y = (z_t * sig + self._mean(tau, strategy) if positive else z_t * sig).astype(dtype)
             return self._untruncated_loss(y, sigma, strategy, dot_method, recursion)
 
         loss, _, patch = self._draw_blocks(key, strategy, num_samples, per_block)
@@ -358,8 +356,8 @@ class TruncatedBMinSep(Scheme):
                       recursion: str = "auto"):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on the
         draws of :meth:`sample_t` for the same key: counts, participation, survival coins and noise once; the
-        untruncated ladder (:func:`mcacct.kernels.recursion.ladder_losses_t`) for every sample, and the two
-        mixture recursions per candidate only for the samples with a truncated round."""
+        untruncated ladder (:func:`~mcacct.kernels.recursion.ladder_losses_from_sums_t`) for every sample, and
+        the two mixture recursions per candidate only for the samples with a truncated round."""
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
         return self._ladder(key, jnp.asarray(sigmas), strategy, num_samples, jnp.dtype(dtype), dot_method,
@@ -367,11 +365,13 @@ class TruncatedBMinSep(Scheme):
 
     @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion")
     def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion):
-        out, _, patch = self._draw_blocks(
-            key, strategy, num_samples,
-            lambda m_t, z_t: ladder_losses_t(m_t.astype(dtype), z_t.astype(dtype), sigmas, self.min_sep,
-                                             self.sampling_prob, self.warm_start, strategy.c_col, dot_method,
-                                             recursion))
+        def per_block(tau, z_t):  # the mean's sliding sums from a table, the noise's summed (linearity)
+            s_m = mean_sliding_from_blocks_t(tau, self.iterations, self.min_sep, strategy.c_col, dtype)
+            s_z = sliding_dot_t(z_t.astype(dtype), strategy.c_col, dot_method)
+            return ladder_losses_from_sums_t(s_m, s_z, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
+                                             strategy.c_col, recursion)
+
+        out, _, patch = self._draw_blocks(key, strategy, num_samples, per_block)
 
         def fix(idx, out, mixture):
             def one(sig):

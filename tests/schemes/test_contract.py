@@ -111,6 +111,7 @@ def test_toy_scheme_calibrates_and_runs_as_shard_jobs(toy_registered, tmp_path):
 # Kernel 4 (the stepwise recursion on CPU): the sums moved by at most 7e-15 relative (float rounding of the
 # recursion), every histogram digest stayed the same; the values below are kernel 4's. Kernel 5 (b = 1: the product
 # form on CPU): bminsep_cold_b1's sums moved by at most 7e-15 relative, its digests stayed; its values are kernel 5's.
+# Kernel 6 (the ladders read the mean's sliding sums from a table): no value below moved.
 STORED = {
     "bminsep": (Problem(BMinSep(0.2, 4, 32, True), BandedToeplitz((0.6, 0.5, 0.4))), {
         "0:remove": ([471629713249056957966703306, 333302009845008607130563132], "bf8ba1217c1ac113"),
