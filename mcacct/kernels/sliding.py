@@ -243,7 +243,7 @@ def mean_sliding_from_blocks_t(tau: jax.Array, iterations: int, min_sep: int, c_
     at most one of them is at or before row ``i`` and one after it, each from block ``q - 1``, ``q`` or ``q + 1``
     for a row of block ``q``, and each adds one entry of :func:`mean_window_table`: two table reads per value
     instead of the ``k``-term sums (prefix sums or an FFT) of the mean. For a constant ``c`` the entry is
-    :math:`c_0^2` times the overlap count, computed (exact for ``k < 2^{53}``, one rounding). Columns longer than
+    :math:`c_0^2` times the overlap count, computed (two roundings: the square and the product). Columns longer than
     :data:`MEAN_TABLE_MAX_TAPS` take the sums."""
     n, b, k = int(iterations), int(min_sep), len(c_col)
     if k > b:
