@@ -17,7 +17,7 @@ from mcacct.kernels.normal import standard_normal
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.sliding import mean_shift_from_blocks_t, mean_sliding_from_blocks_t, sliding_dot_t
 
-__all__ = ["gaussian_output", "standardised_draws_t", "standardised_sums_t"]
+__all__ = ["gaussian_output", "standardised_draws_t", "standardised_sums_t", "ladder_sums_t"]
 
 
 def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positive: bool, mean_of_key) -> jax.Array:
@@ -58,5 +58,12 @@ def standardised_sums_t(key: jax.Array, iterations: int, min_sep: int, sampling_
     ``s^z`` by :func:`~mcacct.kernels.sliding.sliding_dot_t` with ``dot_method``."""
     tau, z = _standardised(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
                            jnp.float64)
+    return ladder_sums_t(tau, z, iterations, min_sep, c_col, dtype, dot_method)
+
+
+def ladder_sums_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...], dtype,
+                  dot_method: str = "auto") -> tuple[jax.Array, jax.Array]:
+    """``(s^m, s^z)`` in ``dtype`` from the per-block participation ``tau`` and the standard noise ``z`` (time-major
+    ``(n, B)``): what every shared-draw ladder needs (:func:`mcacct.kernels.recursion.ladder_losses_from_sums_t`)."""
     return (mean_sliding_from_blocks_t(tau, iterations, min_sep, c_col, dtype),
             sliding_dot_t(z.astype(dtype), c_col, dot_method))

@@ -195,15 +195,23 @@ def mean_shift_from_blocks_t(tau: jax.Array, iterations: int, min_sep: int, c_co
     :func:`mcacct.kernels.participation.block_participation`; gaps ``>= min_sep >= len(c_col)``), time-major
     ``(n, B)``, without forming the mask: only the participation in a row's block and the one in the block before
     can reach it. Equal to ``mean_shift_t`` of the mask, value for value."""
-    n, b = iterations, min_sep
-    if len(c_col) > b:
-        raise ValueError(f"len(c_col) must be at most min_sep; got {len(c_col)} > {b}")
+    rows, prev, _, unblock = _block_layout(tau, iterations, min_sep, len(c_col))
+    return unblock(block_mean(tau[:, None, :], prev[:, None, :], rows, jnp.asarray(c_col, dtype)))
+
+
+def _block_layout(tau: jax.Array, n: int, b: int, k: int):
+    """The rows of the per-block participation ``tau`` (``(nblk, B)``, blocks of ``b`` rows with ``nblk b - n``
+    dummy rows in front): ``rows`` ``(nblk, b, 1)`` the real 0-based rows, ``prev`` / ``nxt`` the previous / next
+    block's participation (``NO_PARTICIPATION`` past the ends), and ``unblock`` mapping ``(nblk, b, B)`` values to
+    time-major ``(n, B)``. Checks ``k = len(c_col) <= b``."""
+    if k > b:
+        raise ValueError(f"len(c_col) must be at most min_sep; got {k} > {b}")
     nblk = tau.shape[0]
     pad = nblk * b - n
-    prev = jnp.concatenate([jnp.full_like(tau[:1], NO_PARTICIPATION), tau[:-1]], axis=0)
-    rows = (jnp.arange(nblk)[:, None] * b - pad + jnp.arange(b)[None, :])[:, :, None]  # (nblk, b, 1)
-    m = block_mean(tau[:, None, :], prev[:, None, :], rows, jnp.asarray(c_col, dtype))
-    return m.reshape((nblk * b,) + tau.shape[1:])[pad:]
+    none = jnp.full_like(tau[:1], NO_PARTICIPATION)
+    rows = (jnp.arange(nblk)[:, None] * b - pad + jnp.arange(b)[None, :])[:, :, None]
+    return (rows, jnp.concatenate([none, tau[:-1]], axis=0), jnp.concatenate([tau[1:], none], axis=0),
+            lambda v: v.reshape((nblk * b,) + tau.shape[1:])[pad:])
 
 
 #: the longest ``c_col`` whose window table (:func:`mean_window_table`, ``k (2k - 1)`` float64 values: 8 MiB at
@@ -246,20 +254,14 @@ def mean_sliding_from_blocks_t(tau: jax.Array, iterations: int, min_sep: int, c_
     :math:`c_0^2` times the overlap count, computed (two roundings: the square and the product). Columns longer than
     :data:`MEAN_TABLE_MAX_TAPS` take the sums."""
     n, b, k = int(iterations), int(min_sep), len(c_col)
-    if k > b:
-        raise ValueError(f"len(c_col) must be at most min_sep; got {k} > {b}")
+    rows, prev, nxt, unblock = _block_layout(tau, n, b, k)
     if k > MEAN_TABLE_MAX_TAPS:
         return sliding_dot_t(mean_shift_from_blocks_t(tau, n, b, c_col, dtype), c_col)
-    nblk = tau.shape[0]
-    pad = nblk * b - n
-    none = jnp.full_like(tau[:1], NO_PARTICIPATION)
-    rows = (jnp.arange(nblk)[:, None] * b - pad + jnp.arange(b)[None, :])[:, :, None]  # (nblk, b, 1) real rows
     here = tau[:, None, :]
     # at most one participation at or before row i reaches it (two would be closer than k <= b), and at most one
     # after it: the block's own or the previous / next block's
-    before = jnp.where((here != NO_PARTICIPATION) & (here <= rows), here,
-                       jnp.concatenate([none, tau[:-1]], axis=0)[:, None, :])
-    after = jnp.where(here > rows, here, jnp.concatenate([tau[1:], none], axis=0)[:, None, :])
+    before = jnp.where((here != NO_PARTICIPATION) & (here <= rows), here, prev[:, None, :])
+    after = jnp.where(here > rows, here, nxt[:, None, :])
     length = jnp.clip(n - rows, 1, k)                  # rows left in the window (cut at row n)
     constant = all(v == c_col[0] for v in c_col)
     if not constant:
@@ -276,4 +278,4 @@ def mean_sliding_from_blocks_t(tau: jax.Array, iterations: int, min_sep: int, c_
             val = jnp.take(table, (length - 1) * (2 * k - 1) + (k - 1) + delta, mode="clip")
         term = jnp.where(reach, val, 0.0)
         out = term if out is None else out + term
-    return out.reshape((nblk * b,) + tau.shape[1:])[pad:].astype(dtype)
+    return unblock(out).astype(dtype)

@@ -75,10 +75,11 @@ from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
 from mcacct.kernels.blocks import apply_to_flagged, map_blocks, map_sub_blocks, sub_block_size
 from mcacct.kernels.counts import count_tables, other_counts_t, virtual_plan
 from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns
+from mcacct.kernels.output import ladder_sums_t
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import ladder_losses_from_sums_t
-from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, mean_sliding_from_blocks_t,
-                                    participation_log_ratios_t, sliding_dot, sliding_dot_t)
+from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, participation_log_ratios_t,
+                                    sliding_dot)
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, log_ratio_from_terms_t
 from mcacct.precision import float64
 
@@ -365,9 +366,8 @@ class TruncatedBMinSep(Scheme):
 
     @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion")
     def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion):
-        def per_block(tau, z_t):  # the mean's sliding sums from a table, the noise's summed (linearity)
-            s_m = mean_sliding_from_blocks_t(tau, self.iterations, self.min_sep, strategy.c_col, dtype)
-            s_z = sliding_dot_t(z_t.astype(dtype), strategy.c_col, dot_method)
+        def per_block(tau, z_t):
+            s_m, s_z = ladder_sums_t(tau, z_t, self.iterations, self.min_sep, strategy.c_col, dtype, dot_method)
             return ladder_losses_from_sums_t(s_m, s_z, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
                                              strategy.c_col, recursion)
 
