@@ -183,6 +183,27 @@ def is_traced(value: Any) -> bool:
     return isinstance(value, jax.core.Tracer)
 
 
+def check_counts(name: str, value: Any, shape: tuple, upper: int):
+    """``value``: an integer array of ``shape`` with entries in ``[0, upper]`` (the counts of other examples drawn
+    per iteration, e.g. truncated b-min-sep's ``r``; values checked unless traced). Returns it as an array."""
+    import jax.numpy as jnp
+    if not is_traced(value):
+        try:
+            value = jnp.asarray(value)
+        except Exception as err:  # noqa: BLE001
+            raise ValueError(f"{name} must be an integer array of shape {tuple(shape)}; got {value!r}") from err
+    if tuple(value.shape) != tuple(shape):
+        raise ValueError(f"{name} must have the shape of y, {tuple(shape)}; got {tuple(value.shape)}")
+    if np.dtype(value.dtype).kind not in "iu":
+        raise ValueError(f"{name} must be an integer array (counts of other examples); got dtype {value.dtype}")
+    if not is_traced(value) and value.size:
+        lo, hi = int(jnp.min(value)), int(jnp.max(value))
+        if lo < 0 or hi > upper:
+            raise ValueError(f"{name} (other examples drawn per iteration) must be in [0, dataset_size - 1] = "
+                             f"[0, {upper}]; got values in [{lo}, {hi}]")
+    return value
+
+
 def check_choice(name: str, value: Any, choices: tuple) -> Any:
     """``value`` if it is one of ``choices``."""
     if not isinstance(value, str) or value not in choices:

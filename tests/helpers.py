@@ -2,6 +2,8 @@
 
 import os
 
+import numpy as np
+
 from mcacct.engine.runner import run_ladder
 
 
@@ -50,3 +52,46 @@ def capture_saved_figures(monkeypatch, read):
 
     monkeypatch.setattr(Figure, "savefig", savefig)
     return seen
+
+
+def table_weights(packed: np.ndarray, cell_bits: int) -> np.ndarray:
+    """Integer weights (units of 2^-64) of each cell value, from the packed alias entries."""
+    cap = 1 << (64 - cell_bits)
+    w = [0] * len(packed)
+    for j, e in enumerate(int(x) for x in packed):
+        t, a = e >> cell_bits, e & ((1 << cell_bits) - 1)
+        w[j] += t
+        w[a] += cap - t
+    return np.array(w, dtype=object)
+
+
+def simulate_examples(rng, others, b, p, n, warm, samples):
+    """Independent simulation: every other example runs its own b-min-sep chain (Alg. 1 / Alg. 2)."""
+    blocked = np.zeros((samples, others), np.int64)  # rounds still blocked
+    if warm and b > 1:
+        avail = rng.random((samples, others)) < 1.0 / (1.0 + (b - 1) * p)
+        blocked = np.where(avail, 0, rng.integers(1, b, size=(samples, others)))
+    r = np.zeros((samples, n), np.int64)
+    for i in range(n):
+        drawn = (blocked == 0) & (rng.random((samples, others)) < p)
+        r[:, i] = drawn.sum(axis=1)
+        blocked = np.where(drawn, b - 1, np.maximum(blocked - 1, 0))
+    return r
+
+
+def two_sample_chi2(a, b_):
+    """Pearson chi-square of two samples' histograms over the cells with at least 10 expected counts; returns
+    (statistic, degrees of freedom)."""
+    keys = sorted(set(a) | set(b_))
+    ca = np.array([a.count(k) for k in keys], float)
+    cb = np.array([b_.count(k) for k in keys], float)
+    tot = ca + cb
+    keep = tot >= 20
+    ca = np.append(ca[keep], ca[~keep].sum())
+    cb = np.append(cb[keep], cb[~keep].sum())
+    tot = ca + cb
+    na, nb = ca.sum(), cb.sum()
+    mask = tot > 0
+    ea, eb = tot * na / (na + nb), tot * nb / (na + nb)
+    stat = float(np.sum(((ca - ea) ** 2 / ea + (cb - eb) ** 2 / eb)[mask]))
+    return stat, int(mask.sum()) - 1

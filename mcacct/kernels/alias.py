@@ -16,12 +16,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["FRAC", "KEEP", "pmf_weights", "binomial_alias", "alias_table", "u64", "alias_pick"]
+__all__ = ["FRAC", "KEEP", "BAND_SDS", "MAX_BINS", "bin_tables", "pmf_weights", "binomial_alias", "alias_table", "u64", "alias_pick"]
 
 #: fixed-point fraction bits of the unnormalised pmf
 FRAC = 320
 #: values down to ``2^-KEEP`` of the mode's are kept
 KEEP = 100
+#: half-width of a band of trials covered by tables, in standard deviations of the trials' stationary law
+BAND_SDS = 7.0
+#: at most this many bins of tables per band (:func:`bin_tables`); at most 8192 cells per table, 2^20 entries
+MAX_BINS = 512
+_MAX_CELL_BITS = 13
+_MAX_ENTRIES = 1 << 20
 
 
 def pmf_weights(trials: int, num: int, den: int, max_values: int | None = None) -> tuple[int, list[int], float]:
@@ -121,3 +127,22 @@ def alias_pick(cell, top, entry, cell_bits: int, top_bits: int, low_bits_fresh=N
         full = (top << u64(low)) | (low_bits_fresh >> u64(64 - low))
         keep = full < thr
     return jnp.where(keep, cell, alias), tie
+
+
+def bin_tables(a_lo: int, bins: int, h: int, p: float):
+    """Alias tables of ``Binom(a_lo + k h, p)``, ``k < bins``, with one cell count: ``(main, offset, cell_bits,
+    tv)``, or ``None`` when larger than the limits."""
+    if bins > MAX_BINS:
+        return None
+    num, den = float(p).as_integer_ratio()
+    weights = [pmf_weights(a_lo + k * h, num, den) for k in range(bins)]
+    cell_bits = max(1, (max(len(u) for _, u, _ in weights) - 1).bit_length())
+    if cell_bits > _MAX_CELL_BITS or bins << cell_bits > _MAX_ENTRIES:
+        return None
+    main = np.zeros((bins, 1 << cell_bits), np.uint64)
+    offset = np.zeros(bins, np.int32)
+    tv_main = 0.0
+    for k, (k_lo, u, tail_rel) in enumerate(weights):
+        offset[k], main[k], tv = alias_table(k_lo, u, tail_rel, cell_bits, f"Binom({a_lo + k * h}, {p})")
+        tv_main = max(tv_main, tv)
+    return main, offset, cell_bits, tv_main

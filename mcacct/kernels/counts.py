@@ -66,20 +66,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.kernels.alias import alias_pick, alias_table, binomial_alias, pmf_weights, u64
+from mcacct.kernels.alias import BAND_SDS, MAX_BINS, alias_pick, bin_tables, binomial_alias, u64
+from mcacct.kernels.virtual import HalfTables, virtual_history, virtual_plan
 from mcacct.kernels.control import rare_cond
 from mcacct.platform import target_platform
 
-__all__ = ["COUNT_CHAIN_UNROLL", "CountTables", "count_tables", "draw_counts", "other_counts_t", "binomial_alias",
-           "alias_pick", "BAND_SDS", "REMAINDER_CELL_BITS", "HalfTables", "virtual_plan"]
+__all__ = ["COUNT_CHAIN_UNROLL", "CountTables", "count_tables", "band_tables", "draw_counts", "table_lookup",
+           "other_counts_t", "binomial_alias", "alias_pick", "BAND_SDS", "REMAINDER_CELL_BITS", "HalfTables",
+           "virtual_plan", "virtual_history"]
 
-#: half-width of the band of ``A`` covered by tables, in standard deviations of the stationary window sum
-BAND_SDS = 7.0
 #: the remainder term Binom(d, p), d < h, takes values 0..7 (3 cell bits); h p <= 1/32 keeps P(>= 8) < 3e-17
 REMAINDER_CELL_BITS = 3
-_MAX_CELL_BITS = 13  # at most 8192 cells per main table
-_MAX_BINS = 512
-_MAX_ENTRIES = 1 << 20
 
 
 class CountTables(NamedTuple):
@@ -97,25 +94,6 @@ class CountTables(NamedTuple):
     tv_per_draw: float
 
 
-def _bin_tables(a_lo: int, bins: int, h: int, p: float):
-    """Alias tables of ``Binom(a_lo + k h, p)``, ``k < bins``, with one cell count: ``(main, offset, cell_bits,
-    tv)``, or ``None`` when larger than the limits."""
-    if bins > _MAX_BINS:
-        return None
-    num, den = float(p).as_integer_ratio()
-    weights = [pmf_weights(a_lo + k * h, num, den) for k in range(bins)]
-    cell_bits = max(1, (max(len(u) for _, u, _ in weights) - 1).bit_length())
-    if cell_bits > _MAX_CELL_BITS or bins << cell_bits > _MAX_ENTRIES:
-        return None
-    main = np.zeros((bins, 1 << cell_bits), np.uint64)
-    offset = np.zeros(bins, np.int32)
-    tv_main = 0.0
-    for k, (k_lo, u, tail_rel) in enumerate(weights):
-        offset[k], main[k], tv = alias_table(k_lo, u, tail_rel, cell_bits, f"Binom({a_lo + k * h}, {p})")
-        tv_main = max(tv_main, tv)
-    return main, offset, cell_bits, tv_main
-
-
 @functools.lru_cache(maxsize=32)
 def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables | None:
     """The tables for ``N = others`` other examples with separation ``b`` and probability ``p``, or ``None``
@@ -124,19 +102,38 @@ def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables
     n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
     if n_oth <= 0:
         return None
+    mean_w, sd_w = _window_moments(n_oth, b, p)
+    a_hi = n_oth - max(0, math.floor(mean_w - BAND_SDS * sd_w))
+    a_lo = max(0, n_oth - math.ceil(mean_w + BAND_SDS * sd_w))
+    return band_tables(a_lo, a_hi, p)
+
+
+def _window_moments(n_oth: int, b: int, p: float) -> tuple[float, float]:
+    """Mean and standard deviation of the stationary window sum ``Binom(N, beta)``, ``beta = (b-1)p/(1+(b-1)p)``."""
     beta = (b - 1) * p / (1.0 + (b - 1) * p)
-    mean_w = n_oth * beta
-    sd_w = math.sqrt(n_oth * beta * (1.0 - beta))
+    return n_oth * beta, math.sqrt(n_oth * beta * (1.0 - beta))
+
+
+def window_band(others: int, min_sep: int, sampling_prob: float) -> tuple[int, int]:
+    """``[lo, hi]``: the stationary window sum's mean within :data:`BAND_SDS` standard deviations, clipped to
+    ``[0, N]`` (the numbers of blocked examples the tables of :mod:`mcacct.kernels.screen` cover)."""
+    mean_w, sd_w = _window_moments(int(others), int(min_sep), float(sampling_prob))
+    return max(0, math.floor(mean_w - BAND_SDS * sd_w)), min(int(others), math.ceil(mean_w + BAND_SDS * sd_w))
+
+
+@functools.lru_cache(maxsize=64)
+def band_tables(lo: int, hi: int, sampling_prob: float) -> CountTables | None:
+    """Tables of ``Binom(A, p)`` for every ``A`` in ``[lo, hi]`` (bins of width ``h``, the largest power of two
+    up to 4096 with ``2 h p <= 1/32``, and the remainder tables), or ``None`` where they would be too large."""
+    p = float(sampling_prob)
     h_bits = 0
     while h_bits < 12 and (2 << h_bits) * p <= 1.0 / 32.0:
         h_bits += 1
     h = 1 << h_bits
-    a_hi = n_oth - max(0, math.floor(mean_w - BAND_SDS * sd_w))
-    a_lo = max(0, n_oth - math.ceil(mean_w + BAND_SDS * sd_w))
-    bins = (a_hi - a_lo) // h + 1
-    if bins > _MAX_BINS:
+    bins = (int(hi) - int(lo)) // h + 1
+    if bins > MAX_BINS:
         return None
-    binned = _bin_tables(a_lo, bins, h, p)
+    binned = bin_tables(int(lo), bins, h, p)
     if binned is None:
         return None
     main, offset, cell_bits, tv_main = binned
@@ -147,7 +144,7 @@ def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables
         if off != 0:
             raise AssertionError("the remainder's mode is 0 when h p <= 1/32")
         tv_rem = max(tv_rem, tv)
-    return CountTables(main, offset, rem, a_lo, bins, h_bits, cell_bits, tv_main + tv_rem)
+    return CountTables(main, offset, rem, int(lo), bins, h_bits, cell_bits, tv_main + tv_rem)
 
 
 class _Lookup(NamedTuple):
@@ -189,6 +186,12 @@ def _lookup(avail: jax.Array, u: jax.Array, tables: CountTables) -> _Lookup:
     offset = jnp.asarray(tables.offset)[k]
     fast = offset + v1.astype(jnp.int32) + v2.astype(jnp.int32)
     return _Lookup(fast, tie1 | tie2, outside, (cell1, top1, e1, cell2, top2, e2, offset))
+
+
+def table_lookup(avail: jax.Array, u: jax.Array, tables: CountTables) -> _Lookup:
+    """The tables' value of ``Binom(avail, p)`` from one 64-bit word per entry, with its ``tie`` and ``outside``
+    lanes (where the value is not yet exact: :func:`draw_counts` finishes them)."""
+    return _lookup(avail, u, tables)
 
 
 def _resolve_ties(value, tie, parts, fresh, tables: CountTables) -> jax.Array:
@@ -233,108 +236,6 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     return rare_cond(jnp.any(look.outside), off_band, keep, value, key, index, look.outside, avail, sampling_prob)
 
 
-class HalfTables(NamedTuple):
-    """Alias tables of ``Binom(N, 1/2)`` for ``N`` in ``[a_lo, a_lo + 64 bins)``: bins of 64, the remainder
-    ``Binom(d, 1/2)``, ``d < 64``, as the popcount of ``d`` uniform bits (exact)."""
-
-    main: np.ndarray
-    offset: np.ndarray
-    a_lo: int
-    bins: int
-    cell_bits: int
-    tv_per_draw: float
-
-
-_HALF_BITS = 6
-
-
-@functools.lru_cache(maxsize=32)
-def virtual_plan(others: int, min_sep: int, sampling_prob: float):
-    """How the warm start's virtual history is drawn: ``(levels, cells, q, tables, tv)`` with ``cells = 2^levels``
-    equal cells of probability ``q = p / (1 + (b-1) p)``, per level of the splitting tree either
-    :class:`HalfTables` (a node's count in a band of 7 standard deviations) or ``None`` (``jax.random.binomial``),
-    and ``tv`` the total-variation bound of one sample's table draws; ``None`` when ``cells q > 1`` (sequential
-    binomials)."""
-    n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
-    m = b - 1
-    q = p / (1.0 + m * p)
-    levels = max(0, (m - 1).bit_length())
-    cells = 1 << levels
-    if cells * q > 1.0:
-        return None
-    tables, tv = [], 0.0
-    for level in range(levels):
-        pr = min(1.0, (cells >> level) * q)       # a node at this level holds cells >> level cells
-        mean, sd = n_oth * pr, math.sqrt(n_oth * pr * (1.0 - pr))
-        lo = max(0, math.floor(mean - BAND_SDS * sd))
-        hi = min(n_oth, math.ceil(mean + BAND_SDS * sd))
-        binned = _bin_tables(lo, (hi - lo) // (1 << _HALF_BITS) + 1, 1 << _HALF_BITS, 0.5)
-        if binned is None:
-            tables.append(None)
-            continue
-        main, offset, cell_bits, tv_main = binned
-        tables.append(HalfTables(main, offset, lo, main.shape[0], cell_bits, tv_main))
-        tv += (1 << level) * tv_main              # 2^level splits at this level
-    return levels, cells, q, tuple(tables), tv
-
-
-def _split_half(key, counts: jax.Array, tables: HalfTables | None) -> jax.Array:
-    """``Binom(counts, 1/2)`` (int32): from the tables (exact up to their ``tv_per_draw``; counts off the band by
-    ``jax.random.binomial``) or all by ``jax.random.binomial``."""
-    k_bits, k_slow = jax.random.split(key)
-
-    def slow(k, c):
-        return jax.random.binomial(k, c.astype(jnp.float64), 0.5, dtype=jnp.float64).astype(jnp.int32)
-
-    if tables is None:
-        return slow(k_slow, counts)
-    L = tables.cell_bits
-    u = jax.random.bits(k_bits, (2,) + counts.shape, jnp.uint64)
-    rel = counts.astype(jnp.int64) - tables.a_lo
-    span = tables.bins << _HALF_BITS
-    outside = (rel < 0) | (rel >= span)
-    rel = jnp.clip(rel, 0, span - 1)
-    k, d = rel >> _HALF_BITS, rel & ((1 << _HALF_BITS) - 1)
-    cell = u[0] >> u64(64 - L)
-    entry = jnp.asarray(tables.main.reshape(-1))[(k << L) + cell.astype(jnp.int64)]
-    thr, alias = entry >> u64(L), entry & u64((1 << L) - 1)
-    value = jnp.where((u[0] & u64((1 << (64 - L)) - 1)) < thr, cell, alias).astype(jnp.int32)
-    rem = jax.lax.population_count(u[1] & ((u64(1) << d.astype(jnp.uint64)) - u64(1))).astype(jnp.int32)
-    fast = jnp.asarray(tables.offset)[k] + value + rem
-    return rare_cond(jnp.any(outside), lambda fast, k, c, out: jnp.where(out, slow(k, c), fast),
-                     lambda fast, *operands: fast, fast, k_slow, counts, outside)
-
-
-def _virtual_history(key, others: int, min_sep: int, sampling_prob: float, num_samples: int) -> jax.Array:
-    """The warm start's virtual rounds ``0, -1, ..., 2-b``: multinomial with ``N`` trials and ``m = b - 1`` cells of
-    probability ``q = p / (1 + (b-1) p)``; ``(m, B)`` int32 (the cells are exchangeable, so their order is free).
-
-    With ``C = 2^ceil(log2 m)`` and ``C q <= 1``: ``T ~ Binom(N, C q)`` examples fall in ``C`` equal cells, split
-    level by level with ``Binom(., 1/2)`` (:func:`virtual_plan`: alias tables where a level's counts stay in a
-    narrow band, ``jax.random.binomial`` elsewhere), and the ``C - m`` extra cells are dropped (merging cells of a
-    multinomial keeps it multinomial, so the first ``m`` have the law above). Otherwise ``m`` sequential binomials
-    (``jax.random.binomial``)."""
-    b, p = min_sep, sampling_prob
-    m = b - 1
-    plan = virtual_plan(int(others), b, p)
-    if plan is not None:
-        levels, cells, q, tables, _ = plan
-        k_total, k_split = jax.random.split(key)
-        counts = jax.random.binomial(k_total, jnp.full((1, num_samples), float(others)), cells * q,
-                                     dtype=jnp.float64).astype(jnp.int32)
-        for level in range(levels):
-            left = _split_half(jax.random.fold_in(k_split, level), counts, tables[level])
-            counts = jnp.stack([left, counts - left], axis=1).reshape(2 * counts.shape[0], num_samples)
-        return counts[:m]
-
-    def init(rest, s):
-        cnt = jax.random.binomial(jax.random.fold_in(key, s), rest, p / (1.0 + (b - s) * p), dtype=jnp.float64)
-        return rest - cnt, cnt
-
-    _, counts = jax.lax.scan(init, jnp.full((num_samples,), float(others)), jnp.arange(1, b))
-    return counts.astype(jnp.int32)
-
-
 #: ``platform -> unroll`` of the chain's lookup rounds (:func:`other_counts_t`). CPU: 1; on the 2-core box at the
 #: §7.4 shape (256 lanes, min of 2 runs) unroll 4, 8 and 16 took 2.1x, 2.5x and 6.1x the time of unroll 1
 #: (213 us/sample). GPU and TPU: 1 until a device says otherwise: the latency argument of the module docstring
@@ -369,7 +270,7 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
     m = b - 1
     prev = jnp.zeros((m, B), jnp.int32)
     if warm_start:
-        counts = _virtual_history(k_init, int(others), b, p, B)  # exchangeable cells
+        counts = virtual_history(k_init, int(others), b, p, B)  # exchangeable cells
         prev = counts[::-1]                                                          # prev[s-1] = r_{s-m}
     blocks = -(-n // m)
 

@@ -50,15 +50,16 @@ blocked for ``j+1..j+b-1``, so
 with ``r_j = 0`` for ``j < 1`` (cold start) or, for the warm start, the virtual history
 ``(r_0, r_{-1}, ..., r_{2-b})`` multinomial with ``M - 1`` trials and cell probabilities
 ``p / (1 + (b-1) p)`` (the rest stays available). The counts are drawn from integer alias tables
-(:mod:`mcacct.kernels.counts`): one 64-bit word per round, within a stated total variation of the exact law
+(:mod:`mcacct.kernels.counts`), and only for the samples that can have a truncated round
+(:mod:`mcacct.kernels.screen`: a sample's rounds can be truncated only if one of ``n`` i.i.d. ``Binom(M-1, p)``
+reaches ``B_max``, and the chain is drawn given that), within a stated total variation of the exact law
 (:meth:`TruncatedBMinSep.draw_law_tv`, added to every reported delta).
 
 Engine. A round is *truncated* when ``r_i >= B_max``. Without a truncated round ``ell^Q = 0`` gives ``f = 1``, so
 ``ln Q_r/R = 0`` and the loss is that of :class:`mcacct.schemes.bminsep.BMinSep` on the same ``y``: the engine
 computes that for every sample (in cache-sized sub-blocks) and the two mixture recursions only for the samples
-with a truncated round (gathered into a buffer, as many rounds of it as needed), on one set of draws for every
-candidate of a ladder and both directions (``ladder_losses``). With ``B_max >= M`` truncation never happens,
-``Q_r = R`` and ``r`` is not drawn.
+with a truncated round (gathered into a buffer), on one set of draws for every candidate of a ladder and both
+directions (``ladder_losses``). With ``B_max >= M`` truncation never happens, ``Q_r = R`` and ``r`` is not drawn.
 """
 
 from __future__ import annotations
@@ -67,13 +68,13 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from mcacct.schemes.strategy import check_strategy_type
-from mcacct.validate import check_bool, check_call, check_count, check_fields, check_prob, is_traced
+from mcacct.validate import check_bool, check_call, check_count, check_counts, check_fields, check_prob
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
 from mcacct.kernels.blocks import apply_to_flagged, map_blocks, map_sub_blocks, sub_block_size
 from mcacct.kernels.counts import count_tables, other_counts_t, virtual_plan
+from mcacct.kernels.screen import CountDraws, count_draws, screen_plan
 from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns
 from mcacct.kernels.output import ladder_sums_t
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
@@ -160,23 +161,26 @@ class TruncatedBMinSep(Scheme):
         return factor * strategy.worst_case_sensitivity(self.iterations, self.min_sep)
 
     def sample_other_counts(self, key: jax.Array, num_samples: int) -> jax.Array:
-        """``r``: the numbers of other examples drawn per iteration, shape ``(num_samples, n)``, int32
-        (:func:`mcacct.kernels.counts.other_counts_t`, the engine's draws transposed)."""
+        """``r``: the numbers of other examples drawn per iteration, shape ``(num_samples, n)``, int32: the chain of
+        :func:`mcacct.kernels.counts.other_counts_t` (the engine screens it, :mod:`mcacct.kernels.screen`)."""
         check_call(self, num_samples=num_samples)
-        return self._counts_t(key, num_samples).T
-
-    def _counts_t(self, key, num_samples: int):
         return other_counts_t(key, self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start,
-                              self.iterations, num_samples)
+                              self.iterations, num_samples).T
+
+    def _screen(self):
+        return screen_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob, self.iterations,
+                           self.max_batch_size)
 
     def draw_law_tv(self) -> float:
-        """Total-variation bound of one sample's counts ``r`` against their exact law: ``n`` count draws, each
-        within :attr:`mcacct.kernels.counts.CountTables.tv_per_draw`, plus the warm start's table splits
+        """Total-variation bound of one sample's counts ``r`` against their exact law: the screened sampler's
+        :attr:`mcacct.kernels.screen.ScreenPlan.tv` where it applies, else ``n`` count draws, each within
+        :attr:`mcacct.kernels.counts.CountTables.tv_per_draw`; plus the warm start's table splits
         (:func:`mcacct.kernels.counts.virtual_plan`); 0 when truncation is impossible and ``r`` is not drawn."""
         if not self.can_truncate:
             return 0.0
         tables = count_tables(self.dataset_size - 1, self.min_sep, self.sampling_prob)
-        tv = 0.0 if tables is None else self.iterations * tables.tv_per_draw
+        plan = self._screen()
+        tv = plan.tv if plan is not None else 0.0 if tables is None else self.iterations * tables.tv_per_draw
         if self.warm_start and self.min_sep > 1:
             plan = virtual_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob)
             tv += 0.0 if plan is None else plan[-1]
@@ -197,8 +201,9 @@ class TruncatedBMinSep(Scheme):
         return Draws(y_t, r_t)
 
     #: the engine's blocks for this scheme hold at least this many samples: the count chain is sequential in
-    #: the rounds and vectorises over the samples of a block (:func:`mcacct.engine.problem.block_size`)
-    block_floor = 1024
+    #: the rounds and vectorises over the samples of a block, the screened chain over its flagged samples
+    #: (:func:`mcacct.engine.problem.block_size`)
+    block_floor = 4096
 
     def _buffer(self, num_samples: int) -> int:
         """Rows gathered per round of mixture work: a sixteenth of the batch (at least 8); more truncated samples
@@ -208,9 +213,10 @@ class TruncatedBMinSep(Scheme):
     def _sub_block(self, num_samples: int) -> int:
         return sub_block_size(self.iterations, num_samples)
 
-    def _counts_or_zeros(self, key, num_samples: int):  # without truncation r does not matter: not drawn
-        return (self._counts_t(key, num_samples) if self.can_truncate
-                else jnp.zeros((self.iterations, num_samples), jnp.int32))
+    def _count_draws(self, key, num_samples: int, dense: bool) -> CountDraws:
+        """The block's counts (:func:`mcacct.kernels.screen.count_draws`)."""
+        return count_draws(key, self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start,
+                           self.iterations, self.max_batch_size, num_samples, dense)
 
     def _block_draws(self, key, j, sub: int):
         """Sub-block ``j``'s per-block participation ``tau`` and standard noise (time-major)."""
@@ -240,15 +246,14 @@ class TruncatedBMinSep(Scheme):
 
         return jax.vmap(column)(idx)
 
-    def _mixture_means(self, tau_all, r_t, k_s, strategy, idx):
+    def _mixture_means(self, tau_all, r, k_s, strategy, idx):
         """For the samples ``idx``: the output means ``C a`` of both mixtures, row-major ``(len(idx), n)``, and
-        their counts ``r``. Amplitudes from participation ``x`` (``tau``), counts and survival coins: ``P``: 1
+        their counts ``r`` (given, row-major). Amplitudes from participation ``x`` (``tau``), counts and survival coins: ``P``: 1
         untruncated, 2 or 0 truncated (survives or not); ``Q``: -1 truncated and survives, else 0."""
         n = self.iterations
         tau = jnp.take(tau_all, idx, axis=1, mode="clip").T
         rows = jnp.arange(idx.shape[0])[:, None]
         x = jnp.zeros((idx.shape[0], n + 1), bool).at[rows, jnp.where(tau >= 0, tau, n)].set(True)[:, :n]
-        r = jnp.take(r_t, idx, axis=1, mode="clip").T
         trunc = r >= self.max_batch_size
         w = self.max_batch_size / (r.astype(jnp.float64) + 1.0)
         survives = jax.random.uniform(k_s, r.shape, dtype=jnp.float64) < w
@@ -256,13 +261,14 @@ class TruncatedBMinSep(Scheme):
         amp_q = jnp.where(x & trunc & survives, -1.0, 0.0)
         return mean_shift_amplitudes(amp_p, strategy.c_col), mean_shift_amplitudes(amp_q, strategy.c_col), r
 
-    def _draw_blocks(self, key, strategy, num_samples: int, per_block):
+    def _draw_blocks(self, key, strategy, num_samples: int, per_block, dense: bool = False):
         """The common random numbers of one engine block and a per-sub-block computation on them:
         ``per_block(tau, z_t)`` of each sub-block's participation (per block of ``b`` rounds) and standard noise,
-        joined. Returns ``(out, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples with a
-        truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) and counts."""
+        joined. Returns ``(out, counts, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples
+        with a truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) and counts;
+        ``counts`` (:class:`~mcacct.kernels.screen.CountDraws`) holds every sample's counts if ``dense``."""
         k_r, k_b, k_s = jax.random.split(key, 3)
-        r_t = self._counts_or_zeros(k_r, num_samples)
+        counts = self._count_draws(k_r, num_samples, dense)
         sub = self._sub_block(num_samples)
         # the flagged samples' noise is redrawn, not kept: keeping it wrote the whole chunk's noise once more
         keep_noise = not columns_supported(k_b)
@@ -276,18 +282,19 @@ class TruncatedBMinSep(Scheme):
 
         def patch(fn, out):
             def with_rows(idx, out):
-                mean_p, mean_q, r = self._mixture_means(tau_all, r_t, k_s, strategy, idx)
+                mean_p, mean_q, r = self._mixture_means(tau_all, counts.rows_t(idx).T, k_s, strategy, idx)
                 z = self._noise_rows(k_b, z_all, idx, num_samples, sub)
                 return fn(idx, out, lambda sig: (z * sig + mean_p, z * sig + mean_q, r))
-            return self._patch(r_t, num_samples, with_rows, out)
+            return self._patch(counts.truncated, num_samples, with_rows, out)
 
-        return out, r_t, patch
+        return out, counts, patch
 
-    def _patch(self, r_t, num_samples: int, fn, out):
-        """``fn(idx, out)`` on the samples with a truncated round, :meth:`_buffer` at a time (none: no work)."""
+    def _patch(self, truncated, num_samples: int, fn, out):
+        """``fn(idx, out)`` on the samples ``truncated`` (with a truncated round), :meth:`_buffer` at a time (none:
+        no work)."""
         if not self.can_truncate:
             return out
-        return apply_to_flagged(jnp.any(r_t >= self.max_batch_size, axis=0), self._buffer(num_samples), fn, out)
+        return apply_to_flagged(truncated, self._buffer(num_samples), fn, out)
 
     def _untruncated_loss(self, y_t, sigma, strategy, dot_method, recursion):
         """The untruncated b-min-sep loss of time-major outputs (exact where no round is truncated)."""
@@ -297,14 +304,14 @@ class TruncatedBMinSep(Scheme):
     @jit_method("strategy", "num_samples", "positive", "dtype")
     def _sample_t(self, key, sigma, strategy, num_samples, positive, dtype):
         sig = jnp.asarray(sigma, jnp.float64)
-        y_t, r_t, patch = self._draw_blocks(key, strategy, num_samples, lambda tau, z_t: (
-            z_t * sig + self._mean(tau, strategy) if positive else z_t * sig))
+        y_t, counts, patch = self._draw_blocks(key, strategy, num_samples, lambda tau, z_t: (
+            z_t * sig + self._mean(tau, strategy) if positive else z_t * sig), dense=True)
 
         def fix(idx, y_t, mixture):
             y_p, y_q, _ = mixture(sig)
             return y_t.at[:, idx].set((y_p if positive else y_q).T, mode="drop")
 
-        return patch(fix, y_t).astype(dtype), r_t
+        return patch(fix, y_t).astype(dtype), counts.dense_t
 
     def log_ratio_t(self, y_t, sigma, strategy, aux_t, direction: str, dot_method: str, recursion: str):
         """``ln P_r/Q_r`` time-major: the untruncated loss of every sample (exact where no round is truncated:
@@ -324,7 +331,7 @@ class TruncatedBMinSep(Scheme):
             r = jnp.take(r_t, idx, axis=1, mode="clip").T
             return loss.at[idx].set(self._mixture_loss(y, r, sigma, strategy, dot_method, recursion), mode="drop")
 
-        return self._patch(r_t, num_samples, fix, loss)
+        return self._patch(jnp.any(r_t >= self.max_batch_size, axis=0), num_samples, fix, loss)
 
     def losses_t(self, key, strategy, sigma, num_samples: int, direction: str, dtype, dot_method: str,
                  recursion: str):
@@ -383,29 +390,11 @@ class TruncatedBMinSep(Scheme):
 
         return patch(fix, out)
 
-    def _check_counts(self, r, y):
-        """``r``: integer counts of shape ``y.shape`` in ``[0, M - 1]`` (values checked unless traced)."""
-        if not is_traced(r):
-            try:
-                r = jnp.asarray(r)
-            except Exception as err:  # noqa: BLE001
-                raise ValueError(f"r must be an integer array of shape {tuple(y.shape)}; got {r!r}") from err
-        if tuple(r.shape) != tuple(y.shape):
-            raise ValueError(f"r must have the shape of y, {tuple(y.shape)}; got {tuple(r.shape)}")
-        if np.dtype(r.dtype).kind not in "iu":
-            raise ValueError(f"r must be an integer array (counts of other examples); got dtype {r.dtype}")
-        if not is_traced(r) and r.size:
-            lo, hi = int(jnp.min(r)), int(jnp.max(r))
-            if lo < 0 or hi > self.dataset_size - 1:
-                raise ValueError(f"r (other examples drawn per iteration) must be in [0, dataset_size - 1] = "
-                                 f"[0, {self.dataset_size - 1}]; got values in [{lo}, {hi}]")
-        return r
-
     def side_terms(self, y: jax.Array, r: jax.Array, sigma, strategy,
                    dot_method: str = "auto") -> tuple[jax.Array, jax.Array]:
         r"""The per-iteration terms :math:`(\ell^P_i, \ell^Q_i)` of the two recursions (module docstring)."""
         y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method)
-        return self._side_terms(y, self._check_counts(r, y), sigma, strategy, dot_method)
+        return self._side_terms(y, check_counts("r", r, y.shape, self.dataset_size - 1), sigma, strategy, dot_method)
 
     def _side_terms(self, y, r, sigma, strategy, dot_method):
         n = y.shape[-1]
@@ -422,7 +411,7 @@ class TruncatedBMinSep(Scheme):
 
     def check_aux(self, aux, y) -> None:
         """``aux`` is ``r``: integer counts of the shape of ``y`` in ``[0, M - 1]``."""
-        self._check_counts(aux, y)
+        check_counts("r", aux, y.shape, self.dataset_size - 1)
 
     def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
         """``ln P_r(y)/Q_r(y)`` given the other-example counts ``r = aux``: the difference of two recursions of

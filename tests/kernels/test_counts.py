@@ -24,19 +24,10 @@ from mcacct.kernels.counts import alias_pick, binomial_alias, count_tables, othe
 from mcacct.rates import sampling_prob_from_batch_size
 from mcacct.schemes.truncated import TruncatedBMinSep
 
+from helpers import simulate_examples, table_weights, two_sample_chi2
+
 M74, B74, N74, BMAX74 = 14_745_600, 256, 7200, 2048
 P74 = sampling_prob_from_batch_size(1793, M74, B74)
-
-
-def _table_weights(packed: np.ndarray, cell_bits: int) -> np.ndarray:
-    """Integer weights (units of 2^-64) of each cell value, from the packed alias entries."""
-    cap = 1 << (64 - cell_bits)
-    w = [0] * len(packed)
-    for j, e in enumerate(int(x) for x in packed):
-        t, a = e >> cell_bits, e & ((1 << cell_bits) - 1)
-        w[j] += t
-        w[a] += cap - t
-    return np.array(w, dtype=object)
 
 
 def _exact_pmf(trials: int, p: float, ks) -> list:
@@ -59,7 +50,7 @@ def _exact_pmf(trials: int, p: float, ks) -> list:
 def _check_table(trials: int, p: float, cell_bits: int, max_values=None, tail_at=None) -> float:
     offset, packed, tv = binomial_alias(trials, p, cell_bits, max_values)
     cell_bits = int(len(packed)).bit_length() - 1
-    w = _table_weights(packed, cell_bits)
+    w = table_weights(packed, cell_bits)
     assert sum(w) == 1 << 64                                   # exactly a probability law
     ks = list(range(offset, offset + len(packed)))
     pmf = _exact_pmf(trials, p, ks)
@@ -120,38 +111,6 @@ def test_lazy_comparison_is_the_full_comparison(u, thr, alias, low):
         assert int(fast) == (cell if frac < thr else alias)
 
 
-def _simulate_examples(rng, others, b, p, n, warm, samples):
-    """Independent simulation: every other example runs its own b-min-sep chain (Alg. 1 / Alg. 2)."""
-    blocked = np.zeros((samples, others), np.int64)  # rounds still blocked
-    if warm and b > 1:
-        avail = rng.random((samples, others)) < 1.0 / (1.0 + (b - 1) * p)
-        blocked = np.where(avail, 0, rng.integers(1, b, size=(samples, others)))
-    r = np.zeros((samples, n), np.int64)
-    for i in range(n):
-        drawn = (blocked == 0) & (rng.random((samples, others)) < p)
-        r[:, i] = drawn.sum(axis=1)
-        blocked = np.where(drawn, b - 1, np.maximum(blocked - 1, 0))
-    return r
-
-
-def _two_sample_chi2(a, b_):
-    """Pearson chi-square of two samples' histograms over the cells with at least 10 expected counts; returns
-    (statistic, degrees of freedom)."""
-    keys = sorted(set(a) | set(b_))
-    ca = np.array([a.count(k) for k in keys], float)
-    cb = np.array([b_.count(k) for k in keys], float)
-    tot = ca + cb
-    keep = tot >= 20
-    ca = np.append(ca[keep], ca[~keep].sum())
-    cb = np.append(cb[keep], cb[~keep].sum())
-    tot = ca + cb
-    na, nb = ca.sum(), cb.sum()
-    mask = tot > 0
-    ea, eb = tot * na / (na + nb), tot * nb / (na + nb)
-    stat = float(np.sum(((ca - ea) ** 2 / ea + (cb - eb) ** 2 / eb)[mask]))
-    return stat, int(mask.sum()) - 1
-
-
 @pytest.mark.parametrize("others,b,p,n,warm", [
     (199, 3, 0.004, 8, True),     # remainder tables (h = 4), every A in the band
     (199, 3, 0.004, 8, False),
@@ -163,7 +122,7 @@ def test_counts_match_an_independent_simulation_of_the_other_examples(others, b,
     tables = count_tables(others, b, p)
     assert tables is not None
     got = np.asarray(other_counts_t(jax.random.key(11), others, b, p, warm, n, samples)).T
-    ref = _simulate_examples(np.random.default_rng(5), others, b, p, n, warm, samples)
+    ref = simulate_examples(np.random.default_rng(5), others, b, p, n, warm, samples)
     # means within 5 standard errors of the difference, every round
     se = np.sqrt(got.var(axis=0) / samples + ref.var(axis=0) / samples) + 1e-12
     assert np.all(np.abs(got.mean(axis=0) - ref.mean(axis=0)) <= 5 * se)
@@ -171,7 +130,7 @@ def test_counts_match_an_independent_simulation_of_the_other_examples(others, b,
     for i in (0, 1, b - 1, n - 2):
         for a_, b_ in ((got[:, i].tolist(), ref[:, i].tolist()),
                        (list(map(tuple, got[:, i:i + 2])), list(map(tuple, ref[:, i:i + 2])))):
-            stat, df = _two_sample_chi2(a_, b_)
+            stat, df = two_sample_chi2(a_, b_)
             assert stat <= df + 6 * math.sqrt(2 * max(df, 1)) + 12, (i, stat, df)
 
 

@@ -28,6 +28,7 @@ SIGMA = 0.9
 CASES = [  # (p, b, n, M, B_max): fraction of samples with a truncated round, for 256 samples
     (0.05, 1, 30, 100, 13),    # a few percent: one round of the gathered buffer, most samples untruncated
     (0.01, 2, 32, 2000, 31),   # a fifth: several rounds of the buffer
+    (0.02, 2, 10, 1000, 31),   # ~8%, screened counts (mcacct.kernels.screen: flag probability 0.10)
 ]
 
 
@@ -47,7 +48,7 @@ def test_fast_loss_equals_the_two_mixture_loss(p, b, n, m, bmax):
         np.testing.assert_array_equal(np.asarray(r), np.asarray(d.aux.T))
 
 
-@pytest.mark.parametrize("p,b,n,m,bmax", CASES[:1])
+@pytest.mark.parametrize("p,b,n,m,bmax", [CASES[0], CASES[2]])
 def test_shared_draw_ladder_equals_the_loss_kernel_per_candidate(p, b, n, m, bmax):
     scheme = TruncatedBMinSep(p, b, n, m, bmax)
     strategy = BandedToeplitz((1.0, 0.5)[:b])

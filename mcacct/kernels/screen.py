@@ -1,0 +1,328 @@
+r"""Screened counts of truncated b-min-sep (Dong & Ganesh 2026, arXiv:2602.09338, App. D): the chain of the
+counts ``r`` runs only for the samples that can have a truncated round, and the law of ``r`` stays exact.
+
+Coupling. Give each of the ``N = M - 1`` other examples a coin of probability ``p`` in every round, read when it
+is eligible. In round ``i`` let ``r_i`` be the heads of the ``A_i`` eligible examples and ``e_i`` those of the
+``W_i = N - A_i`` blocked ones. Given the past they are independent, ``Binom(A_i, p)`` and ``Binom(W_i, p)``, so
+``r'_i = r_i + e_i ~ Binom(N, p)`` *whatever the past*: the ``r'_i`` are i.i.d. Since ``r_i <= r'_i``, round ``i``
+can be truncated (``r_i >= B_max``) only if ``r'_i >= B_max``, of probability ``q = P[Binom(N, p) >= B_max]``.
+
+Sampler. Let ``tau`` be the first round (0-based) with ``r'_i >= B_max``, ``n`` if none:
+``P[tau = t] = q (1 - q)^t`` and ``P[tau = n] = (1 - q)^n``. Then
+
+.. math::
+    P[\tau = t, r] = \prod_{i<t} P(r_i, e_i \mid \cdot)\,1[r_i + e_i < B]\ \cdot\ P(r_t, e_t \mid \cdot)\,
+    1[r_t + e_t \ge B]\ \cdot \prod_{i>t} P(r_i \mid \cdot)
+
+(summed over the ``e``), and since ``P[r'_i < B | past] = 1 - q`` for every past, given ``tau = t``:
+
+* rounds ``i < t``: ``(r_i, e_i)`` from their laws given the past, conditioned on ``r_i + e_i < B_max``
+  (rejection: both are redrawn, probability ``q`` per round);
+* round ``t``: ``s = r'_t ~ Binom(N, p)`` conditioned on ``>= B_max`` (independent of the past) and
+  ``e_t | s ~ Hypergeom(N, W_t, s)`` (which of the ``s`` heads fall on blocked examples), ``r_t = s - e_t``;
+* rounds ``i > t``: ``r_i ~ Binom(A_i, p)``, the plain chain.
+
+A sample with ``tau = n`` (probability ``(1 - q)^n``: 0.977 at the §7.4 shape) has no truncated round, and its
+privacy loss does not depend on ``r``: the engine draws ``tau`` for every sample (one 64-bit word) and runs the
+chain only for the others (:func:`count_draws`), a buffer of them at a time.
+
+Per-sample randomness. Sample ``j`` of a block draws everything from ``fold_in(key, j)``, so its counts are the
+same whichever other samples run beside it: the buffered chain of the engine and the dense draws of
+``sample_t`` agree bit for bit.
+
+Rounding (:attr:`ScreenPlan.tv`, added to the reported delta with the counts' other terms). ``tau``: integer
+thresholds of 64 bits from a 128-bit fixed-point recursion of ``(1 - q)^t``, ``q`` from the exact fixed-point
+weights of :func:`mcacct.kernels.alias.pmf_weights`; ``s``: an alias table of the conditioned weights; the
+counts and ``e``: the alias tables of :mod:`mcacct.kernels.counts` (a conditioned law is within
+``3 (tv_r + tv_e)`` of its exact form when the condition has probability at least 2/3); the hypergeometric:
+inversion of float64 weights (:func:`hypergeometric_inverse`, bound in its docstring).
+
+Everything here takes numbers and arrays; no scheme is imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcacct.kernels.alias import FRAC, alias_table, pmf_weights, u64
+from mcacct.kernels.blocks import apply_to_flagged
+from mcacct.kernels.control import rare_cond
+from mcacct.kernels.counts import (CountTables, band_tables, count_tables, draw_counts, other_counts_t, table_lookup,
+                                   virtual_history, window_band)
+
+__all__ = ["MAX_FLAG_PROB", "ScreenPlan", "screen_plan", "screen_taus", "screened_counts_t", "hypergeometric_draw", "hypergeometric_weights",
+           "chain_buffer", "CountDraws", "count_draws"]
+
+#: screening is used where at most this fraction of the samples is flagged (else every sample runs the chain)
+MAX_FLAG_PROB = 0.125
+_MAX_WINDOW = 4097   # hypergeometric inversion window (values)
+_U53 = 2.0 ** -53
+
+
+class ScreenPlan(NamedTuple):
+    """Host-built pieces of the screened sampler of one ``(N, b, p, n, B_max)``.
+
+    ``thresholds`` ``(n,)`` uint64: ``floor(2^64 P[tau <= t])``; ``tail`` the packed alias table of ``Binom(N, p)``
+    conditioned on ``>= B_max`` (value ``tail_offset + cell``, ``tail_bits`` cell bits); ``blocked`` the tables of
+    ``Binom(W, p)`` for the blocked examples' heads; ``flag_prob`` ``P[tau < n]``; ``half`` the hypergeometric
+    window's half-width; ``tv`` the total-variation bound of one sample's counts against the exact law."""
+
+    thresholds: np.ndarray
+    tail: np.ndarray
+    tail_offset: int
+    tail_bits: int
+    blocked: CountTables
+    flag_prob: float
+    half: int
+    tv: float
+
+
+def hypergeometric_tv(half: int, s_max: int) -> float:
+    """Bound of :func:`hypergeometric_draw`'s total variation for draws of at most ``s_max`` (its docstring)."""
+    k = 2 * half + 1
+    return 4 * half * _U53 * 1.01 + 2.0 * k * (1 << (k - 1).bit_length()) * 2.0 ** -62 \
+        + 2.0 * math.exp(-2.0 * (half - 1) ** 2 / max(1, s_max))
+
+
+@functools.lru_cache(maxsize=32)
+def screen_plan(others: int, min_sep: int, sampling_prob: float, iterations: int, max_batch: int
+                ) -> ScreenPlan | None:
+    """The plan of the screened sampler, or ``None`` where it does not apply or pays nothing: ``b = 1``, tables
+    too large (:func:`mcacct.kernels.counts.count_tables`), ``B_max`` not beyond the bulk of ``Binom(N, p)``, more
+    than :data:`MAX_FLAG_PROB` of the samples flagged, or a hypergeometric window beyond float64's exact
+    integers. Cached per process."""
+    n_oth, b, p, n, bmax = int(others), int(min_sep), float(sampling_prob), int(iterations), int(max_batch)
+    tables = count_tables(n_oth, b, p)
+    if b < 2 or tables is None or bmax > n_oth:
+        return None
+    num, den = p.as_integer_ratio()
+    k_lo, u, tail_rel = pmf_weights(n_oth, num, den)
+    start = bmax - k_lo
+    if start <= 0:
+        return None
+    total = sum(u)
+    left_out = tail_rel * (1 << FRAC) / total + len(u) * 2.0 ** -200   # |q_hat - q| and the mass beyond the kept
+    tail_u = u[start:]
+    q_num = sum(tail_u)
+    big_q = (q_num << 128) // total                                    # q in 128-bit fixed point, rounded down
+    surv, thresholds = 1 << 128, np.zeros(n, np.uint64)
+    for t in range(n):
+        surv -= (surv * big_q) >> 128
+        thresholds[t] = np.uint64(((1 << 128) - surv) >> 64)
+    flag_prob = 1.0 - surv / 2.0 ** 128
+    if flag_prob > MAX_FLAG_PROB:
+        return None
+    if tail_u:
+        cell_bits = max(1, (len(tail_u) - 1).bit_length())
+        tail_offset, tail, tv_tail = alias_table(bmax, tail_u, tail_rel, cell_bits, f"Binom({n_oth}, {p}) >= {bmax}")
+    else:  # no kept weight reaches B_max: tau = n always (the thresholds are 0), the table is never read
+        cell_bits, tail_offset, tail, tv_tail = 1, bmax, np.zeros(2, np.uint64), 0.0
+    s_max = tail_offset + (1 << cell_bits) - 1
+    half = math.ceil(math.sqrt(30.0 * s_max)) + 1
+    blocked = band_tables(*window_band(n_oth, b, p), p)
+    if blocked is None or 2 * half + 1 > _MAX_WINDOW or (n_oth + 2) * (s_max + 2) >= 2 ** 52:
+        return None
+    tv_tau = n * (2.0 ** -64 + n * (2.0 ** -127 + left_out))           # coupling of tau through the same word
+    tv_chain = 3.0 * n * (tables.tv_per_draw + blocked.tv_per_draw)
+    tv = tv_tau + tv_chain + tv_tail + hypergeometric_tv(half, s_max)
+    return ScreenPlan(thresholds, tail, tail_offset, cell_bits, blocked, flag_prob, half, tv)
+
+
+def screen_taus(key: jax.Array, plan: ScreenPlan, num_samples: int) -> jax.Array:
+    """``tau`` of every sample, ``(num_samples,)`` int32 in ``[0, n]`` (``n``: no round can be truncated): one
+    64-bit word each, ``tau = #{t: thresholds_t <= word}``."""
+    words = jax.random.bits(key, (num_samples,), jnp.uint64)
+    return jnp.searchsorted(jnp.asarray(plan.thresholds), words, side="right").astype(jnp.int32)
+
+
+def hypergeometric_weights(total: int, marked: jax.Array, draws: jax.Array, half: int):
+    """The integer cumulative weights :func:`hypergeometric_draw` inverts: ``(lowest, cum, x_min, x_max)`` with
+    ``cum`` ``(2 half + 1,) + shape`` uint64 (value ``lowest + j`` has weight ``cum[j] - cum[j - 1]``) and the
+    support ``[x_min, x_max]``."""
+    f64 = jnp.float64
+    w, s = jnp.asarray(marked).astype(jnp.int64), jnp.asarray(draws).astype(jnp.int64)
+    x_min = jnp.maximum(0, s - (total - w))
+    x_max = jnp.minimum(w, s)
+    mode = jnp.clip((s + 1) * (w + 1) // (total + 2), x_min, x_max)
+    d = jnp.arange(1, half + 1).reshape((half,) + (1,) * mode.ndim)
+
+    def num(y):   # (W - y)(s - y)
+        return ((w - y) * (s - y)).astype(f64)
+
+    def den(y):   # (y + 1)(N - W - s + y + 1)
+        return ((y + 1) * (total - w - s + y + 1)).astype(f64)
+
+    y_up, y_down = mode + d - 1, mode - d
+    up = jnp.cumprod(jnp.where(y_up + 1 <= x_max, num(y_up) / den(y_up), 0.0), axis=0)
+    down = jnp.cumprod(jnp.where(y_down >= x_min, den(y_down) / num(y_down), 0.0), axis=0)
+    k = 2 * half + 1
+    scale = 2.0 ** (62 - (k - 1).bit_length())
+    weights = jnp.concatenate([down[::-1], jnp.ones((1,) + mode.shape, f64), up]) * scale
+    cum = jnp.cumsum(jnp.floor(weights).astype(jnp.int64), axis=0).astype(jnp.uint64)   # exact integers
+    return mode - half, cum, x_min, x_max
+
+
+def hypergeometric_draw(keys: jax.Array, total: int, marked: jax.Array, draws: jax.Array, half: int) -> jax.Array:
+    r"""``Hypergeom(total, marked, draws)`` (successes among ``draws`` of ``total`` items of which ``marked`` are
+    successes), one per key of ``keys`` (1-d), int32.
+
+    Weights on the window ``mode ± half`` relative to the mode's, by the ratio
+    :math:`\rho(y) = (W - y)(s - y) / ((y + 1)(N - W - s + y + 1))`: numerators and denominators are exact
+    integers in float64 (``(N + 2)(s + 2) < 2^52``), each weight a product of at most ``half`` rounded ratios, so
+    within relative ``2 half u`` (``u = 2^-53``, any order of the products). They are scaled by ``S = 2^(62 -
+    ceil(log2 K))`` (``K = 2 half + 1`` cells) and rounded down to integers ``w_j`` (sum below ``2^62``), and the
+    draw inverts their integer cumulative sums with a uniform integer below ``sum w`` (a 64-bit word taken modulo
+    the sum, redrawn above the largest multiple of it: exact). The law drawn is ``w / sum w`` exactly; it is within
+    total variation ``4 half u + 2 K / S`` of the exact law on the window, whose outside mass is at most
+    ``2 exp(-2 (half - 1)^2 / s)`` (Hoeffding 1963, Thm. 4, draws without replacement; the mean is within 1 of the
+    mode) (:func:`hypergeometric_tv`)."""
+    lowest, cum, x_min, x_max = hypergeometric_weights(total, marked, draws, half)
+    tot = cum[-1]
+    limit = (u64(2 ** 64 - 1) // tot) * tot
+
+    def attempt(carry):
+        a, target, bad = carry
+        word = jax.vmap(lambda key: jax.random.bits(jax.random.fold_in(key, a), (), jnp.uint64))(keys)
+        target = jnp.where(bad, word % tot, target)
+        return a + 1, target, bad & (word >= limit)
+
+    _, target, _ = jax.lax.while_loop(lambda c: jnp.any(c[2]), attempt,
+                                      (jnp.int32(0), jnp.zeros_like(tot), jnp.ones(tot.shape, bool)))
+    index = jnp.sum(cum <= target, axis=0)
+    return jnp.clip(lowest + index, x_min, x_max).astype(jnp.int32)
+
+
+def _tail_pick(word: jax.Array, plan: ScreenPlan) -> jax.Array:
+    """``Binom(N, p)`` conditioned on ``>= B_max`` from one 64-bit word: the top ``L`` bits pick a cell, the other
+    ``64 - L`` are compared with its threshold in full (exact)."""
+    L = plan.tail_bits
+    cell = word >> u64(64 - L)
+    entry = jnp.asarray(plan.tail)[cell.astype(jnp.int32)]
+    keep = (word & u64((1 << (64 - L)) - 1)) < (entry >> u64(L))
+    value = jnp.where(keep, cell, entry & u64((1 << L) - 1))
+    return (plan.tail_offset + value.astype(jnp.int64)).astype(jnp.int32)
+
+
+def screened_counts_t(key: jax.Array, lanes: jax.Array, taus: jax.Array, others: int, min_sep: int,
+                      sampling_prob: float, warm_start: bool, iterations: int, max_batch: int, plan: ScreenPlan
+                      ) -> jax.Array:
+    """The counts ``r`` of the samples ``lanes`` (their indices in the block; ``taus`` theirs from
+    :func:`screen_taus`), time-major ``(n, len(lanes))`` int32, by the sampler of the module docstring. Sample
+    ``j`` reads only ``fold_in(key, j)``."""
+    n_oth, b, p, n, bmax = int(others), int(min_sep), float(sampling_prob), int(iterations), int(max_batch)
+    tables, blocked, m = count_tables(n_oth, b, p), plan.blocked, b - 1
+    keys = jax.vmap(lambda j: jax.random.split(jax.random.fold_in(key, j), 6))(lanes)
+    k_init, k_words, k_rare_r, k_rare_e, k_redraw, k_special = (keys[:, c] for c in range(6))
+    width = lanes.shape[0]
+    if warm_start:
+        hist = jax.vmap(lambda k: virtual_history(k, n_oth, b, p, 1)[:, 0])(k_init).T   # (m, F), exchangeable
+        prev = hist[::-1]
+    else:
+        prev = jnp.zeros((m, width), jnp.int32)
+    s_special = _tail_pick(jax.vmap(lambda k: jax.random.bits(k, (), jnp.uint64))(k_special), plan)
+    k_hyper = jax.vmap(lambda k: jax.random.fold_in(k, 1))(k_special)
+
+    def exact_round(i, avail, held, u_r, u_e, pre, k_rare_r, k_rare_e, k_redraw):
+        """Round ``i`` for every lane: ties and off-band lanes finished, rejected pairs ``(r, e)`` redrawn."""
+        r = jax.vmap(lambda k, a, w: draw_counts(k, a, p, tables, w, i))(k_rare_r, avail, u_r)
+        e = jax.vmap(lambda k, a, w: draw_counts(k, a, p, blocked, w, i))(k_rare_e, held, u_e)
+
+        def redraw(carry):
+            attempt, r, e, bad = carry
+            ks = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, i), attempt))(k_redraw)
+            r2 = jax.vmap(lambda k, a: draw_counts(k, a, p, tables, None, 0))(ks, avail)
+            e2 = jax.vmap(lambda k, a: draw_counts(k, a, p, blocked, None, 1))(ks, held)
+            r, e = jnp.where(bad, r2, r), jnp.where(bad, e2, e)
+            return attempt + 1, r, e, bad & (r + e >= bmax)
+
+        _, r, _, _ = jax.lax.while_loop(lambda c: jnp.any(c[3]), redraw, (jnp.int32(0), r, e, pre & (r + e >= bmax)))
+        return r
+
+    def tau_round(r, at, held, s_special, k_hyper):
+        """The lanes at ``tau``: ``r = s - e``, ``e ~ Hypergeom(N, W, s)``, a few lanes at a time."""
+        def some(idx, r):
+            e = hypergeometric_draw(k_hyper[jnp.clip(idx, 0, width - 1)], n_oth, jnp.take(held, idx, mode="clip"),
+                                    jnp.take(s_special, idx, mode="clip"), plan.half)
+            return r.at[idx].set(jnp.take(s_special, idx, mode="clip") - e, mode="drop")
+
+        return apply_to_flagged(at, min(width, 4), some, r)
+
+    def step(window, xs):
+        leaving, u_r, u_e, i = xs
+        avail = jnp.maximum(n_oth - window, 0)
+        held = n_oth - avail
+        look_r, look_e = table_lookup(avail, u_r, tables), table_lookup(held, u_e, blocked)
+        pre, at = i < taus, i == taus
+        rare = look_r.tie | look_r.outside | (pre & (look_e.tie | look_e.outside | (look_r.fast + look_e.fast >= bmax)))
+        r = rare_cond(jnp.any(rare), lambda fast, *ops: exact_round(*ops), lambda fast, *ops: fast,
+                      look_r.fast, i, avail, held, u_r, u_e, pre, k_rare_r, k_rare_e, k_redraw)
+        r = rare_cond(jnp.any(at), tau_round, lambda r, *ops: r, r, at, held, s_special, k_hyper)
+        return window - leaving + r, r
+
+    def block(window_prev, t):
+        window, prev = window_prev
+        words = jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, t), (2, m), jnp.uint64))(k_words)
+        words = jnp.moveaxis(words, 0, -1)                                            # (2, m, F)
+        window, new = jax.lax.scan(step, window, (prev, words[0], words[1], t * m + jnp.arange(m)))
+        return (window, new), new
+
+    blocks = -(-n // m)
+    _, rs = jax.lax.scan(block, (jnp.sum(prev, axis=0), prev), jnp.arange(blocks))
+    return rs.reshape(blocks * m, width)[:n]
+
+
+def chain_buffer(num_samples: int, flag_prob: float) -> int:
+    """Samples per round of the screened chain: the expected number flagged plus 3.5 standard deviations plus 4,
+    a multiple of 8 (a second round, as large, in about 1 block in 4000)."""
+    mean = num_samples * flag_prob
+    return min(num_samples, 8 * math.ceil((mean + 3.5 * math.sqrt(mean) + 4.0) / 8.0))
+
+
+class CountDraws(NamedTuple):
+    """The counts of one block as the engine reads them: ``truncated`` ``(B,)`` bool, the samples with a round
+    ``r_i >= B_max``; ``rows_t(idx)`` the counts of the samples ``idx``, time-major ``(n, len(idx))`` int32;
+    ``dense_t`` every sample's counts ``(n, B)`` when asked for (else ``None``)."""
+
+    truncated: jax.Array
+    rows_t: Callable[[jax.Array], jax.Array]
+    dense_t: jax.Array | None
+
+
+def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float, warm_start: bool, iterations: int,
+                max_batch: int, num_samples: int, dense: bool = False) -> CountDraws:
+    """The counts of a block of ``num_samples`` samples (zeros, not drawn, when ``B_max > N``): screened (:func:`screen_plan`; the chain runs, a buffer
+    (:func:`chain_buffer`) at a time, only for the samples with ``tau < n``, and again for the rows asked of
+    ``rows_t``), or every sample's chain (:func:`mcacct.kernels.counts.other_counts_t`) where screening does not
+    apply. ``dense``: also every sample's counts (the same values ``rows_t`` gives)."""
+    args = (int(others), int(min_sep), float(sampling_prob), bool(warm_start), int(iterations), int(max_batch))
+    if max_batch > others:  # r <= N < B_max: no round can be truncated, r is not drawn (zeros)
+        n = int(iterations)
+        return CountDraws(jnp.zeros((num_samples,), bool), lambda idx: jnp.zeros((n, idx.shape[0]), jnp.int32),
+                          jnp.zeros((n, num_samples), jnp.int32) if dense else None)
+    plan = screen_plan(args[0], args[1], args[2], args[4], args[5])
+    if plan is None:
+        r_t = other_counts_t(key, *args[:5], num_samples)
+        return CountDraws(jnp.any(r_t >= max_batch, axis=0), lambda idx: jnp.take(r_t, idx, axis=1, mode="clip"),
+                          r_t if dense else None)
+    k_tau, k_chain = jax.random.split(key)
+    taus = screen_taus(k_tau, plan, num_samples)
+
+    def rows_t(idx):
+        return screened_counts_t(k_chain, idx, jnp.take(taus, idx, mode="clip"), *args, plan)
+
+    if dense:
+        r_t = rows_t(jnp.arange(num_samples))
+        return CountDraws(jnp.any(r_t >= max_batch, axis=0), rows_t, r_t)
+
+    def flag(idx, truncated):
+        return truncated.at[idx].set(jnp.any(rows_t(idx) >= max_batch, axis=0), mode="drop")
+
+    size = chain_buffer(num_samples, plan.flag_prob)
+    truncated = apply_to_flagged(taus < iterations, size, flag, jnp.zeros((num_samples,), bool))
+    return CountDraws(truncated, rows_t, None)

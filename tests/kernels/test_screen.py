@@ -1,0 +1,143 @@
+"""The screened counts of truncated b-min-sep (:mod:`mcacct.kernels.screen`) have the law of the chain.
+
+* against an independent simulation of the ``M - 1`` other examples' b-min-sep chains: marginals, pairs, the
+  fraction of samples with a truncated round and the counts of the truncated rounds, warm and cold start;
+* per-sample randomness: the buffered chain (several rounds of a small buffer) gives the dense draws' values;
+* the host-built pieces deterministically against exact values: ``tau``'s thresholds, the conditioned tail table,
+  and the hypergeometric inversion's integer weights (hypothesis over small cases, and the §7.4 scale).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import mcacct.kernels.screen as screen
+from mcacct.kernels.screen import (count_draws, hypergeometric_draw, hypergeometric_tv, hypergeometric_weights,
+                                   screen_plan)
+
+from helpers import simulate_examples, table_weights, two_sample_chi2
+
+CASES = [  # (others, b, p, n, B_max): flag probability 0.10-0.12, a truncated round in ~8% / ~1% of samples
+    (999, 2, 0.02, 10, 31),
+    (399, 3, 0.05, 20, 32),
+]
+
+
+def _binom_pmf(trials, p, k):
+    return mpmath.binomial(trials, k) * mpmath.mpf(p) ** k * (1 - mpmath.mpf(p)) ** (trials - k)
+
+
+def _hyper_pmf(total, marked, draws, x):
+    if x < max(0, draws - (total - marked)) or x > min(marked, draws):
+        return mpmath.mpf(0)
+    return mpmath.binomial(marked, x) * mpmath.binomial(total - marked, draws - x) / mpmath.binomial(total, draws)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("warm", [True, False])
+def test_screened_counts_match_an_independent_simulation_of_the_other_examples(case, warm):
+    others, b, p, n, bmax = case
+    assert screen_plan(others, b, p, n, bmax) is not None
+    samples = 8000
+    got = np.asarray(count_draws(jax.random.key(21), others, b, p, warm, n, bmax, samples, dense=True).dense_t).T
+    ref = simulate_examples(np.random.default_rng(8), others, b, p, n, warm, samples)
+    se = np.sqrt(got.var(axis=0) / samples + ref.var(axis=0) / samples) + 1e-12
+    assert np.all(np.abs(got.mean(axis=0) - ref.mean(axis=0)) <= 5 * se)
+    # the quantity screening must not bias: which samples have a truncated round, and their truncated counts
+    t_got, t_ref = np.any(got >= bmax, axis=1), np.any(ref >= bmax, axis=1)
+    se_t = math.sqrt((t_got.var() + t_ref.var()) / samples)
+    assert abs(t_got.mean() - t_ref.mean()) <= 5 * se_t, (t_got.mean(), t_ref.mean())
+    assert t_ref.mean() > 0.005
+    for a_, b_ in ((got[got >= bmax].tolist(), ref[ref >= bmax].tolist()),
+                   (np.sum(got >= bmax, axis=1).tolist(), np.sum(ref >= bmax, axis=1).tolist())):
+        stat, df = two_sample_chi2(a_, b_)
+        assert stat <= df + 6 * math.sqrt(2 * max(df, 1)) + 12, (stat, df)
+    for i in (0, 1, n // 2, n - 2):  # marginals and pairs (r_i, r_{i+1})
+        for a_, b_ in ((got[:, i].tolist(), ref[:, i].tolist()),
+                       (list(map(tuple, got[:, i:i + 2])), list(map(tuple, ref[:, i:i + 2])))):
+            stat, df = two_sample_chi2(a_, b_)
+            assert stat <= df + 6 * math.sqrt(2 * max(df, 1)) + 12, (i, stat, df)
+
+
+def test_buffered_chain_gives_the_dense_draws_values(monkeypatch):
+    """A buffer of 8 samples (several rounds of it) flags the same samples as the dense draws, and the rows asked
+    for are the dense rows, bit for bit."""
+    others, b, p, n, bmax = CASES[1]
+    monkeypatch.setattr(screen, "chain_buffer", lambda num_samples, flag_prob: 8)
+    key, samples = jax.random.key(4), 128
+    dense = count_draws(key, others, b, p, True, n, bmax, samples, dense=True)
+    buffered = jax.jit(lambda k: count_draws(k, others, b, p, True, n, bmax, samples).truncated)(key)
+    np.testing.assert_array_equal(np.asarray(buffered), np.asarray(jnp.any(dense.dense_t >= bmax, axis=0)))
+    assert 0 < int(np.sum(buffered))
+    idx = jnp.asarray([5, 77, 3, 127])
+    np.testing.assert_array_equal(np.asarray(dense.rows_t(idx)), np.asarray(dense.dense_t)[:, np.asarray(idx)])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_tau_thresholds_and_tail_table_equal_the_exact_law(case):
+    others, b, p, n, bmax = case
+    plan = screen_plan(others, b, p, n, bmax)
+    mpmath.mp.dps = 60
+    q = mpmath.fsum(_binom_pmf(others, p, k) for k in range(bmax, others + 1))
+    for t in range(n):
+        exact = 1 - (1 - q) ** (t + 1)
+        assert abs(mpmath.mpf(int(plan.thresholds[t])) / 2**64 - exact) <= 2 * 2.0**-64, t
+    assert abs(plan.flag_prob - float(1 - (1 - q) ** n)) <= 1e-15
+    w = table_weights(plan.tail, plan.tail_bits)
+    assert sum(w) == 1 << 64
+    ks = range(plan.tail_offset, plan.tail_offset + len(w))
+    l1 = mpmath.fsum(abs(mpmath.mpf(int(wk)) / 2**64 - _binom_pmf(others, p, k) / q) for k, wk in zip(ks, w))
+    l1 += 1 - mpmath.fsum(_binom_pmf(others, p, k) for k in ks) / q     # conditioned mass beyond the table
+    assert float(l1) <= 2 * plan.tv, (float(l1), plan.tv)
+
+
+def _implied_l1(total, marked, draws, half):
+    lowest, cum, _, _ = hypergeometric_weights(total, jnp.asarray(marked), jnp.asarray(draws), half)
+    cum = [int(c) for c in np.asarray(cum)]
+    weights = [c - prev for c, prev in zip(cum, [0] + cum[:-1])]
+    inside = [_hyper_pmf(total, marked, draws, int(lowest) + j) for j in range(len(weights))]
+    l1 = mpmath.fsum(abs(mpmath.mpf(w) / cum[-1] - e) for w, e in zip(weights, inside))
+    return float(l1 + (1 - mpmath.fsum(inside)))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 400), st.data())
+def test_hypergeometric_weights_are_the_exact_law_small(total, data):
+    mpmath.mp.dps = 40
+    marked = data.draw(st.integers(0, total))
+    draws = data.draw(st.integers(0, min(total, 60)))
+    half = 45
+    assert _implied_l1(total, marked, draws, half) <= 2 * hypergeometric_tv(half, max(draws, 1))
+
+
+@pytest.mark.parametrize("total,marked,draws", [(14_745_599, 457_000, 2100), (14_745_599, 460_123, 2559),
+                                                (14_745_599, 0, 2048), (1_000_000, 999_000, 3000)])
+def test_hypergeometric_weights_are_the_exact_law_at_scale(total, marked, draws):
+    mpmath.mp.dps = 40
+    half = math.ceil(math.sqrt(30.0 * draws)) + 1
+    tv = hypergeometric_tv(half, draws)
+    assert tv < 1e-12
+    assert _implied_l1(total, marked, draws, half) <= 2 * tv
+
+
+def test_hypergeometric_draws_have_the_exact_law():
+    total, marked, draws, count = 1000, 300, 50, 20000
+    keys = jax.random.split(jax.random.key(9), count)
+    got = np.asarray(hypergeometric_draw(keys, total, jnp.full(count, marked), jnp.full(count, draws), 40))
+    mpmath.mp.dps = 30
+    values = np.arange(draws + 1)
+    expected = np.array([float(_hyper_pmf(total, marked, draws, int(x))) for x in values]) * count
+    observed = np.bincount(got, minlength=draws + 1)
+    keep = expected >= 10
+    obs = np.append(observed[keep], observed[~keep].sum())
+    exp_ = np.append(expected[keep], expected[~keep].sum())
+    stat = float(np.sum((obs - exp_) ** 2 / exp_))
+    df = len(obs) - 1
+    assert stat <= df + 6 * math.sqrt(2 * df) + 12, (stat, df)
