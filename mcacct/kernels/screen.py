@@ -225,8 +225,8 @@ def screened_counts_t(key: jax.Array, lanes: jax.Array, taus: jax.Array, others:
         prev = hist[::-1]
     else:
         prev = jnp.zeros((m, width), jnp.int32)
-    s_special = _tail_pick(jax.vmap(lambda k: jax.random.bits(k, (), jnp.uint64))(k_special), plan)
-    k_hyper = jax.vmap(lambda k: jax.random.fold_in(k, 1))(k_special)
+    k_tail, k_hyper = (jax.vmap(jax.random.split)(k_special)[:, c] for c in range(2))
+    s_special = _tail_pick(jax.vmap(lambda k: jax.random.bits(k, (), jnp.uint64))(k_tail), plan)
 
     def exact_round(i, avail, held, u_r, u_e, pre, k_rare_r, k_rare_e, k_redraw):
         """Round ``i`` for every lane: ties and off-band lanes finished, rejected pairs ``(r, e)`` redrawn."""
