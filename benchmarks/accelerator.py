@@ -581,7 +581,13 @@ def _device_meta() -> dict:
     dev = jax.devices()[0]
     return {"device": f"{dev.platform}:{dev.device_kind}", "device_kind": dev.device_kind,
             "device_count": jax.device_count(), "platform": dev.platform, "jax": jax.__version__,
-            "python": host_platform.python_version(), "cpu_count": os.cpu_count(), "mcacct_source": source_digest()}
+            "python": host_platform.python_version(), "cpu_count": os.cpu_count(), "mcacct_source": source_digest(),
+            "kernel": _kernel_version()}
+
+
+def _kernel_version() -> str:
+    from mcacct.jobs.problem_file import KERNEL_VERSION
+    return KERNEL_VERSION
 
 
 def _device_slug() -> str:

@@ -393,6 +393,12 @@ def region_accelerator(res: Results) -> list[str]:
     chunk = parts["production"]["settings"]["chunk_size"]
     cpu = res("production_cpu.json")["results"]
     cpu_days = "–".join(str(round(cpu[k]["plan_7_4"]["expected_days_one_device"])) for k in ("ones", "mse"))
+    kernel = d.get("kernel", "mcacct-kernel/6 or earlier")
+    current = re.search(r'KERNEL_VERSION = "([^"]+)"',
+                        (ROOT / "mcacct" / "jobs" / "problem_file.py").read_text()).group(1)
+    kernel_note = ("" if kernel == current else
+                   f" ({kernel}, before {current}: the count chain ran for every sample of the truncated scheme; not "
+                   f"yet measured on a GPU since)")
     old = "mcacct_source" not in parts["throughput"]  # measured before the files recorded their sources
     when = " before the kernels' rare branches became `rare_cond`" if old else ""
     why = (": under `vmap` each block's exact-recursion fallback ran as a select operand, a 7200-step scan per "
@@ -401,8 +407,8 @@ def region_accelerator(res: Results) -> list[str]:
             f"kernel reached {pct(frac)} of the RNG + sliding sums + exp roofline of the same device ({sci(roof)} "
             f"samples/s at n = 7200, b = 256){why}. The §7.4 ladder (engine chunk program, chunk {chunk:,}) ran at "
             f"{count(draws['ones'])} draws/s (c = ones) and {count(draws['mse'])} (MSE c), {round(hours['ones'])} "
-            f"and {round(hours['mse'])} hours for 7.5e9 samples on one device, against {cpu_days} days projected "
-            f"for the 2-core CPU box of the production table.")
+            f"and {round(hours['mse'])} hours for 7.5e9 samples on one device{kernel_note}, against {cpu_days} "
+            f"days projected for the 2-core CPU box of the production table.")
     sweep = res("accelerator_nvidia_h200_plan_chunks.json")["runs"]
     probes = [r for r in sweep if "probe_draws_per_s" in r]
     failed = [r["chunk_size"] for r in sweep if "error" in r]
