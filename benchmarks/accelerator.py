@@ -11,8 +11,9 @@ results. Checks:
 
 * cuda: the compiled Pallas fused kernel (``fused_pallas_losses(..., interpret=False)``); the engine's chunk
   program of the shared-draw ladder (``ladder_chunk_statistics``) for ``BMinSep`` with ``loss_kernel="fused"``
-  (it must contain the Triton kernel) and ``"unfused"``, and for ``TruncatedBMinSep``; the single-direction
-  chunk program (``chunk_losses``) for ``BMinSep`` and ``TruncatedBMinSep``;
+  (it must contain the Triton kernel) and ``"unfused"``, and for ``TruncatedBMinSep`` (every sample's count chain,
+  and the screened counts of ``kernels/screen.py``); the single-direction chunk program (``chunk_losses``) for
+  ``BMinSep`` and both ``TruncatedBMinSep``;
 * tpu: the XLA forms only (unfused ladders and ``chunk_losses``). Where JAX cannot export even a trivial
   program for a platform from this host, that platform's checks are reported ``skipped`` with the reason.
 
@@ -193,11 +194,13 @@ def _lower_checks(plat: str) -> list[tuple[str, object]]:
     spec = verification_spec()
     c3 = (0.6, 0.5, 0.4)
     bminsep = BMinSep(0.05, 8, 64, True)
-    trunc = TruncatedBMinSep(0.2, 2, 16, 12, 3, True)      # p, b, n, M, B_max, warm start
+    trunc = TruncatedBMinSep(0.2, 2, 16, 12, 3, True)      # p, b, n, M, B_max, warm start: every sample's chain
+    screened = TruncatedBMinSep(0.02, 2, 10, 1000, 31, True)  # the screened counts (kernels/screen.py) as at §7.4
     problems = {
         "bminsep_fused": Problem(bminsep, BandedToeplitz(c3), loss_kernel="fused"),
         "bminsep_unfused": Problem(bminsep, BandedToeplitz(c3), loss_kernel="unfused"),
         "truncated_unfused": Problem(trunc, BandedToeplitz((1.0, 0.5)), loss_kernel="unfused"),
+        "screened_unfused": Problem(screened, BandedToeplitz((1.0, 0.5)), loss_kernel="unfused"),
     }
 
     def do_export(fn, *args):
@@ -252,8 +255,10 @@ def _lower_checks(plat: str) -> list[tuple[str, object]]:
                    ("ladder_chunk_bminsep_fused", ladder("bminsep_fused", True))]
     checks += [("ladder_chunk_bminsep_unfused", ladder("bminsep_unfused", False)),
                ("ladder_chunk_truncated_unfused", ladder("truncated_unfused", False)),
+               ("ladder_chunk_truncated_screened", ladder("screened_unfused", False)),
                ("chunk_losses_bminsep", single("bminsep_unfused")),
-               ("chunk_losses_truncated", single("truncated_unfused"))]
+               ("chunk_losses_truncated", single("truncated_unfused")),
+               ("chunk_losses_truncated_screened", single("screened_unfused"))]
     return checks
 
 

@@ -36,15 +36,17 @@ def test_lower_only_exports_every_program_for_cuda_and_tpu(tmp_path):
     assert data["ok"] is True
     cuda = {c["name"]: c for c in data["platforms"]["cuda"]["checks"]}
     for name in ("pallas_fused_kernel", "ladder_chunk_bminsep_fused", "ladder_chunk_bminsep_unfused",
-                 "ladder_chunk_truncated_unfused", "chunk_losses_bminsep", "chunk_losses_truncated"):
+                 "ladder_chunk_truncated_unfused", "ladder_chunk_truncated_screened", "chunk_losses_bminsep",
+                 "chunk_losses_truncated", "chunk_losses_truncated_screened"):
         assert cuda[name]["status"] == "ok", (name, cuda[name])
     # the fused forms lowered through Pallas Triton (not the CPU form traced by mistake), the unfused without it
     assert cuda["pallas_fused_kernel"]["detail"].startswith("1 Triton")
     assert cuda["ladder_chunk_bminsep_fused"]["detail"].startswith("1 Triton")
     assert cuda["ladder_chunk_bminsep_unfused"]["detail"] == ""
     tpu = {c["name"]: c for c in data["platforms"]["tpu"]["checks"]}
-    assert set(tpu) == {"ladder_chunk_bminsep_unfused", "ladder_chunk_truncated_unfused", "chunk_losses_bminsep",
-                        "chunk_losses_truncated"}
+    assert set(tpu) == {"ladder_chunk_bminsep_unfused", "ladder_chunk_truncated_unfused",
+                        "ladder_chunk_truncated_screened", "chunk_losses_bminsep", "chunk_losses_truncated",
+                        "chunk_losses_truncated_screened"}
     assert all(c["status"] in ("ok", "skipped") for c in tpu.values()), tpu
     lines = r.stdout.splitlines()
     for name in ("pallas_fused_kernel", "ladder_chunk_bminsep_fused", "ladder_chunk_bminsep_unfused"):
