@@ -12,8 +12,9 @@ pilot's two grids of ``n_p`` samples. :func:`estimate_cost` fixes ``s``, the bas
 the largest ladder the calibration can build *without* running the pilot, then times one chunk of the
 verification program on a ladder of that size (the probe) and divides. The estimate is an upper bound on the
 verification's draws (candidates that fail leave early) and a rough figure for its time: the probe's rate is that
-of the median of a few calls of one chunk per device after a first, compiling one, the pilot's cost is scaled from it by
-its 16 grid points, and another process on the machine changes both. Nothing here is a privacy statement; it only tells the user what the run will take.
+of a few calls of one chunk per device after a first, compiling one (:func:`probe_rate`), the pilot's cost is
+scaled from it by its 16 grid points, and another process on the machine changes both. Nothing here is a privacy
+statement; it only tells the user what the run will take.
 """
 
 from __future__ import annotations

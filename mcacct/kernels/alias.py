@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["FRAC", "KEEP", "BAND_SDS", "MAX_BINS", "bin_tables", "pmf_weights", "binomial_alias", "alias_table", "u64", "alias_pick"]
+__all__ = ["FRAC", "KEEP", "BAND_SDS", "MAX_BINS", "bin_tables", "pmf_weights", "binomial_alias", "alias_table", "u64",
+           "alias_pick"]
 
 #: fixed-point fraction bits of the unnormalised pmf
 FRAC = 320

@@ -56,8 +56,8 @@ from mcacct.kernels.control import rare_cond
 from mcacct.kernels.counts import (CountTables, band_tables, count_tables, draw_counts, other_counts_t, table_lookup,
                                    virtual_history, window_band)
 
-__all__ = ["MAX_FLAG_PROB", "ScreenPlan", "screen_plan", "screen_taus", "screened_counts_t", "hypergeometric_draw", "hypergeometric_weights",
-           "chain_buffer", "CountDraws", "count_draws"]
+__all__ = ["MAX_FLAG_PROB", "ScreenPlan", "screen_plan", "screen_taus", "screened_counts_t", "hypergeometric_draw",
+           "hypergeometric_weights", "hypergeometric_tv", "chain_buffer", "CountDraws", "count_draws"]
 
 #: screening is used where at most this fraction of the samples is flagged (else every sample runs the chain)
 MAX_FLAG_PROB = 0.125
@@ -296,10 +296,11 @@ class CountDraws(NamedTuple):
 
 def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float, warm_start: bool, iterations: int,
                 max_batch: int, num_samples: int, dense: bool = False) -> CountDraws:
-    """The counts of a block of ``num_samples`` samples (zeros, not drawn, when ``B_max > N``): screened (:func:`screen_plan`; the chain runs, a buffer
-    (:func:`chain_buffer`) at a time, only for the samples with ``tau < n``, and again for the rows asked of
-    ``rows_t``), or every sample's chain (:func:`mcacct.kernels.counts.other_counts_t`) where screening does not
-    apply. ``dense``: also every sample's counts (the same values ``rows_t`` gives)."""
+    """The counts of a block of ``num_samples`` samples (zeros, not drawn, when ``B_max > N``): screened
+    (:func:`screen_plan`; the chain runs, a buffer (:func:`chain_buffer`) at a time, only for the samples with
+    ``tau < n``, and again for the rows asked of ``rows_t``), or every sample's chain
+    (:func:`mcacct.kernels.counts.other_counts_t`) where screening does not apply. ``dense``: also every sample's
+    counts (``rows_t`` then reads them: the same values)."""
     args = (int(others), int(min_sep), float(sampling_prob), bool(warm_start), int(iterations), int(max_batch))
     if max_batch > others:  # r <= N < B_max: no round can be truncated, r is not drawn (zeros)
         n = int(iterations)
@@ -316,9 +317,9 @@ def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float,
     def rows_t(idx):
         return screened_counts_t(k_chain, idx, jnp.take(taus, idx, mode="clip"), *args, plan)
 
-    if dense:
+    if dense:  # the same values as rows_t, read from the dense draws
         r_t = rows_t(jnp.arange(num_samples))
-        return CountDraws(jnp.any(r_t >= max_batch, axis=0), rows_t, r_t)
+        return CountDraws(jnp.any(r_t >= max_batch, axis=0), lambda idx: jnp.take(r_t, idx, axis=1, mode="clip"), r_t)
 
     def flag(idx, truncated):
         return truncated.at[idx].set(jnp.any(rows_t(idx) >= max_batch, axis=0), mode="drop")

@@ -248,8 +248,8 @@ class TruncatedBMinSep(Scheme):
 
     def _mixture_means(self, tau_all, r, k_s, strategy, idx):
         """For the samples ``idx``: the output means ``C a`` of both mixtures, row-major ``(len(idx), n)``, and
-        their counts ``r`` (given, row-major). Amplitudes from participation ``x`` (``tau``), counts and survival coins: ``P``: 1
-        untruncated, 2 or 0 truncated (survives or not); ``Q``: -1 truncated and survives, else 0."""
+        their counts ``r`` (given, row-major). Amplitudes from participation ``x`` (``tau``), counts and survival
+        coins: ``P``: 1 untruncated, 2 or 0 truncated (survives or not); ``Q``: -1 truncated and survives, else 0."""
         n = self.iterations
         tau = jnp.take(tau_all, idx, axis=1, mode="clip").T
         rows = jnp.arange(idx.shape[0])[:, None]
