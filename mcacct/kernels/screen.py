@@ -229,19 +229,25 @@ def screened_counts_t(key: jax.Array, lanes: jax.Array, taus: jax.Array, others:
     s_special = _tail_pick(jax.vmap(lambda k: jax.random.bits(k, (), jnp.uint64))(k_tail), plan)
 
     def exact_round(i, avail, held, u_r, u_e, pre, k_rare_r, k_rare_e, k_redraw):
-        """Round ``i`` for every lane: ties and off-band lanes finished, rejected pairs ``(r, e)`` redrawn."""
-        r = jax.vmap(lambda k, a, w: draw_counts(k, a, p, tables, w, i))(k_rare_r, avail, u_r)
-        e = jax.vmap(lambda k, a, w: draw_counts(k, a, p, blocked, w, i))(k_rare_e, held, u_e)
+        """Round ``i`` for every lane, attempt by attempt: attempt 0 reads the round's words, a later attempt fresh
+        words of ``fold_in(fold_in(k_redraw, i), a)`` for the lanes whose pair ``(r, e)`` was rejected; ties and
+        off-band lanes are finished from ``fold_in(fold_in(k_rare, i), a)`` (:func:`draw_counts`)."""
+        def attempt(carry):
+            a, r, e, todo = carry
+            fresh = jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(jax.random.fold_in(k, i), a), (2,),
+                                                       jnp.uint64))(k_redraw)
+            w_r, w_e = jnp.where(a == 0, u_r, fresh[:, 0]), jnp.where(a == 0, u_e, fresh[:, 1])
 
-        def redraw(carry):
-            attempt, r, e, bad = carry
-            ks = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, i), attempt))(k_redraw)
-            r2 = jax.vmap(lambda k, a: draw_counts(k, a, p, tables, None, 0))(ks, avail)
-            e2 = jax.vmap(lambda k, a: draw_counts(k, a, p, blocked, None, 1))(ks, held)
-            r, e = jnp.where(bad, r2, r), jnp.where(bad, e2, e)
-            return attempt + 1, r, e, bad & (r + e >= bmax)
+            def draw(k, trials, words, tabs):
+                return draw_counts(jax.random.fold_in(jax.random.fold_in(k, i), a), trials, p, tabs, words)
 
-        _, r, _, _ = jax.lax.while_loop(lambda c: jnp.any(c[3]), redraw, (jnp.int32(0), r, e, pre & (r + e >= bmax)))
+            r = jnp.where(todo, jax.vmap(lambda k, t, w: draw(k, t, w, tables))(k_rare_r, avail, w_r), r)
+            e = jnp.where(todo, jax.vmap(lambda k, t, w: draw(k, t, w, blocked))(k_rare_e, held, w_e), e)
+            return a + 1, r, e, todo & pre & (r + e >= bmax)
+
+        zeros = jnp.zeros(avail.shape, jnp.int32)
+        _, r, _, _ = jax.lax.while_loop(lambda c: jnp.any(c[3]), attempt,
+                                        (jnp.int32(0), zeros, zeros, jnp.ones(avail.shape, bool)))
         return r
 
     def tau_round(r, at, held, s_special, k_hyper):
@@ -259,10 +265,15 @@ def screened_counts_t(key: jax.Array, lanes: jax.Array, taus: jax.Array, others:
         held = n_oth - avail
         look_r, look_e = table_lookup(avail, u_r, tables), table_lookup(held, u_e, blocked)
         pre, at = i < taus, i == taus
-        rare = look_r.tie | look_r.outside | (pre & (look_e.tie | look_e.outside | (look_r.fast + look_e.fast >= bmax)))
-        r = rare_cond(jnp.any(rare), lambda fast, *ops: exact_round(*ops), lambda fast, *ops: fast,
-                      look_r.fast, i, avail, held, u_r, u_e, pre, k_rare_r, k_rare_e, k_redraw)
-        r = rare_cond(jnp.any(at), tau_round, lambda r, *ops: r, r, at, held, s_special, k_hyper)
+        redo = look_r.tie | look_r.outside | (pre & (look_e.tie | look_e.outside | (look_r.fast + look_e.fast >= bmax)))
+
+        def rare_round(fast, redo, at, i, avail, held, u_r, u_e, pre, *keys):  # one branch per round when common
+            r = rare_cond(jnp.any(redo), lambda f, *ops: exact_round(*ops), lambda f, *ops: f,
+                          fast, i, avail, held, u_r, u_e, pre, *keys[:3])
+            return rare_cond(jnp.any(at), tau_round, lambda r, *ops: r, r, at, held, *keys[3:])
+
+        r = rare_cond(jnp.any(redo | at), rare_round, lambda fast, *ops: fast, look_r.fast, redo, at, i, avail,
+                      held, u_r, u_e, pre, k_rare_r, k_rare_e, k_redraw, s_special, k_hyper)
         return window - leaving + r, r
 
     def block(window_prev, t):
