@@ -102,23 +102,18 @@ def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables
     n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
     if n_oth <= 0:
         return None
-    mean_w, sd_w = _window_moments(n_oth, b, p)
-    a_hi = n_oth - max(0, math.floor(mean_w - BAND_SDS * sd_w))
-    a_lo = max(0, n_oth - math.ceil(mean_w + BAND_SDS * sd_w))
-    return band_tables(a_lo, a_hi, p)
-
-
-def _window_moments(n_oth: int, b: int, p: float) -> tuple[float, float]:
-    """Mean and standard deviation of the stationary window sum ``Binom(N, beta)``, ``beta = (b-1)p/(1+(b-1)p)``."""
-    beta = (b - 1) * p / (1.0 + (b - 1) * p)
-    return n_oth * beta, math.sqrt(n_oth * beta * (1.0 - beta))
+    w_lo, w_hi = window_band(n_oth, b, p)
+    return band_tables(n_oth - w_hi, n_oth - w_lo, p)    # A = N - W
 
 
 def window_band(others: int, min_sep: int, sampling_prob: float) -> tuple[int, int]:
-    """``[lo, hi]``: the stationary window sum's mean within :data:`BAND_SDS` standard deviations, clipped to
-    ``[0, N]`` (the numbers of blocked examples the tables of :mod:`mcacct.kernels.screen` cover)."""
-    mean_w, sd_w = _window_moments(int(others), int(min_sep), float(sampling_prob))
-    return max(0, math.floor(mean_w - BAND_SDS * sd_w)), min(int(others), math.ceil(mean_w + BAND_SDS * sd_w))
+    """``[lo, hi]``: the stationary window sum ``W ~ Binom(N, beta)``, ``beta = (b-1)p/(1+(b-1)p)``, within
+    :data:`BAND_SDS` standard deviations of its mean, clipped to ``[0, N]``: the numbers of blocked examples the
+    tables cover (``A = N - W`` for :func:`count_tables`, ``W`` for :mod:`mcacct.kernels.screen`)."""
+    n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
+    beta = (b - 1) * p / (1.0 + (b - 1) * p)
+    mean_w, sd_w = n_oth * beta, math.sqrt(n_oth * beta * (1.0 - beta))
+    return max(0, math.floor(mean_w - BAND_SDS * sd_w)), min(n_oth, math.ceil(mean_w + BAND_SDS * sd_w))
 
 
 @functools.lru_cache(maxsize=64)

@@ -178,9 +178,12 @@ class TruncatedBMinSep(Scheme):
         (:func:`mcacct.kernels.counts.virtual_plan`); 0 when truncation is impossible and ``r`` is not drawn."""
         if not self.can_truncate:
             return 0.0
-        tables = count_tables(self.dataset_size - 1, self.min_sep, self.sampling_prob)
         plan = self._screen()
-        tv = plan.tv if plan is not None else 0.0 if tables is None else self.iterations * tables.tv_per_draw
+        if plan is not None:
+            tv = plan.tv
+        else:
+            tables = count_tables(self.dataset_size - 1, self.min_sep, self.sampling_prob)
+            tv = 0.0 if tables is None else self.iterations * tables.tv_per_draw
         if self.warm_start and self.min_sep > 1:
             plan = virtual_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob)
             tv += 0.0 if plan is None else plan[-1]
