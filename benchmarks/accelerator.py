@@ -11,9 +11,10 @@ results. Checks:
 
 * cuda: the compiled Pallas fused kernel (``fused_pallas_losses(..., interpret=False)``); the engine's chunk
   program of the shared-draw ladder (``ladder_chunk_statistics``) for ``BMinSep`` with ``loss_kernel="fused"``
-  (it must contain the Triton kernel) and ``"unfused"``, and for ``TruncatedBMinSep`` (every sample's count chain,
-  and the screened counts of ``kernels/screen.py``); the single-direction chunk program (``chunk_losses``) for
-  ``BMinSep`` and both ``TruncatedBMinSep``;
+  (it must contain the Triton kernel) and ``"unfused"``, and for ``TruncatedBMinSep`` (a small case, and one where
+  a CPU would screen the counts (``kernels/screen.py``), which accelerators draw by every sample's chain:
+  ``AUTO_SCREEN``); the single-direction chunk program (``chunk_losses``) for ``BMinSep`` and both
+  ``TruncatedBMinSep``;
 * tpu: the XLA forms only (unfused ladders and ``chunk_losses``). Where JAX cannot export even a trivial
   program for a platform from this host, that platform's checks are reported ``skipped`` with the reason.
 
@@ -195,7 +196,7 @@ def _lower_checks(plat: str) -> list[tuple[str, object]]:
     c3 = (0.6, 0.5, 0.4)
     bminsep = BMinSep(0.05, 8, 64, True)
     trunc = TruncatedBMinSep(0.2, 2, 16, 12, 3, True)      # p, b, n, M, B_max, warm start: every sample's chain
-    screened = TruncatedBMinSep(0.02, 2, 10, 1000, 31, True)  # the screened counts (kernels/screen.py) as at §7.4
+    screened = TruncatedBMinSep(0.02, 2, 10, 1000, 31, True)  # where CPUs screen the counts (kernels/screen.py)
     problems = {
         "bminsep_fused": Problem(bminsep, BandedToeplitz(c3), loss_kernel="fused"),
         "bminsep_unfused": Problem(bminsep, BandedToeplitz(c3), loss_kernel="unfused"),

@@ -394,11 +394,7 @@ def region_accelerator(res: Results) -> list[str]:
     cpu = res("production_cpu.json")["results"]
     cpu_days = "–".join(str(round(cpu[k]["plan_7_4"]["expected_days_one_device"])) for k in ("ones", "mse"))
     kernel = d.get("kernel", "mcacct-kernel/6 or earlier")
-    current = re.search(r'KERNEL_VERSION = "([^"]+)"',
-                        (ROOT / "mcacct" / "jobs" / "problem_file.py").read_text()).group(1)
-    kernel_note = ("" if kernel == current else
-                   f" ({kernel}, before {current}: the count chain ran for every sample of the truncated scheme; not "
-                   f"yet measured on a GPU since)")
+    kernel_note = f" ({kernel}: every sample's count chain, as GPUs run it again since mcacct-kernel/8)"
     old = "mcacct_source" not in parts["throughput"]  # measured before the files recorded their sources
     when = " before the kernels' rare branches became `rare_cond`" if old else ""
     why = (": under `vmap` each block's exact-recursion fallback ran as a select operand, a 7200-step scan per "
@@ -418,7 +414,33 @@ def region_accelerator(res: Results) -> list[str]:
              + (f"; chunk {failed[0]:,} ran out of device memory" if failed else "")
              + " (`accelerator_nvidia_h200_plan_chunks.json`): `--chunk-size auto` picks the largest power of two "
                "the device's memory holds.")
-    return table(header, rows) + [""] + paragraph(text)
+    return table(header, rows) + [""] + paragraph(text) + [""] + paragraph(_h100_text(res))
+
+
+def _h100_text(res: Results) -> str:
+    """The H100 session of kernel 7 (screened counts on the GPU): why GPUs went back to every sample's chain."""
+    name = "accelerator_nvidia_h100_80gb_hbm3.json"
+    d = res(name)
+    parts = d["parts"]
+    n7200 = parts["throughput"]["table"]["n7200_b256"]
+    ones = parts["production"]["results"]["ones"]
+    ladder, chain = ones["engine_ladder"], parts["production"]["count_chain"]["unroll_8"]
+    plan = parts["plan"]["plan_only"]["ones"]
+    per_call = ladder["per_call"] / ladder["draws_per_s"]
+    return (f"On one {d['device_kind']} ({d['kernel']}, jax {d['jax']}, `{REL}/{name}`, measured "
+            f"{d['updated_at'][:10]}) the unfused kernel ran {sci(n7200['single']['unfused_f64']['samples_per_s'])} "
+            f"samples/s at n = 7200, b = 256 (f64, {sci(n7200['single']['unfused_f32']['samples_per_s'])} f32) and "
+            f"{sci(n7200['ladder']['unfused_f64']['draws_per_s'])} ladder draws/s. The §7.4 ladder (c = ones) ran "
+            f"at {count(ladder['draws_per_s'])} draws/s ({per_call:.2f} s per chunk of {ladder['per_call']:,}; "
+            f"{round(ones['estimate_7_4_one_device']['engine_ladder']['hours'])} h for 7.5e9 samples) and "
+            f"`calibrate --plan-only` probed {count(plan['probe']['draws_per_second'])} "
+            f"({plan['expected_days_one_device']:.2f} days at chunk {plan['chunk_size']:,}): with the screened "
+            f"counts the ladder ran at about a third of kernel 6's rate on the H200 above, while every sample's count "
+            f"chain alone took {chain['per_call'] / chain['samples_per_s']:.3f} s per chunk on this H100. The likely "
+            f"cause (not profiled): the screened round's rejection loop and rare branches, each a host "
+            f"synchronisation on a GPU, cost more than the chain they skip. So mcacct-kernel/8 draws the counts on "
+            f"GPUs and TPUs by the chain again (`AUTO_SCREEN` in `mcacct/kernels/screen.py`) and CPUs keep "
+            f"screening; not yet measured on a GPU. The MSE c was not reached in that session.")
 
 
 REGIONS: dict[str, Callable[[Results], list[str]]] = {

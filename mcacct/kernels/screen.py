@@ -26,6 +26,12 @@ A sample with ``tau = n`` (probability ``(1 - q)^n``: 0.977 at the §7.4 shape) 
 privacy loss does not depend on ``r``: the engine draws ``tau`` for every sample (one 64-bit word) and runs the
 chain only for the others (:func:`count_draws`), a buffer of them at a time.
 
+Platforms. Screening pays on CPUs, where the chain's cost is per sample; on GPUs the chain is latency-bound (its
+rounds are sequential and a round of 16,384 samples costs about what a round of 100 does), while the screened
+round's rejection loop and rare branches each cost a host synchronisation. :data:`AUTO_SCREEN` says, per platform,
+which sampler :func:`count_draws` uses unless told, and why. Both draw the same law (within their stated total
+variations), from independent keys per block, so blocks of either kind may be pooled.
+
 Per-sample randomness. Sample ``j`` of a block draws everything from ``fold_in(key, j)``, so its counts are the
 same whichever other samples run beside it: the buffered chain of the engine and the dense draws of
 ``sample_t`` agree bit for bit.
@@ -55,12 +61,25 @@ from mcacct.kernels.blocks import apply_to_flagged
 from mcacct.kernels.control import rare_cond
 from mcacct.kernels.counts import (CountTables, band_tables, count_tables, draw_counts, other_counts_t, table_lookup,
                                    virtual_history, window_band)
+from mcacct.platform import target_platform
 
 __all__ = ["MAX_FLAG_PROB", "ScreenPlan", "screen_plan", "screen_taus", "screened_counts_t", "hypergeometric_draw",
-           "hypergeometric_weights", "hypergeometric_tv", "chain_buffer", "CountDraws", "count_draws"]
+           "hypergeometric_weights", "hypergeometric_tv", "chain_buffer", "CountDraws", "count_draws", "AUTO_SCREEN",
+           "screens_by_default"]
 
 #: screening is used where at most this fraction of the samples is flagged (else every sample runs the chain)
 MAX_FLAG_PROB = 0.125
+#: ``platform -> (screen, evidence)``: whether :func:`count_draws` screens by default, and the measurement behind it
+AUTO_SCREEN = {
+    "cpu": (True, "benchmarks/results/production_cpu.json (2-core box, kernel 7): the 7.4 truncated ladder at "
+                  "2,356 / 1,917 draws/s (c = ones / MSE c) against 1,394 / 1,132 with every sample's chain (kernel 6, "
+                  "c4e51f5)"),
+    "gpu": (False, "benchmarks/results/accelerator_nvidia_h100_80gb_hbm3.json (H100, jax 0.11.2, kernel 7): the 7.4 "
+                   "engine ladder at 30,125 draws/s (0.54 s per chunk of 16,384) with screening, while every sample's "
+                   "chain alone took 0.034 s per chunk (count_chain unroll_8, 482,993 samples/s) and the ladder ran "
+                   "at 79,412 draws/s with it on an H200 (kernel 6, accelerator_nvidia_h200.json)"),
+    "tpu": (False, "no TPU measurement; as on GPUs (a sequential chain over every sample of a block)"),
+}
 _MAX_WINDOW = 4097   # hypergeometric inversion window (values)
 _U53 = 2.0 ** -53
 
@@ -305,19 +324,26 @@ class CountDraws(NamedTuple):
     dense_t: jax.Array | None
 
 
+def screens_by_default() -> bool:
+    """Whether :func:`count_draws` screens on the platform being traced for (:data:`AUTO_SCREEN`)."""
+    return AUTO_SCREEN.get(target_platform(), (False, ""))[0]
+
+
 def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float, warm_start: bool, iterations: int,
-                max_batch: int, num_samples: int, dense: bool = False) -> CountDraws:
+                max_batch: int, num_samples: int, dense: bool = False, screen: bool | None = None) -> CountDraws:
     """The counts of a block of ``num_samples`` samples (zeros, not drawn, when ``B_max > N``): screened
     (:func:`screen_plan`; the chain runs, a buffer (:func:`chain_buffer`) at a time, only for the samples with
     ``tau < n``, and again for the rows asked of ``rows_t``), or every sample's chain
-    (:func:`mcacct.kernels.counts.other_counts_t`) where screening does not apply. ``dense``: also every sample's
-    counts (``rows_t`` then reads them: the same values)."""
+    (:func:`mcacct.kernels.counts.other_counts_t`) where screening does not apply or ``screen`` is false (``None``:
+    :func:`screens_by_default`). ``dense``: also every sample's counts (``rows_t`` then reads them: the same
+    values)."""
     args = (int(others), int(min_sep), float(sampling_prob), bool(warm_start), int(iterations), int(max_batch))
     if max_batch > others:  # r <= N < B_max: no round can be truncated, r is not drawn (zeros)
         n = int(iterations)
         return CountDraws(jnp.zeros((num_samples,), bool), lambda idx: jnp.zeros((n, idx.shape[0]), jnp.int32),
                           jnp.zeros((n, num_samples), jnp.int32) if dense else None)
-    plan = screen_plan(args[0], args[1], args[2], args[4], args[5])
+    screen = screens_by_default() if screen is None else bool(screen)
+    plan = screen_plan(args[0], args[1], args[2], args[4], args[5]) if screen else None
     if plan is None:
         r_t = other_counts_t(key, *args[:5], num_samples)
         return CountDraws(jnp.any(r_t >= max_batch, axis=0), lambda idx: jnp.take(r_t, idx, axis=1, mode="clip"),

@@ -172,18 +172,16 @@ class TruncatedBMinSep(Scheme):
                            self.max_batch_size)
 
     def draw_law_tv(self) -> float:
-        """Total-variation bound of one sample's counts ``r`` against their exact law: the screened sampler's
-        :attr:`mcacct.kernels.screen.ScreenPlan.tv` where it applies, else ``n`` count draws, each within
+        """Total-variation bound of one sample's counts ``r`` against their exact law, whichever sampler the
+        platform uses (:data:`mcacct.kernels.screen.AUTO_SCREEN`): the larger of the screened sampler's
+        :attr:`mcacct.kernels.screen.ScreenPlan.tv` where it applies and ``n`` count draws, each within
         :attr:`mcacct.kernels.counts.CountTables.tv_per_draw`; plus the warm start's table splits
         (:func:`mcacct.kernels.counts.virtual_plan`); 0 when truncation is impossible and ``r`` is not drawn."""
         if not self.can_truncate:
             return 0.0
         plan = self._screen()
-        if plan is not None:
-            tv = plan.tv
-        else:
-            tables = count_tables(self.dataset_size - 1, self.min_sep, self.sampling_prob)
-            tv = 0.0 if tables is None else self.iterations * tables.tv_per_draw
+        tables = count_tables(self.dataset_size - 1, self.min_sep, self.sampling_prob)
+        tv = max(0.0 if plan is None else plan.tv, 0.0 if tables is None else self.iterations * tables.tv_per_draw)
         if self.warm_start and self.min_sep > 1:
             plan = virtual_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob)
             tv += 0.0 if plan is None else plan[-1]

@@ -4,7 +4,8 @@
   fraction of samples with a truncated round and the counts of the truncated rounds, warm and cold start;
 * per-sample randomness: the buffered chain (several rounds of a small buffer) gives the dense draws' values;
 * the host-built pieces deterministically against exact values: ``tau``'s thresholds, the conditioned tail table,
-  and the hypergeometric inversion's integer weights (hypothesis over small cases, and the §7.4 scale).
+  and the hypergeometric inversion's integer weights (hypothesis over small cases, and the §7.4 scale);
+* the platform table: CPUs screen, accelerators run every sample's chain, and the scheme charges the larger bound.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import mcacct.kernels.screen as screen
+from mcacct.kernels.counts import count_tables, other_counts_t
+from mcacct.platform import PLATFORM_ENV
+from mcacct.schemes.truncated import TruncatedBMinSep
 from mcacct.kernels.screen import (count_draws, hypergeometric_draw, hypergeometric_tv, hypergeometric_weights,
                                    screen_plan)
 
@@ -78,6 +82,34 @@ def test_buffered_chain_gives_the_dense_draws_values(monkeypatch):
     assert 0 < int(np.sum(buffered))
     idx = jnp.asarray([5, 77, 3, 127])
     np.testing.assert_array_equal(np.asarray(dense.rows_t(idx)), np.asarray(dense.dense_t)[:, np.asarray(idx)])
+
+
+def test_platform_table_chooses_the_sampler(monkeypatch):
+    """``AUTO_SCREEN``: traced for a GPU (or TPU), ``count_draws`` gives every sample's chain, the same values as
+    :func:`other_counts_t`; traced for a CPU, the screened draws (``screen=True``), which differ."""
+    others, b, p, n, bmax = CASES[0]
+    key, samples = jax.random.key(9), 64
+    assert set(screen.AUTO_SCREEN) == {"cpu", "gpu", "tpu"} and all(why for _, why in screen.AUTO_SCREEN.values())
+    for platform in ("gpu", "tpu"):
+        monkeypatch.setenv(PLATFORM_ENV, platform)
+        assert not screen.screens_by_default()
+        chain = np.asarray(other_counts_t(key, others, b, p, True, n, samples))
+        np.testing.assert_array_equal(np.asarray(count_draws(key, others, b, p, True, n, bmax, samples,
+                                                             dense=True).dense_t), chain)
+    monkeypatch.setenv(PLATFORM_ENV, "cpu")
+    assert screen.screens_by_default()
+    got = np.asarray(count_draws(key, others, b, p, True, n, bmax, samples, dense=True).dense_t)
+    np.testing.assert_array_equal(got, np.asarray(count_draws(key, others, b, p, True, n, bmax, samples, dense=True,
+                                                              screen=True).dense_t))
+    assert not np.array_equal(got, np.asarray(other_counts_t(key, others, b, p, True, n, samples)))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_draw_law_tv_charges_the_larger_of_both_samplers(case):
+    others, b, p, n, bmax = case
+    plan, tables = screen_plan(others, b, p, n, bmax), count_tables(others, b, p)
+    scheme = TruncatedBMinSep(p, b, n, others + 1, bmax, False)   # cold start: no virtual history term
+    assert scheme.draw_law_tv() == max(plan.tv, n * tables.tv_per_draw) > 0
 
 
 @pytest.mark.parametrize("case", CASES)
