@@ -111,8 +111,10 @@ QUICK_CONFIGS = {
     "n32_b1": (32, 1, (1, 32), 256),
 }
 LADDER = (0.8, 1.0, 1.25, 1.6)      # throughput's 4-sigma ladder
-COUNT_UNROLLS = (1, 8, 32)          # production's count_chain: unrolls of the law of r's lookup rounds
+# production's count_chain: unrolls of the law of r's lookup rounds (default: the platform's COUNT_CHAIN_UNROLL only;
+# --count-unrolls 1,8,32 compares them, about 30 s of compilation each)
 SIGMA = 1.0                         # throughput's single sigma
+RECURSION_SWEEP = ("linear", "stepwise", "blocked")  # throughput: the ladder per recursion (f64, b > 1)
 EPSILONS = (1.0,)
 # roofline shape: n, b and chunk (quick: tiny)
 ROOF = (7200, 256, 16384)
@@ -496,7 +498,7 @@ def _with_oom_retry(run, chunk: int, min_chunk: int = 256) -> dict:
             gc.collect()
 
 
-def _bminsep_problem(n: int, b: int, batch: tuple[int, int], dtype: str, loss_kernel: str):
+def _bminsep_problem(n: int, b: int, batch: tuple[int, int], dtype: str, loss_kernel: str, recursion: str = "auto"):
     import numpy as np
 
     from mcacct.engine.problem import Problem
@@ -505,7 +507,8 @@ def _bminsep_problem(n: int, b: int, batch: tuple[int, int], dtype: str, loss_ke
     from mcacct.schemes.strategy import BandedToeplitz
     p = sampling_prob_from_batch_size(batch[0], batch[1], b)
     c = tuple(float(v) for v in np.ones(b) / np.sqrt(b))
-    return Problem(BMinSep(p, b, n, True), BandedToeplitz(c), dtype=dtype, loss_kernel=loss_kernel), p
+    return Problem(BMinSep(p, b, n, True), BandedToeplitz(c), dtype=dtype, loss_kernel=loss_kernel,
+                   recursion=recursion), p
 
 
 def _single_fn(problem, chunk: int, sigma: float):
@@ -623,14 +626,19 @@ def part_throughput(res: Results, args) -> dict:
         "bytes": ("xla_bytes_per_*: XLA cost_analysis 'bytes accessed' of the compiled program / samples (as XLA "
                   "estimates it); fused_counted_bytes: counted from the Pallas kernel's BlockSpecs, not measured"),
         "fused_f32": "n/a: the fused kernel computes in float64 only",
+        "recursions": ("ladder unfused_f64_<name>: the same ladder with Problem.recursion=<name> instead of the "
+                       "platform's 'auto' (kernels.recursion.auto_recursion)"),
     }
     table = part.setdefault("table", {})
     budget = Budget(args.part_seconds, args.grace_seconds)
     plan = [(name, kind, label) for name in configs
             for kind, label in (("single", "unfused_f64"), ("single", "unfused_f32"), ("ladder", "unfused_f64"),
                                 ("ladder", "unfused_f32"), ("ladder", "fused_f64"))]
+    # the recursions other than the platform's "auto" (ladder, f64, b > 1), after the table's own columns
+    plan += [(name, "ladder", f"unfused_f64_{rec}") for name in configs if configs[name][1] > 1
+             for rec in RECURSION_SWEEP]
     # the compiled fused kernel at large b goes last: its compilation time on a device is unknown
-    plan.sort(key=lambda t: (t[2] == "fused_f64" and configs[t[0]][1] >= 64))
+    plan.sort(key=lambda t: (t[2] == "fused_f64" and configs[t[0]][1] >= 64, t[2].count("_") > 1))
     for name, (n, b, batch, chunk) in configs.items():
         _, p = _bminsep_problem(n, b, batch, "float64", "unfused")
         row = table.setdefault(name, {})
@@ -646,7 +654,8 @@ def part_throughput(res: Results, args) -> dict:
         row = table[name]
         dtype = "float32" if label.endswith("f32") else "float64"
         loss_kernel = "fused" if label.startswith("fused") else "unfused"
-        problem, _ = _bminsep_problem(n, b, batch, dtype, loss_kernel)
+        recursion = label.split("_")[2] if label.count("_") > 1 else "auto"
+        problem, _ = _bminsep_problem(n, b, batch, dtype, loss_kernel, recursion)
         need = seconds + (5 if args.quick else 20)
 
         def run(problem=problem, kind=kind, chunk=chunk, loss_kernel=loss_kernel, n=n, b=b):
@@ -745,52 +754,63 @@ def part_production(res: Results, args) -> dict:
     }
     budget = Budget(args.part_seconds, args.grace_seconds)
     chain = part.setdefault("count_chain", {})   # first: short, and it says where the truncated scheme's time goes
-    for unroll in COUNT_UNROLLS:
+    from mcacct.kernels.counts import COUNT_CHAIN_UNROLL
+    from mcacct.platform import target_platform
+    unrolls = ([int(u) for u in args.count_unrolls.split(",") if u] if args.count_unrolls
+               else [COUNT_CHAIN_UNROLL.get(target_platform(), 1)])
+    for unroll in unrolls:
         _entry(res, chain, f"unroll_{unroll}", budget, seconds + (5 if args.quick else 30),
                lambda unroll=unroll: _measure_count_chain(prod, p, chunk, seconds, unroll),
                f"count chain unroll {unroll}")
     rows = part.setdefault("results", {})
     kinds = ("ones",) if args.quick else ("ones", "mse")
-    for kind in kinds:
-        row = rows.setdefault(kind, {})
-        if kind == "mse" and "c" not in row and budget.left() < 0.5 * args.part_seconds:
-            row["skipped"] = "the part's time budget was spent; run the part again"
-            break
-        row.pop("skipped", None)
-        keys = ("engine_ladder", "single", "production_ladder", "reference_truncated")
-        if all(isinstance(row.get(k), dict) and not ({"skipped", "status"} & set(row[k])) for k in keys):
-            continue                                     # measured in an earlier run
-        t0 = time.perf_counter()
-        c = np.asarray(prod._c_col(kind), np.float64)
-        row["c"] = "ones(256)/16" if kind == "ones" else "MSE-optimised, 256 bands, n=7200"
-        if args.quick:
-            row["c"] = f"{kind}, quick shape b={prod.B}, n={prod.N}"
-        row["c_seconds"] = time.perf_counter() - t0
-        strategy = BandedToeplitz(tuple(float(v) for v in c))
-        trunc = Problem(TruncatedBMinSep(p, prod.B, prod.N, prod.M, prod.BMAX, True), strategy)
-        need = seconds + (5 if args.quick else 60)
-        _entry(res, row, "engine_ladder", budget, need,
-               lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER), f"{kind} engine_ladder")
-        _entry(res, row, "single", budget, need,
-               lambda: dict(prod._mcacct_single(trunc, chunk, 1, seconds), chunk_size=chunk), f"{kind} single")
-        _entry(res, row, "production_ladder", budget, need,
-               lambda: dict(prod._mcacct_ladder(trunc, chunk, 1, seconds), chunk_size=chunk),
-               f"{kind} production_ladder")
-        _entry(res, row, "reference_truncated", budget, seconds + 10,
-               lambda: prod._reference(p, c, True, 1, min(seconds, 3.0), 4 if args.quick else 16),
-               f"{kind} reference_truncated")
-        est = {}
-        for key in ("engine_ladder", "production_ladder"):
-            draws = row.get(key, {}).get("draws_per_s") if isinstance(row.get(key), dict) else None
-            if draws:
-                est[key] = {"seconds": prod.SAMPLES_7_4 / draws, "hours": prod.SAMPLES_7_4 / draws / 3600.0,
-                            "days": prod.SAMPLES_7_4 / draws / 86400.0}
-        ref = row.get("reference_truncated", {})
-        if est and isinstance(ref, dict) and ref.get("per_s"):
-            est["ladder_draws_vs_reference_8_jobs"] = (row["engine_ladder"].get("draws_per_s", 0.0)
-                                                       / (ref["per_s"] / (2 * len(prod.LADDER))))
-        row["estimate_7_4_one_device"] = est
-        res.save()
+    problems = {}
+
+    def problem_of(kind):  # the truncated problem with this c (built once per run)
+        if kind not in problems:
+            row, t0 = rows[kind], time.perf_counter()
+            c = np.asarray(prod._c_col(kind), np.float64)
+            row["c"] = "ones(256)/16" if kind == "ones" else "MSE-optimised, 256 bands, n=7200"
+            if args.quick:
+                row["c"] = f"{kind}, quick shape b={prod.B}, n={prod.N}"
+            row["c_seconds"] = time.perf_counter() - t0
+            strategy = BandedToeplitz(tuple(float(v) for v in c))
+            problems[kind] = (c, Problem(TruncatedBMinSep(p, prod.B, prod.N, prod.M, prod.BMAX, True), strategy))
+        return problems[kind]
+
+    need = seconds + (5 if args.quick else 60)
+    # the ladders (what calibrate runs) and the reference of both c first, then the single-sigma figures
+    for stage in ("ladder", "single"):
+        for kind in kinds:
+            row = rows.setdefault(kind, {})
+            if kind == "mse" and stage == "ladder" and "c" not in row and budget.left() < 0.4 * args.part_seconds:
+                row["skipped"] = "the part's time budget was spent; run the part again"
+                continue
+            row.pop("skipped", None)
+            keys = (("engine_ladder", "reference_truncated") if stage == "ladder"
+                    else ("single", "production_ladder"))
+            if all(isinstance(row.get(k), dict) and not ({"skipped", "status"} & set(row[k])) for k in keys):
+                continue                                     # measured in an earlier run
+            c, trunc = problem_of(kind)
+            if stage == "ladder":
+                _entry(res, row, "engine_ladder", budget, need,
+                       lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER), f"{kind} engine_ladder")
+                _entry(res, row, "reference_truncated", budget, seconds + 10,
+                       lambda: prod._reference(p, c, True, 1, min(seconds, 3.0), 4 if args.quick else 16),
+                       f"{kind} reference_truncated")
+            else:
+                _entry(res, row, "single", budget, need,
+                       lambda: dict(prod._mcacct_single(trunc, chunk, 1, seconds), chunk_size=chunk),
+                       f"{kind} single")
+                if target_platform() == "cpu":   # on accelerators it ran at 1/14-1/23 of the engine's form (H200)
+                    _entry(res, row, "production_ladder", budget, need,
+                           lambda: dict(prod._mcacct_ladder(trunc, chunk, 1, seconds), chunk_size=chunk),
+                           f"{kind} production_ladder")
+                else:
+                    row["production_ladder"] = {"not_measured": "lax.map form; on accelerators the engine's vmap "
+                                                                "form (engine_ladder) is the one calibrate runs"}
+            row["estimate_7_4_one_device"] = _production_estimate(prod, row)
+            res.save()
     best = rows.get("ones", {}).get("estimate_7_4_one_device", {}).get("engine_ladder")
     if best:
         part["estimate_hours_one_device"] = best["hours"]
@@ -799,6 +819,22 @@ def part_production(res: Results, args) -> dict:
     part["wall_s"] = time.monotonic() - budget.t0
     res.save()
     return part
+
+
+def _production_estimate(prod, row: dict) -> dict:
+    """The §7.4 verification's time on one device from a row's measured ladders, and the engine ladder's draws/s
+    against the reference running the ladder's ``2 J`` jobs."""
+    est = {}
+    for key in ("engine_ladder", "production_ladder"):
+        draws = row.get(key, {}).get("draws_per_s") if isinstance(row.get(key), dict) else None
+        if draws:
+            est[key] = {"seconds": prod.SAMPLES_7_4 / draws, "hours": prod.SAMPLES_7_4 / draws / 3600.0,
+                        "days": prod.SAMPLES_7_4 / draws / 86400.0}
+    ref = row.get("reference_truncated", {})
+    if "engine_ladder" in est and isinstance(ref, dict) and ref.get("per_s"):
+        est["ladder_draws_vs_reference_8_jobs"] = (row["engine_ladder"]["draws_per_s"]
+                                                   / (ref["per_s"] / (2 * len(prod.LADDER))))
+    return est
 
 
 def _measure_count_chain(prod, p: float, chunk: int, seconds: float, unroll: int) -> dict:
@@ -1060,6 +1096,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--configs", default="",
                     help=("throughput: comma list of configurations to run (default all: "
                           f"{','.join(CONFIGS)}; with --quick {','.join(QUICK_CONFIGS)})"))
+    ap.add_argument("--count-unrolls", default="",
+                    help="production: comma list of the count chain's unrolls to time (default: the platform's)")
     ap.add_argument("--redo", action="store_true", help="measure the part again instead of resuming it")
     ap.add_argument("--retry-errors", action="store_true",
                     help="measure again the configurations that failed or timed out (the others are kept)")

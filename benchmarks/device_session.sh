@@ -4,7 +4,7 @@
 #
 #     bash benchmarks/device_session.sh            # on the device machine, in the repository root
 #
-# Parts run in the order of their value (throughput, production, roofline, plan), each under `timeout` with a
+# Parts run in the order of their value (production, plan, throughput, roofline), each under `timeout` with a
 # budget that leaves the next ones their turn; a part cut short keeps what it measured (the results file is
 # written after every configuration) and a later call resumes it. The results file and its PNG are copied to
 # $OUT (when set) after every part, together with the log, so that they come back even if the call is cut.
@@ -53,10 +53,10 @@ run_part() {
     2>/dev/null; fi
 }
 
-run_part throughput 130 30 --seconds 2
-run_part production 220 30 --seconds 2
-run_part roofline 30 20 --seconds 2
+run_part production 240 40 --seconds 2
 run_part plan 60 30
+run_part throughput 120 30 --seconds 2
+run_part roofline 30 20 --seconds 2
 # if time is left: the production ladder at a 4x larger chunk (the count chain's 7200 sequential rounds are
 # latency-bound on a GPU, so draws/s should grow with the chunk), in a file of its own
 rest=$(left)

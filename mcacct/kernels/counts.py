@@ -233,10 +233,11 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
 
 #: ``platform -> unroll`` of the chain's lookup rounds (:func:`other_counts_t`). CPU: 1; on the 2-core box at the
 #: §7.4 shape (256 lanes, min of 2 runs) unroll 4, 8 and 16 took 2.1x, 2.5x and 6.1x the time of unroll 1
-#: (213 us/sample). GPU and TPU: 1 until a device says otherwise: the latency argument of the module docstring
-#: favours unrolling there, the CPU figures warn against assuming it (``benchmarks/accelerator.py --part production``
-#: records ``count_chain`` at unroll 1, 8 and 32 on the device it runs on).
-COUNT_CHAIN_UNROLL = {"cpu": 1, "gpu": 1, "tpu": 1}
+#: (213 us/sample). GPU: 8; on an H100 at the §7.4 shape (``benchmarks/results/accelerator_nvidia_h100_80gb_hbm3.json``
+#: and its ``_chunk65536`` file, ``count_chain``) unroll 1, 8 and 32 drew 2.2e5, 4.8e5 and 5.4e5 samples/s at 16,384
+#: lanes (compiled in 22-25, 24 and 36-39 s) and 5.9e5, 9.6e5 and 9.4e5 at 65,536. TPU: 1, no measurement
+#: (``benchmarks/accelerator.py --part production --count-unrolls 1,8,32`` records them on the device it runs on).
+COUNT_CHAIN_UNROLL = {"cpu": 1, "gpu": 8, "tpu": 1}
 
 
 def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: float, warm_start: bool,
