@@ -223,6 +223,9 @@ def scheme_json(problem) -> dict:
     out["c_col"] = list(problem.strategy.c_col)
     out["dtype"] = problem.dtype
     out["loss_kernel"] = resolve_loss_kernel(problem).kernel
+    sampler = getattr(s, "count_sampler", None)    # truncated b-min-sep: how its counts are drawn here
+    if sampler is not None:
+        out["count_sampler"] = sampler
     return out
 
 

@@ -74,7 +74,7 @@ from mcacct.validate import check_bool, check_call, check_count, check_counts, c
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
 from mcacct.kernels.blocks import apply_to_flagged, map_blocks, map_sub_blocks, sub_block_size
 from mcacct.kernels.counts import count_tables, other_counts_t, virtual_plan
-from mcacct.kernels.screen import CountDraws, count_draws, screen_plan
+from mcacct.kernels.screen import CountDraws, count_draws, screen_plan, screens_by_default
 from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns
 from mcacct.kernels.output import ladder_sums_t
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
@@ -166,6 +166,14 @@ class TruncatedBMinSep(Scheme):
         check_call(self, num_samples=num_samples)
         return other_counts_t(key, self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start,
                               self.iterations, num_samples).T
+
+    @property
+    def count_sampler(self) -> str:
+        """How the counts are drawn on this platform: ``"screened"`` (:mod:`mcacct.kernels.screen`), ``"chain"``
+        (every sample's chain; :data:`~mcacct.kernels.screen.AUTO_SCREEN`) or ``"none"`` (``M <= B_max``)."""
+        if not self.can_truncate:
+            return "none"
+        return "screened" if screens_by_default() and self._screen() is not None else "chain"
 
     def _screen(self):
         return screen_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob, self.iterations,

@@ -22,6 +22,9 @@ from hypothesis import given, settings, strategies as st
 import mcacct.kernels.screen as screen
 from mcacct.kernels.counts import count_tables, other_counts_t
 from mcacct.platform import PLATFORM_ENV
+from mcacct.cli.flags import scheme_json
+from mcacct.engine.problem import Problem
+from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.schemes.truncated import TruncatedBMinSep
 from mcacct.kernels.screen import (count_draws, hypergeometric_draw, hypergeometric_tv, hypergeometric_weights,
                                    screen_plan)
@@ -86,18 +89,24 @@ def test_buffered_chain_gives_the_dense_draws_values(monkeypatch):
 
 def test_platform_table_chooses_the_sampler(monkeypatch):
     """``AUTO_SCREEN``: traced for a GPU (or TPU), ``count_draws`` gives every sample's chain, the same values as
-    :func:`other_counts_t`; traced for a CPU, the screened draws (``screen=True``), which differ."""
+    :func:`other_counts_t`; traced for a CPU, the screened draws (``screen=True``), which differ. The scheme's
+    ``count_sampler`` and the reports' ``scheme`` object say which."""
     others, b, p, n, bmax = CASES[0]
     key, samples = jax.random.key(9), 64
     assert set(screen.AUTO_SCREEN) == {"cpu", "gpu", "tpu"} and all(why for _, why in screen.AUTO_SCREEN.values())
+    scheme = TruncatedBMinSep(p, b, n, others + 1, bmax, True)
+    problem = Problem(scheme, BandedToeplitz((1.0, 0.5)))
+    assert TruncatedBMinSep(p, b, n, bmax, bmax, True).count_sampler == "none"   # M <= B_max: r is not drawn
     for platform in ("gpu", "tpu"):
         monkeypatch.setenv(PLATFORM_ENV, platform)
         assert not screen.screens_by_default()
+        assert scheme.count_sampler == "chain" and scheme_json(problem)["count_sampler"] == "chain"
         chain = np.asarray(other_counts_t(key, others, b, p, True, n, samples))
         np.testing.assert_array_equal(np.asarray(count_draws(key, others, b, p, True, n, bmax, samples,
                                                              dense=True).dense_t), chain)
     monkeypatch.setenv(PLATFORM_ENV, "cpu")
     assert screen.screens_by_default()
+    assert scheme.count_sampler == "screened" and scheme_json(problem)["count_sampler"] == "screened"
     got = np.asarray(count_draws(key, others, b, p, True, n, bmax, samples, dense=True).dense_t)
     np.testing.assert_array_equal(got, np.asarray(count_draws(key, others, b, p, True, n, bmax, samples, dense=True,
                                                               screen=True).dense_t))
