@@ -498,6 +498,12 @@ def _with_oom_retry(run, chunk: int, min_chunk: int = 256) -> dict:
             gc.collect()
 
 
+def _label_recursion(label: str) -> str:
+    """The recursion a throughput label names: ``unfused_f64_<name>`` (:data:`RECURSION_SWEEP`), else ``auto``."""
+    parts = label.split("_")
+    return parts[2] if len(parts) > 2 else "auto"
+
+
 def _bminsep_problem(n: int, b: int, batch: tuple[int, int], dtype: str, loss_kernel: str, recursion: str = "auto"):
     import numpy as np
 
@@ -638,7 +644,7 @@ def part_throughput(res: Results, args) -> dict:
     plan += [(name, "ladder", f"unfused_f64_{rec}") for name in configs if configs[name][1] > 1
              for rec in RECURSION_SWEEP]
     # the compiled fused kernel at large b goes last: its compilation time on a device is unknown
-    plan.sort(key=lambda t: (t[2] == "fused_f64" and configs[t[0]][1] >= 64, t[2].count("_") > 1))
+    plan.sort(key=lambda t: (t[2] == "fused_f64" and configs[t[0]][1] >= 64, _label_recursion(t[2]) != "auto"))
     for name, (n, b, batch, chunk) in configs.items():
         _, p = _bminsep_problem(n, b, batch, "float64", "unfused")
         row = table.setdefault(name, {})
@@ -654,8 +660,7 @@ def part_throughput(res: Results, args) -> dict:
         row = table[name]
         dtype = "float32" if label.endswith("f32") else "float64"
         loss_kernel = "fused" if label.startswith("fused") else "unfused"
-        recursion = label.split("_")[2] if label.count("_") > 1 else "auto"
-        problem, _ = _bminsep_problem(n, b, batch, dtype, loss_kernel, recursion)
+        problem, _ = _bminsep_problem(n, b, batch, dtype, loss_kernel, _label_recursion(label))
         need = seconds + (5 if args.quick else 20)
 
         def run(problem=problem, kind=kind, chunk=chunk, loss_kernel=loss_kernel, n=n, b=b):

@@ -28,9 +28,10 @@ chain only for the others (:func:`count_draws`), a buffer of them at a time.
 
 Platforms. Screening pays on CPUs, where the chain's cost is per sample; on GPUs the chain is latency-bound (its
 rounds are sequential: on an H100, 65,536 samples took twice the time of 16,384), while the screened round's
-rejection loop and rare branches each cost a host synchronisation (the likely cause of its measured cost there). :data:`AUTO_SCREEN` says, per platform,
-which sampler :func:`count_draws` uses unless told, and why. Both draw the same law (within their stated total
-variations), from independent keys per block, so blocks of either kind may be pooled.
+rejection loop and rare branches each cost a host synchronisation (the likely cause of its measured cost there).
+:data:`AUTO_SCREEN` says, per platform, which sampler :func:`count_draws` uses unless told, and why
+(:func:`active_screen_plan`). Both draw the same law (within their stated total variations), from independent keys
+per block, so blocks of either kind may be pooled.
 
 Per-sample randomness. Sample ``j`` of a block draws everything from ``fold_in(key, j)``, so its counts are the
 same whichever other samples run beside it: the buffered chain of the engine and the dense draws of
@@ -65,7 +66,7 @@ from mcacct.platform import target_platform
 
 __all__ = ["MAX_FLAG_PROB", "ScreenPlan", "screen_plan", "screen_taus", "screened_counts_t", "hypergeometric_draw",
            "hypergeometric_weights", "hypergeometric_tv", "chain_buffer", "CountDraws", "count_draws", "AUTO_SCREEN",
-           "screens_by_default"]
+           "screens_by_default", "active_screen_plan"]
 
 #: screening is used where at most this fraction of the samples is flagged (else every sample runs the chain)
 MAX_FLAG_PROB = 0.125
@@ -329,6 +330,20 @@ def screens_by_default() -> bool:
     return AUTO_SCREEN.get(target_platform(), (False, ""))[0]
 
 
+def active_screen_plan(others: int, min_sep: int, sampling_prob: float, iterations: int, max_batch: int,
+                       screen: bool | None = None) -> ScreenPlan | None:
+    """The plan :func:`count_draws` screens with, or ``None`` where it runs every sample's chain: ``screen``
+    (``None``: :func:`screens_by_default`) and :func:`screen_plan` applies."""
+    screen = screens_by_default() if screen is None else bool(screen)
+    return screen_plan(others, min_sep, sampling_prob, iterations, max_batch) if screen else None
+
+
+def _from_dense(r_t: jax.Array, max_batch: int, keep: bool) -> CountDraws:
+    """Counts read from every sample's draws ``r_t`` (kept as ``dense_t`` if ``keep``)."""
+    return CountDraws(jnp.any(r_t >= max_batch, axis=0), lambda idx: jnp.take(r_t, idx, axis=1, mode="clip"),
+                      r_t if keep else None)
+
+
 def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float, warm_start: bool, iterations: int,
                 max_batch: int, num_samples: int, dense: bool = False, screen: bool | None = None) -> CountDraws:
     """The counts of a block of ``num_samples`` samples (zeros, not drawn, when ``B_max > N``): screened
@@ -342,12 +357,9 @@ def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float,
         n = int(iterations)
         return CountDraws(jnp.zeros((num_samples,), bool), lambda idx: jnp.zeros((n, idx.shape[0]), jnp.int32),
                           jnp.zeros((n, num_samples), jnp.int32) if dense else None)
-    screen = screens_by_default() if screen is None else bool(screen)
-    plan = screen_plan(args[0], args[1], args[2], args[4], args[5]) if screen else None
+    plan = active_screen_plan(args[0], args[1], args[2], args[4], args[5], screen)
     if plan is None:
-        r_t = other_counts_t(key, *args[:5], num_samples)
-        return CountDraws(jnp.any(r_t >= max_batch, axis=0), lambda idx: jnp.take(r_t, idx, axis=1, mode="clip"),
-                          r_t if dense else None)
+        return _from_dense(other_counts_t(key, *args[:5], num_samples), max_batch, dense)
     k_tau, k_chain = jax.random.split(key)
     taus = screen_taus(k_tau, plan, num_samples)
 
@@ -355,8 +367,7 @@ def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float,
         return screened_counts_t(k_chain, idx, jnp.take(taus, idx, mode="clip"), *args, plan)
 
     if dense:  # the same values as rows_t, read from the dense draws
-        r_t = rows_t(jnp.arange(num_samples))
-        return CountDraws(jnp.any(r_t >= max_batch, axis=0), lambda idx: jnp.take(r_t, idx, axis=1, mode="clip"), r_t)
+        return _from_dense(rows_t(jnp.arange(num_samples)), max_batch, True)
 
     def flag(idx, truncated):
         return truncated.at[idx].set(jnp.any(rows_t(idx) >= max_batch, axis=0), mode="drop")
