@@ -418,29 +418,36 @@ def region_accelerator(res: Results) -> list[str]:
 
 
 def _h100_text(res: Results) -> str:
-    """The H100 session of kernel 7 (screened counts on the GPU): why GPUs went back to every sample's chain."""
+    """The H100 sessions: kernel 8 (every sample's count chain on the GPU) against kernel 7 (screened counts)."""
     name = "accelerator_nvidia_h100_80gb_hbm3.json"
     d = res(name)
     parts = d["parts"]
     n7200 = parts["throughput"]["table"]["n7200_b256"]
-    ones = parts["production"]["results"]["ones"]
-    ladder, chain = ones["engine_ladder"], parts["production"]["count_chain"]["unroll_8"]
+    prod = parts["production"]["results"]
+    ones, mse = prod["ones"], prod["mse"]
+    ladder = ones["engine_ladder"]
+    big = res(name.replace(".json", "_chunk65536.json"))["parts"]["production"]
+    big_ladder, big_chain = big["results"]["ones"]["engine_ladder"], big["count_chain"]["unroll_8"]
     plan = parts["plan"]["plan_only"]["ones"]
-    per_call = ladder["per_call"] / ladder["draws_per_s"]
+    hours = {k: round(v["estimate_7_4_one_device"]["engine_ladder"]["hours"]) for k, v in (("ones", ones),
+                                                                                            ("mse", mse))}
     return (f"On one {d['device_kind']} ({d['kernel']}, jax {d['jax']}, `{REL}/{name}`, measured "
             f"{d['updated_at'][:10]}) the unfused kernel ran {sci(n7200['single']['unfused_f64']['samples_per_s'])} "
             f"samples/s at n = 7200, b = 256 (f64, {sci(n7200['single']['unfused_f32']['samples_per_s'])} f32) and "
-            f"{sci(n7200['ladder']['unfused_f64']['draws_per_s'])} ladder draws/s. The §7.4 ladder (c = ones) ran "
-            f"at {count(ladder['draws_per_s'])} draws/s ({per_call:.2f} s per chunk of {ladder['per_call']:,}; "
-            f"{round(ones['estimate_7_4_one_device']['engine_ladder']['hours'])} h for 7.5e9 samples) and "
-            f"`calibrate --plan-only` probed {count(plan['probe']['draws_per_second'])} "
-            f"({plan['expected_days_one_device']:.2f} days at chunk {plan['chunk_size']:,}): with the screened "
-            f"counts the ladder ran at about a third of kernel 6's rate on the H200 above, while every sample's count "
-            f"chain alone took {chain['per_call'] / chain['samples_per_s']:.3f} s per chunk on this H100. The likely "
-            f"cause (not profiled): the screened round's rejection loop and rare branches, each a host "
-            f"synchronisation on a GPU, cost more than the chain they skip. So mcacct-kernel/8 draws the counts on "
-            f"GPUs and TPUs by the chain again (`AUTO_SCREEN` in `mcacct/kernels/screen.py`) and CPUs keep "
-            f"screening; not yet measured on a GPU. The MSE c was not reached in that session.")
+            f"{sci(n7200['ladder']['unfused_f64']['draws_per_s'])} ladder draws/s. The §7.4 ladder ran at "
+            f"{count(ladder['draws_per_s'])} draws/s with c = ones and {count(mse['engine_ladder']['draws_per_s'])} "
+            f"with the MSE c ({ladder['per_call'] / ladder['draws_per_s']:.2f} s per chunk of "
+            f"{ladder['per_call']:,}; {hours['ones']} h and {hours['mse']} h for 7.5e9 samples); one σ in one "
+            f"direction ran {count(ones['single']['per_s'])} samples/s. At chunk {big_ladder['per_call']:,} "
+            f"(`..._chunk65536.json`) the ladder ran {count(big_ladder['draws_per_s'])} draws/s: no gain, as every "
+            f"sample's count chain there takes {big_chain['per_call'] / big_chain['samples_per_s']:.3f} s per chunk "
+            f"and is no longer bound by its 7,200 sequential rounds' latency. `calibrate --plan-only` probed "
+            f"{count(plan['probe']['draws_per_second'])} ({plan['expected_days_one_device']:.2f} days at chunk "
+            f"{plan['chunk_size']:,}). mcacct-kernel/7, which screened the counts on GPUs as on CPUs, ran the same "
+            f"ladder at 30,125 draws/s on this card (69 h; commit 4b8942d): the screened round's rejection loop and "
+            f"rare branches cost a GPU more than the chain they skip, so kernel 8 draws the counts there by every "
+            f"sample's chain (`AUTO_SCREEN` in `mcacct/kernels/screen.py`) and CPUs keep screening. One hour for "
+            f"§7.4 on one device needs about 2.1e6 draws/s, {2.1e6 / ladder['draws_per_s']:.0f} times this ladder.")
 
 
 REGIONS: dict[str, Callable[[Results], list[str]]] = {
