@@ -10,9 +10,9 @@ block's recursion values (:func:`mcacct.kernels.recursion.linear_block_step`), f
 
 *Same draws as the unfused kernel.* The noise is drawn by counter: the standard normal at row ``t`` and column
 ``s`` of a block of width ``B`` is :func:`mcacct.kernels.normal.normal_from_bits` of the 64-bit threefry-2x32
-word at flat index ``t B + s`` under the noise key (:func:`counter_bits`, JAX's partitionable layout of
-``jax.random.bits``), and the participation times come from the same key split and the same renewal draws;
-so for a given key the fused and the unfused kernel see exactly the same ``y`` and differ only by float
+word at flat index ``t B + s`` under the noise key (:func:`mcacct.kernels.threefry.counter_bits`, JAX's
+partitionable layout of ``jax.random.bits``), and the participation times come from the same key split and the
+same renewal draws; so for a given key the fused and the unfused kernel see exactly the same ``y`` and differ only by float
 rounding, and the unfused kernel's exact fallback serves as the fused kernel's fallback. Requires JAX's
 threefry generator in the partitionable layout (:func:`fused_supported`).
 
@@ -23,7 +23,8 @@ to export for ``cuda`` from a CPU host). The backend is Pallas Triton, not Mosai
 (and uint32/uint64 for the counters), and in JAX 0.10.2 Mosaic GPU (the default Pallas GPU backend) moves
 operands by TMA/warpgroup copies that reject float64 ("unsupported TMA dtype f64") and copies under 128 bytes
 (the 8-byte key), so it cannot run this kernel at all, while Triton lowers float64 arithmetic (libdevice
-``exp``, ``log``, ``sqrt``) and 64-bit integers (the counter stays uint64, as :func:`counter_bits` documents).
+``exp``, ``log``, ``sqrt``) and 64-bit integers (the counter stays uint64, as
+:func:`mcacct.kernels.threefry.counter_bits` documents).
 Triton's price is a small op set inside a kernel (no slices, gathers or pads of values; power-of-two sizes):
 :func:`pow2_tile_kernel` is the tile function written in that subset, for power-of-two ``min_sep``, sample
 tile and (padded) ladder; :func:`fused_gpu_supported` says which configurations it serves. Lowering to Triton
@@ -48,49 +49,11 @@ from mcacct.kernels.participation import NO_PARTICIPATION, participation_blocks_
 from mcacct.kernels.recursion import (linear_applicable, linear_block_finish, linear_block_init, linear_block_step,
                                       range_floor, start_log_ratio)
 from mcacct.kernels.sliding import block_mean, column_sq_norms, sliding_dot_t
+from mcacct.kernels.threefry import counter_bits, counter_word
 from mcacct.platform import target_platform
 
-__all__ = ["threefry2x32", "counter_bits", "fused_supported", "fused_refusal", "fused_gpu_supported", "tile_constants",
+__all__ = ["fused_supported", "fused_refusal", "fused_gpu_supported", "tile_constants",
            "fused_tile_losses", "pow2_tile_kernel", "fused_pallas_losses", "fused_ladder_losses"]
-
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-
-
-def _rotl(x: jax.Array, r: int) -> jax.Array:
-    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
-
-
-def threefry2x32(k0, k1, x0: jax.Array, x1: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Threefry-2x32 with 20 rounds (Salmon, Moraes, Dror & Shaw 2011, "Parallel random numbers: as easy as
-    1, 2, 3", SC'11) on uint32 counters ``(x0, x1)`` under the key ``(k0, k1)``: the block function of JAX's
-    default generator, written in plain uint32 operations so that it runs inside a Pallas kernel."""
-    k0 = jnp.asarray(k0, jnp.uint32)
-    k1 = jnp.asarray(k1, jnp.uint32)
-    ks = (k0, k1, k0 ^ k1 ^ np.uint32(0x1BD11BDA))
-    x0 = x0 + ks[0]
-    x1 = x1 + ks[1]
-    for i in range(5):
-        for r in _ROTATIONS[i % 2]:
-            x0 = x0 + x1
-            x1 = _rotl(x1, r) ^ x0
-        x0 = x0 + ks[(i + 1) % 3]
-        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
-    return x0, x1
-
-
-def counter_bits(key_data: jax.Array, flat_index: jax.Array) -> jax.Array:
-    """The uint64 word of ``jax.random.bits(key, shape, uint64)`` at ``flat_index`` (threefry, partitionable
-    layout): ``hi << 32 | lo`` with ``(hi, lo)`` the threefry block of the counter ``(index >> 32, index)``."""
-    return _counter_bits(key_data[0], key_data[1], flat_index)
-
-
-def _counter_bits(k0, k1, flat_index: jax.Array) -> jax.Array:
-    """:func:`counter_bits` with the key words as two scalars (the Pallas kernel loads them from a ref: a
-    slice of a value does not lower for Triton)."""
-    f = jnp.asarray(flat_index, jnp.uint64)
-    hi, lo = threefry2x32(k0, k1, (f >> np.uint64(32)).astype(jnp.uint32),
-                          (f & np.uint64(0xFFFFFFFF)).astype(jnp.uint32))
-    return (hi.astype(jnp.uint64) << np.uint64(32)) | lo.astype(jnp.uint64)
 
 
 def fused_supported() -> bool:
@@ -291,7 +254,7 @@ def pow2_tile_kernel(key_ref, tau_ref, sig_ref, c_ref, hs_ref, out_ref, ok_ref, 
         rows = q * b - pad + rows0
         valid = (rows >= 0) & (rows < n)
         flat = jnp.clip(rows, 0, n - 1).astype(jnp.int64) * width + cols
-        z = normal_from_bits(_counter_bits(k0, k1, flat))
+        z = normal_from_bits(counter_word(k0, k1, flat))
         here = tau_ref[q, :].reshape(1, tile)
         prev = jnp.where(q > 0, tau_ref[jnp.maximum(q - 1, 0), :].reshape(1, tile), NO_PARTICIPATION)
         m = _block_mean_ref(here, prev, rows, c_ref, k)

@@ -27,6 +27,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from mcacct.kernels.threefry import counter_bits, counters_supported, key_words
+
 __all__ = ["standard_normal", "standard_normal_columns", "columns_supported", "normal_from_bits", "ndtri"]
 
 # Wichura (1988), AS 241 PPND16: numerator / denominator coefficients, lowest degree first
@@ -78,14 +80,11 @@ def standard_normal(key: jax.Array, shape: tuple[int, ...], dtype=jnp.float64) -
 
 
 def columns_supported(key: jax.Array) -> bool:
-    """Whether :func:`standard_normal_columns` can regenerate columns of ``standard_normal(key, ...)``: ``key`` is a
-    typed threefry key and JAX draws threefry bits with partitionable counters (``jax_threefry_partitionable``, the
-    default since JAX 0.5), in which the word at row-major position ``c`` of an array depends on ``c`` alone."""
-    try:
-        impl = str(jax.random.key_impl(key))
-    except (TypeError, ValueError):
-        return False
-    return impl == "threefry2x32" and bool(jax.config.jax_threefry_partitionable)
+    """Whether :func:`standard_normal_columns` can regenerate columns of ``standard_normal(key, ...)``: JAX draws
+    ``key``'s bits by threefry with partitionable counters (``jax_threefry_partitionable``, the default since JAX
+    0.5), in which the word at row-major position ``c`` of an array depends on ``c`` alone
+    (:func:`mcacct.kernels.threefry.counters_supported`)."""
+    return counters_supported(key)
 
 
 def standard_normal_columns(key: jax.Array, shape: tuple[int, int], cols: jax.Array, dtype=jnp.float64) -> jax.Array:
@@ -93,23 +92,17 @@ def standard_normal_columns(key: jax.Array, shape: tuple[int, int], cols: jax.Ar
     for bit, without drawing the other columns.
 
     With partitionable threefry (:func:`columns_supported`) the 64-bit word at ``(i, l)`` of
-    ``jax.random.bits(key, (n, L), uint64)`` is :math:`2^{32} h + g`, where ``(h, g)`` is the threefry-2x32
-    hash under ``key`` of the counter pair (the high and low 32 bits of :math:`c = i L + l`); the same hash of the
-    selected counters gives the same words (``tests/kernels/test_normal.py`` checks it against
-    ``jax.random.bits``, on arrays below :math:`2^{32}` elements, the engine's sub-blocks; the high counter word is
-    carried the same way beyond). ``cols`` must be in ``[0, L)`` (clip them first). Raises ``ValueError`` where
-    :func:`columns_supported` is false.
+    ``jax.random.bits(key, (n, L), uint64)`` is the word of the counter :math:`c = i L + l`
+    (:func:`mcacct.kernels.threefry.counter_bits`); the same hash of the selected counters gives the same words
+    (``tests/kernels/test_normal.py`` checks it against the whole draw). ``cols`` must be in ``[0, L)`` (clip them
+    first). Raises ``ValueError`` where :func:`columns_supported` is false.
     """
-    from jax.extend.random import threefry_2x32
     if not columns_supported(key):
         raise ValueError("standard_normal_columns needs a threefry key with jax_threefry_partitionable on")
     n, width = int(shape[0]), int(shape[1])
     cols = jnp.asarray(cols).astype(jnp.uint64)
     c = jnp.arange(n, dtype=jnp.uint64)[:, None] * jnp.uint64(width) + cols[None, :]
-    hi, lo = (c >> 32).astype(jnp.uint32), (c & 0xFFFFFFFF).astype(jnp.uint32)
-    out_hi, out_lo = jnp.split(threefry_2x32(jax.random.key_data(key), jnp.concatenate([hi.ravel(), lo.ravel()])), 2)
-    bits = (out_hi.astype(jnp.uint64) << 32) | out_lo.astype(jnp.uint64)
-    return normal_from_bits(bits.reshape(c.shape)).astype(dtype)
+    return normal_from_bits(counter_bits(key_words(key), c)).astype(dtype)
 
 
 def normal_from_bits(bits: jax.Array) -> jax.Array:

@@ -1,39 +1,15 @@
-"""The fused kernel (mcacct.kernels.fused): its threefry and counter layout equal JAX's, its losses equal the
-unfused kernel's on the same draws (and brute force), and the Pallas form in interpret mode equals the XLA form."""
+"""The fused kernel (mcacct.kernels.fused): its losses equal the unfused kernel's on the same draws (and brute
+force), and the Pallas form in interpret mode equals the XLA form."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from jax.extend.random import threefry_2x32
 
 import oracles
-from mcacct.kernels.fused import counter_bits, fused_ladder_losses, threefry2x32
+from mcacct.kernels.fused import fused_ladder_losses
 from mcacct.kernels.output import standardised_draws_t
 from mcacct.kernels.recursion import ladder_losses_t
-
-U32 = st.integers(0, 2**32 - 1)
-
-
-@settings(max_examples=40, deadline=None)
-@given(U32, U32, st.lists(st.tuples(U32, U32), min_size=1, max_size=8))
-def test_threefry_equals_jax(k0, k1, counters):
-    x0 = jnp.asarray([c[0] for c in counters], jnp.uint32)
-    x1 = jnp.asarray([c[1] for c in counters], jnp.uint32)
-    want = threefry_2x32(jnp.asarray([k0, k1], jnp.uint32), jnp.concatenate([x0, x1]))
-    got = threefry2x32(k0, k1, x0, x1)
-    np.testing.assert_array_equal(np.concatenate([np.asarray(g) for g in got]), np.asarray(want))
-
-
-@pytest.mark.parametrize("shape", [(1,), (7, 5), (3, 64)])
-def test_counter_bits_is_jax_random_bits(shape):
-    key = jax.random.key(11)
-    want = jax.random.bits(key, shape, jnp.uint64)
-    got = counter_bits(jax.random.key_data(key), jnp.arange(int(np.prod(shape))).reshape(shape))
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-
 
 # (n, b, p, c_col, warm, samples): short and long blocks, constant c (prefix sums) and general c (direct),
 # b = 1, p up to 0.9, n not a multiple of b
