@@ -12,7 +12,7 @@ pilot's two grids of ``n_p`` samples. :func:`estimate_cost` fixes ``s``, the bas
 the largest ladder the calibration can build *without* running the pilot, then times one chunk of the
 verification program on a ladder of that size (the probe) and divides. The estimate is an upper bound on the
 verification's draws (candidates that fail leave early) and a rough figure for its time: the probe's rate is that
-of a few calls of one chunk per device after a first, compiling one (:func:`probe_rate`), the pilot's cost is
+of a few calls of one or more chunks per device after a first, compiling one (:func:`probe_rate`), the pilot's cost is
 scaled from it by its 16 grid points, and another process on the machine changes both. Nothing here is a privacy
 statement; it only tells the user what the run will take.
 """
@@ -35,6 +35,12 @@ from mcacct.evr.calibrate import SYSTEMATIC_RESERVE, verification_spec
 from mcacct.precision import float64
 
 __all__ = ["CostEstimate", "estimate_cost", "probe_rate"]
+
+#: a timed probe call shorter than this (seconds) makes the next one run twice the chunks (:func:`probe_rate`)
+PROBE_CALL_SECONDS = 0.5
+#: the most chunks per device of one timed probe call
+PROBE_MAX_CHUNKS = 16
+
 
 @float64
 @dataclass(frozen=True)
@@ -91,16 +97,22 @@ class CostEstimate:
 
 @float64
 def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_size: int,
-               min_seconds: float = 2.0, min_calls: int = 5) -> tuple[float, float, float]:
+               min_seconds: float = 2.0, min_calls: int = 5,
+               call_seconds: float = PROBE_CALL_SECONDS) -> tuple[float, float, float]:
     """Draws per second of the verification program for the ladder ``sigmas`` in steady state, the probe's own
-    wall time, and the one-off seconds of its first call beyond a steady call (compilation, tracing, first
+    wall time, and the one-off seconds of its first call beyond a steady chunk (compilation, tracing, first
     execution: what a run pays once).
 
     The first call (one chunk per device) compiles and warms the program; then at least ``min_calls`` calls, and
-    ``min_seconds`` of them, are timed, and the rate is their draws over their time. The first call less its
-    compilation seconds (the estimate before) left tracing and first-execution costs in: at the §7.4 shape with 2
-    CPU devices (MSE c) it read 2,790 draws/s, where the timed calls ran 2.9, 2.9, then 2.3 s each (3,200 draws/s
-    over five) and a run of 60 chunks sustained 3,160."""
+    ``min_seconds`` of them, are timed, and the rate is their draws over their time. A call whose time is below
+    ``call_seconds`` makes the next one run twice the chunks (up to :data:`PROBE_MAX_CHUNKS` per device): a run
+    overlaps each chunk's host work (statistics folded in, histograms copied back) with the next chunk on the
+    devices, while a call of one chunk pays it, and its set-up, in full. On the H100 at §7.4 that made a probe of
+    one-chunk calls read 105,914 draws/s where the chunk program ran 164,561 back to back (0.1 s per chunk of
+    16,384); on the 2-core box a chunk takes seconds and every call stays at one chunk. Each call still pays its
+    set-up once, so the rate errs low, never high. The first call less one steady chunk's time is the one-off
+    figure: at the §7.4 shape with 2 CPU devices (MSE c) the timed calls ran 2.9, 2.9, then 2.3 s each (3,200
+    draws/s over five) and a run of 60 chunks sustained 3,160."""
     devices = jax.local_device_count()
     n = chunk_size * devices
     run = dict(problem=problem, sigmas=list(sigmas), key=key, num_samples=n, epsilons=(epsilon,),
@@ -109,12 +121,16 @@ def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_s
     run_ladder(**run)
     first = time.perf_counter() - t0
     timed: list[float] = []
+    draws, chunks = 0, 1
     while len(timed) < min_calls or sum(timed) < min_seconds:
         t1 = time.perf_counter()
-        run_ladder(**dict(run, key=jax.random.fold_in(key, len(timed) + 1)))
+        run_ladder(**dict(run, key=jax.random.fold_in(key, len(timed) + 1), num_samples=n * chunks))
         timed.append(time.perf_counter() - t1)
-    steady = sum(timed) / len(timed)
-    return n / max(steady, 1e-9), time.perf_counter() - t0, max(0.0, first - steady)
+        draws += n * chunks
+        if timed[-1] < call_seconds:
+            chunks = min(2 * chunks, PROBE_MAX_CHUNKS)
+    rate = draws / max(sum(timed), 1e-9)
+    return rate, time.perf_counter() - t0, max(0.0, first - n / rate)
 
 
 @float64
