@@ -9,7 +9,7 @@ A Monte Carlo calibration (:func:`mcacct.evr.calibrate.calibrate`) draws
 samples (both directions and every candidate share each draw; ``s`` samples per direction per candidate from
 the sample budget, ``c`` the chunk size), with :math:`D_{\mathrm{pilot}} = 2 \lceil n_p / c_p \rceil c_p` for the
 pilot's two grids of ``n_p`` samples. :func:`estimate_cost` fixes ``s``, the base delta, the certified top and
-the largest ladder the calibration can build *without* running the pilot, then times one chunk of the
+the largest ladder the calibration can build *without* running the pilot, then times a few chunks of the
 verification program on a ladder of that size (the probe) and divides. The estimate is an upper bound on the
 verification's draws (candidates that fail leave early) and a rough figure for its time: the probe's rate is that
 of a few calls of one or more chunks per device after a first, compiling one (:func:`probe_rate`), the pilot's cost is

@@ -9,12 +9,12 @@ block's recursion values (:func:`mcacct.kernels.recursion.linear_block_step`), f
 ``(sigma_j, direction)`` of a ladder at once (shared draws, Dong & Ganesh 2026, arXiv:2602.09338, §5).
 
 *Same draws as the unfused kernel.* The noise is drawn by counter: the standard normal at row ``t`` and column
-``s`` of a block of width ``B`` is :func:`mcacct.kernels.normal.normal_from_bits` of the 64-bit threefry-2x32
-word at flat index ``t B + s`` under the noise key (:func:`mcacct.kernels.threefry.counter_bits`, JAX's
-partitionable layout of ``jax.random.bits``), and the participation times come from the same key split and the
-same renewal draws; so for a given key the fused and the unfused kernel see exactly the same ``y`` and differ only by float
-rounding, and the unfused kernel's exact fallback serves as the fused kernel's fallback. Requires JAX's
-threefry generator in the partitionable layout (:func:`fused_supported`).
+``s`` of a block of width ``B`` is :func:`mcacct.kernels.normal.normal_from_bits` of the 64-bit threefry-2x32 word
+at flat index ``t B + s`` under the noise key (:func:`mcacct.kernels.threefry.counter_bits`, JAX's partitionable
+layout of ``jax.random.bits``), and the participation times come from the same key split and the same renewal
+draws; so for a given key the fused and the unfused kernel see exactly the same ``y`` and differ only by float
+rounding, and the unfused kernel's exact fallback serves as the fused kernel's fallback. Requires JAX's threefry
+generator in the partitionable layout (:func:`fused_supported`).
 
 *Accelerators.* :func:`fused_ladder_losses` (``pallas=True``) runs the kernel under ``jax.experimental.pallas``
 (``pallas_call`` over tiles of samples, each program looping over the time blocks with its state on chip):
