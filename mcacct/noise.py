@@ -13,7 +13,7 @@ Three cases, by what the caller gives:
   (``NoiseMultiplier.strategy``): the certificate is for that C.
 
 A Monte Carlo calibration can take hours: it needs an explicit ``key``, and it states its expected cost before it
-starts (:func:`mcacct.evr.cost.estimate_cost`: one probed chunk). ``dry_run=True`` returns that
+starts (:func:`mcacct.evr.cost.estimate_cost`: a probe of a few chunks). ``dry_run=True`` returns that
 :class:`~mcacct.evr.cost.CostEstimate` and runs nothing else.
 
 The released :class:`NoiseMultiplier` is a certificate: ``sigma`` is :math:`(\varepsilon, \delta)`-DP with

@@ -1,9 +1,9 @@
 """``mcacct calibrate --plan-only``: what a calibration will cost, in about a minute, before it runs.
 
 Without ``--pilot`` (and without ``--sigmas``) no pilot runs: the report is :func:`mcacct.evr.cost.estimate_cost`
-(sample budget, certified top, the largest ladder, one probed chunk). ``--pilot`` (or an explicit ``--sigmas``
-ladder) builds the real plan (:func:`mcacct.evr.calibrate.plan_calibration`: the ladder and its systematic terms),
-times one chunk of it, and with ``--out DIR`` writes it for shard jobs.
+(sample budget, certified top, the largest ladder, a probe of a few chunks). ``--pilot`` (or an explicit
+``--sigmas`` ladder) builds the real plan (:func:`mcacct.evr.calibrate.plan_calibration`: the ladder and its
+systematic terms), probes it the same way, and with ``--out DIR`` writes it for shard jobs.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _estimate_only(args, problem, baselines_bracket) -> dict:
            "expected_seconds_at_most": {"pilot": cost.pilot_seconds, "verification": cost.verification_seconds,
                                         "total": cost.total_seconds,
                                         "verification_one_device": cost.verification_seconds * cost.devices,
-                                        "note": "from one probed chunk; every candidate to the end (candidates "
+                                        "note": "from a probe of a few chunks; every candidate to the end (candidates "
                                                 "that fail leave early); one_device: the same work on one device "
                                                 "of this kind (shard jobs divide it by their number)"},
            "note": "no pilot ran: --pilot places the ladder and shows its systematic terms (--out needs it)"}
@@ -108,7 +108,7 @@ def _with_ladder(args, problem, bracket) -> dict:
 
 def plan_only(args, problem, baselines) -> dict:
     """``--plan-only``: the cost estimate (no pilot), or with ``--pilot`` / ``--sigmas`` the plan itself, its
-    samples and, from one probed chunk, its expected wall time; ``--out DIR`` also writes the plan.
+    samples and, from a probe of a few chunks, its expected wall time; ``--out DIR`` also writes the plan.
 
     ``baselines()`` gives ``(report, bracket)`` of the scheme's PLD baselines (:mod:`mcacct.cli.commands`
     computes them, only when a pilot runs: the bracket only places the pilot's grid)."""
