@@ -205,8 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan-only", action="store_true",
                    help="print what the calibration will cost (samples; wall time from a probe of a few chunks; "
                         "about a minute) and run nothing else; with --pilot (or --sigmas) the plan itself: the "
-                        "ladder and its systematic terms; with --out DIR also write it for shard jobs (`mcacct sample --plan "
-                        "DIR ...`, then `mcacct calibrate --from DIR`)")
+                        "ladder and its systematic terms; with --out DIR also write it for shard jobs (`mcacct sample "
+                        "--plan DIR ...`, then `mcacct calibrate --from DIR`)")
     p.add_argument("--pilot", action="store_true",
                    help="with --plan-only: run the pilot that places the ladder (its cost is what --plan-only "
                         "alone prints); needed by --out unless --sigmas gives the ladder")
