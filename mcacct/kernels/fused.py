@@ -49,7 +49,7 @@ from mcacct.kernels.participation import NO_PARTICIPATION, participation_blocks_
 from mcacct.kernels.recursion import (linear_applicable, linear_block_finish, linear_block_init, linear_block_step,
                                       range_floor, start_log_ratio)
 from mcacct.kernels.sliding import block_mean, column_sq_norms, sliding_dot_t
-from mcacct.kernels.threefry import counter_bits, counter_word
+from mcacct.kernels.threefry import counter_bits, counter_word, default_counters_supported
 from mcacct.platform import target_platform
 
 __all__ = ["fused_supported", "fused_refusal", "fused_gpu_supported", "tile_constants",
@@ -58,8 +58,7 @@ __all__ = ["fused_supported", "fused_refusal", "fused_gpu_supported", "tile_cons
 
 def fused_supported() -> bool:
     """Whether the fused kernel reproduces ``jax.random.bits``: JAX's threefry generator, partitionable layout."""
-    return (str(jax.config.jax_default_prng_impl) == "threefry2x32"
-            and bool(jax.config.jax_threefry_partitionable))
+    return default_counters_supported()
 
 
 def fused_tile_losses(noise_key: jax.Array, tau: jax.Array, sigmas: jax.Array, consts: jax.Array, col0, width: int,

@@ -24,7 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["threefry2x32", "counter_bits", "counter_word", "key_words", "counters_supported"]
+__all__ = ["threefry2x32", "counter_bits", "counter_word", "key_words", "counters_supported",
+           "default_counters_supported"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = np.uint32(0x1BD11BDA)
@@ -56,10 +57,6 @@ def threefry2x32(k0, k1, x0: jax.Array, x1: jax.Array) -> tuple[jax.Array, jax.A
     return x0, x1
 
 
-def _join(hi: jax.Array, lo: jax.Array) -> jax.Array:
-    return (hi.astype(jnp.uint64) << np.uint64(32)) | lo.astype(jnp.uint64)
-
-
 def counter_bits(key_data: jax.Array, flat_index: jax.Array) -> jax.Array:
     """The uint64 word of ``jax.random.bits(key, shape, uint64)`` at ``flat_index`` (partitionable layout), for
     the key's uint32 data ``(2,)``: ``hi << 32 | lo`` with ``(hi, lo)`` the block of ``(index >> 32, index)``."""
@@ -72,7 +69,7 @@ def counter_word(k0, k1, flat_index: jax.Array) -> jax.Array:
     f = jnp.asarray(flat_index, jnp.uint64)
     hi, lo = threefry2x32(k0, k1, (f >> np.uint64(32)).astype(jnp.uint32),
                           (f & np.uint64(0xFFFFFFFF)).astype(jnp.uint32))
-    return _join(hi, lo)
+    return (hi.astype(jnp.uint64) << np.uint64(32)) | lo.astype(jnp.uint64)
 
 
 def _is_typed(key) -> bool:
@@ -80,15 +77,17 @@ def _is_typed(key) -> bool:
     return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
 
 
+def default_counters_supported() -> bool:
+    """Whether JAX's default generator draws threefry words in the partitionable layout (:func:`counter_bits`)."""
+    return str(jax.config.jax_default_prng_impl) == "threefry2x32" and bool(jax.config.jax_threefry_partitionable)
+
+
 def counters_supported(key: jax.Array) -> bool:
     """Whether ``key`` draws JAX's threefry words in the partitionable layout, so that :func:`counter_bits` gives
     them: a typed threefry key, or a legacy ``(2,)`` uint32 key under the threefry default."""
-    if not bool(jax.config.jax_threefry_partitionable):
-        return False
     if _is_typed(key):
-        return str(jax.random.key_impl(key)) == "threefry2x32"
-    return (str(jax.config.jax_default_prng_impl) == "threefry2x32" and jnp.shape(key) == (2,)
-            and jnp.asarray(key).dtype == jnp.uint32)
+        return bool(jax.config.jax_threefry_partitionable) and str(jax.random.key_impl(key)) == "threefry2x32"
+    return default_counters_supported() and jnp.shape(key) == (2,) and jnp.asarray(key).dtype == jnp.uint32
 
 
 def key_words(key: jax.Array) -> jax.Array:

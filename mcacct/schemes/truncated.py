@@ -74,7 +74,7 @@ from mcacct.validate import check_bool, check_call, check_count, check_counts, c
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
 from mcacct.kernels.blocks import apply_to_flagged, map_blocks, map_sub_blocks, sub_block_size
 from mcacct.kernels.counts import count_tables, other_counts_t, virtual_plan
-from mcacct.kernels.screen import CountDraws, active_screen_plan, count_draws, screen_plan
+from mcacct.kernels.screen import CountDraws, active_screen_plan, count_draws
 from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns
 from mcacct.kernels.output import ladder_sums_t
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
@@ -173,13 +173,12 @@ class TruncatedBMinSep(Scheme):
         (every sample's chain; :data:`~mcacct.kernels.screen.AUTO_SCREEN`) or ``"none"`` (``M <= B_max``)."""
         if not self.can_truncate:
             return "none"
-        plan = active_screen_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob, self.iterations,
-                                  self.max_batch_size)
-        return "chain" if plan is None else "screened"
+        return "chain" if self._screen(None) is None else "screened"
 
-    def _screen(self):
-        return screen_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob, self.iterations,
-                           self.max_batch_size)
+    def _screen(self, screen: bool | None = True):
+        """The screening plan where it applies (``screen=None``: only where this platform screens by default)."""
+        return active_screen_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob, self.iterations,
+                                  self.max_batch_size, screen)
 
     def draw_law_tv(self) -> float:
         """Total-variation bound of one sample's counts ``r`` against their exact law, whichever sampler the
