@@ -135,7 +135,9 @@ def _sample_plan(args) -> dict:
 
 
 def cmd_merge(args) -> dict:
-    """Merge shard directories; report delta like ``mcacct delta`` (with its notes when not a certificate)."""
+    """Merge shard directories; report delta like ``mcacct delta`` (with its notes when not a certificate) and
+    how the files were checked (digest, or MAC under ``MCACCT_SHARD_KEY``)."""
+    from mcacct.jobs.integrity import describe
     from mcacct.jobs.shards import merge, write_merged
 
     _check_out_dir("--out", args.out)
@@ -156,6 +158,7 @@ def cmd_merge(args) -> dict:
                   f"({100 * (1 - args.alpha):g}% confidence), {out['num_samples']:,} samples per direction{which}")
         print(f"{out['files']} file(s), sigma {out['sigma']:g}, fingerprint {out['fingerprint']}, "
               f"{out['samples_per_second']:,.0f} samples/s per job-second")
+        print(f"files checked by {describe(out['integrity'])}")
         if not out["complete"]:
             print(f"partial: missing shards {out['missing_shards'] or 'none'}; unfinished "
                   f"{out['incomplete_shards'] or 'none'}; chunks not covered {out['missing_chunks']}")
@@ -234,8 +237,11 @@ def add_parsers(sub) -> None:
 
     m = sub.add_parser("merge", help="combine shard statistics exactly and report delta",
                        description="Merge shard (or merged) statistics from directories/files exactly; refuses "
-                                   "mixed configurations, duplicated shards and overlapping key ranges, and "
-                                   "reports missing shards.")
+                                   "mixed configurations, duplicated shards, overlapping key ranges, files whose "
+                                   "digest does not match their content and inconsistent statistics, and reports "
+                                   "missing shards. With MCACCT_SHARD_KEY set (a secret of >= 16 bytes shared with "
+                                   "the shard jobs), every file must carry a valid HMAC under it; unsigned files "
+                                   "are refused (docs/scale_out.md, 'Integrity').")
     m.add_argument("dirs", nargs="+", help="shard directories or statistics files")
     m.add_argument("--out", default=None,
                    help="write the merged statistics to OUT/merged.json (OUT: a directory, created if needed)")

@@ -31,6 +31,7 @@ from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import (CalibrationPlan, CalibrationResult, apply_verdicts, verdict_drop, verification_key,
                               verification_spec)
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats
+from mcacct.jobs import integrity
 from mcacct.jobs.problem_file import check_format, fingerprint, problem_from_dict, problem_to_dict
 from mcacct.jobs.shards import (atomic_write_json, shard_chunk_range, shard_filename, stats_from_json,
                                 stats_to_json)
@@ -41,17 +42,21 @@ __all__ = ["PLAN_NAME", "FORMAT", "SHARD_FORMAT", "write_plan", "load_plan", "pl
            "calibrate_from"]
 
 PLAN_NAME = "plan.json"
-#: The format of plan files. Version 2: the problem is stored by :mod:`mcacct.jobs.problem_file` (one
-#: fingerprint for every job file; cyclic Poisson's and balls-in-bins' ``min_sep`` became ``cycle_length``);
-#: plans of version 1 are refused, naming both versions.
-FORMAT = "mcacct-calibration-plan/2"
-SHARD_FORMAT = "mcacct-calibration-shard/1"
+#: The format of plan files. Version 3: the file carries the digest (and, with a key, the MAC) of
+#: :mod:`mcacct.jobs.integrity`. Version 2 stored the problem by :mod:`mcacct.jobs.problem_file` (cyclic Poisson's
+#: and balls-in-bins' ``min_sep`` became ``cycle_length``). Plans of earlier versions are refused, naming both
+#: versions.
+FORMAT = "mcacct-calibration-plan/3"
+#: The format of a plan's shard files. Version 2: digest and optional MAC (:mod:`mcacct.jobs.integrity`), and
+#: statistics checked for consistency on reading.
+SHARD_FORMAT = "mcacct-calibration-shard/2"
 
 
 def plan_fingerprint(d: dict) -> str:
     """The fingerprint of a plan file's dict ``d`` (without its ``fingerprint``):
-    :func:`mcacct.jobs.problem_file.fingerprint` of :data:`FORMAT` and the rest of ``d``."""
-    return fingerprint(FORMAT, {k: v for k, v in d.items() if k not in ("format", "fingerprint")})
+    :func:`mcacct.jobs.problem_file.fingerprint` of :data:`FORMAT` and the rest of ``d`` (without its
+    ``integrity`` entry, which covers the fingerprint)."""
+    return fingerprint(FORMAT, {k: v for k, v in d.items() if k not in ("format", "fingerprint", "integrity")})
 
 
 def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
@@ -76,6 +81,7 @@ def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
             raise ValueError(f"out {path} exists and cannot be read as a plan ({err}); use another --out") from err
         if not isinstance(old, dict) or old.get("fingerprint") != d["fingerprint"]:
             raise ValueError(f"out {path} already holds another calibration plan; use another --out")
+    d = integrity.seal(d)
     try:
         os.makedirs(out_dir, exist_ok=True)
         atomic_write_json(path, d)
@@ -95,6 +101,7 @@ def load_plan(plan_dir: str) -> tuple[CalibrationPlan, Problem, str]:
                          "--out DIR`") from err
     fmt = d.get("format") if isinstance(d, dict) else None
     check_format(fmt, FORMAT, f"plan {path} is not a calibration plan")
+    integrity.verify(d, f"plan {path}")
     fp = d.get("fingerprint")
     if fp != plan_fingerprint(d):
         raise ValueError(f"plan {path}: fingerprint does not match its content (file edited or corrupt)")
@@ -119,10 +126,10 @@ def _num_chunks(plan: CalibrationPlan) -> int:
 
 def _shard_json(fp: str, plan: CalibrationPlan, i: int, k: int, a: int, b: int, done: int, run: LadderStats,
                 seconds: float) -> dict:
-    return {"format": SHARD_FORMAT, "plan_fingerprint": fp, "shard": {"index": i, "num_shards": k},
-            "planned": [a, b], "done": [a, done], "seconds": seconds,
-            "errors": {str(j): e for j, e in run.errors.items()},
-            "candidates": [{d: stats_to_json(st[d]) for d in DIRECTIONS} for st in run.stats]}
+    return integrity.seal({"format": SHARD_FORMAT, "plan_fingerprint": fp, "shard": {"index": i, "num_shards": k},
+                           "planned": [a, b], "done": [a, done], "seconds": seconds,
+                           "errors": {str(j): e for j, e in run.errors.items()},
+                           "candidates": [{d: stats_to_json(st[d]) for d in DIRECTIONS} for st in run.stats]})
 
 
 def _load_shard(path: str, fp: str, plan: CalibrationPlan) -> dict:
@@ -131,13 +138,16 @@ def _load_shard(path: str, fp: str, plan: CalibrationPlan) -> dict:
             d = json.load(f)
     except (OSError, ValueError) as err:
         raise ValueError(f"cannot read the shard file {path}: {err}") from err
-    if not isinstance(d, dict) or d.get("format") != SHARD_FORMAT or d.get("plan_fingerprint") != fp:
-        got = d.get("plan_fingerprint") if isinstance(d, dict) else None
-        raise ValueError(f"{path} is not a shard of this plan (plan fingerprint {got!r}, expected {fp!r})")
+    check_format(d.get("format") if isinstance(d, dict) else None, SHARD_FORMAT,
+                 f"{path} is not a shard file of a calibration plan")
+    integrity.verify(d, path)
+    if d.get("plan_fingerprint") != fp:
+        raise ValueError(f"{path} is not a shard of this plan (plan fingerprint {d.get('plan_fingerprint')!r}, "
+                         f"expected {fp!r})")
     spec = verification_spec()
     try:
-        d["stats"] = [{dd: stats_from_json(c[dd], (plan.epsilon,), spec) for dd in DIRECTIONS}
-                      for c in d["candidates"]]
+        d["stats"] = [{dd: stats_from_json(c[dd], (plan.epsilon,), spec, f"{path}: candidate {j} direction {dd}")
+                       for dd in DIRECTIONS} for j, c in enumerate(d["candidates"])]
         if len(d["stats"]) != len(plan.ladder):
             raise ValueError(f"{path} holds {len(d['stats'])} candidates, the plan {len(plan.ladder)}")
         for key in ("planned", "done"):
@@ -146,6 +156,19 @@ def _load_shard(path: str, fp: str, plan: CalibrationPlan) -> dict:
         if not isinstance(d["errors"], dict) or not all(isinstance(d["shard"][f], int) for f in ("index",
                                                                                                   "num_shards")):
             raise ValueError(f"{path}: malformed shard or errors entry")
+        i, k = d["shard"]["index"], d["shard"]["num_shards"]
+        if not 0 <= i < k <= _num_chunks(plan) or d["planned"] != list(shard_chunk_range(_num_chunks(plan), i, k)):
+            raise ValueError(f"{path}: shard {i} of {k} with planned chunks {d['planned']} is not a shard of this "
+                             f"plan's {_num_chunks(plan)} chunks (file edited or corrupt)")
+        lo, hi = d["done"]
+        if not d["planned"][0] == lo <= hi <= d["planned"][1]:
+            raise ValueError(f"{path}: done chunks {d['done']} are not a prefix of the planned {d['planned']}")
+        most = max(0, min(hi * plan.chunk_size, plan.num_samples) - lo * plan.chunk_size)
+        for j, st in enumerate(d["stats"]):
+            for dd in DIRECTIONS:
+                if st[dd].count > most:
+                    raise ValueError(f"{path}: candidate {j} direction {dd} counts {st[dd].count} samples, more "
+                                     f"than its done chunks hold ({most}; file edited or corrupt)")
         d["seconds"] = float(d["seconds"])
     except (KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{path}: malformed calibration shard file ({err!r})") from err

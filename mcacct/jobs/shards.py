@@ -40,6 +40,7 @@ from mcacct.engine.estimate import Estimate, certification_notes
 from mcacct.evr.calibrate import candidate_key
 from mcacct.engine.runner import run_ladder
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec
+from mcacct.jobs import integrity
 from mcacct.jobs.problem_file import (KERNEL_VERSION, check_format, fingerprint, problem_from_dict, problem_to_dict,
                                       scheme_to_dict)
 from mcacct.precision import float64
@@ -49,10 +50,11 @@ __all__ = ["FORMAT", "JobConfig", "StatsFile", "MergeResult", "config_difference
            "atomic_write_json", "stats_to_json", "stats_from_json", "config_fingerprint", "KERNEL_VERSION",
            "SEED_MAX", "CANDIDATE_MAX"]
 
-#: The format of statistics files. Version 2: the problem is stored by :mod:`mcacct.jobs.problem_file` (one
-#: fingerprint for every job file; cyclic Poisson's and balls-in-bins' ``min_sep`` became ``cycle_length``);
-#: files of version 1 are refused, naming both versions.
-FORMAT = "mcacct-stats/2"
+#: The format of statistics files. Version 3: every file carries the digest (and, with a key, the MAC) of
+#: :mod:`mcacct.jobs.integrity`. Version 2 stored the problem by :mod:`mcacct.jobs.problem_file` (cyclic Poisson's
+#: and balls-in-bins' ``min_sep`` became ``cycle_length``). Files of earlier versions are refused, naming both
+#: versions.
+FORMAT = "mcacct-stats/3"
 MERGED_NAME = "merged.json"
 #: The largest root seed (``jax.random.key`` takes a signed 64-bit integer) and EVR candidate index
 #: (``jax.random.fold_in`` takes a uint32).
@@ -207,20 +209,39 @@ def stats_to_json(stats: DirectionStats) -> dict:
                      "count": stats.hist[nz].astype(np.int64).tolist()}}
 
 
-def stats_from_json(d: dict, epsilons: Sequence[float], spec: HistogramSpec) -> DirectionStats:
-    """Inverse of :func:`stats_to_json`."""
+def _int_list(v: Any, what: str) -> list[int]:
+    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
+        raise ValueError(f"{what} must be a list of integers")
+    return v
+
+
+def stats_from_json(d: dict, epsilons: Sequence[float], spec: HistogramSpec, where: str = "statistics") -> DirectionStats:
+    """Inverse of :func:`stats_to_json`, refusing statistics that no run can produce: histogram indices not
+    sorted, repeated or out of range, zero or negative sparse counts, a histogram total other than ``count``, and
+    sums outside what the histogram allows (:func:`mcacct.jobs.integrity.check_statistics`). ``where`` names the
+    file and direction in messages."""
     size = spec.bins + 2
     h = d["hist"]
-    if int(h["size"]) != size or len(d["sums"]) != len(epsilons):
-        raise ValueError("statistics do not match the configured histogram or epsilons")
-    hist = np.zeros(size, np.int64)
-    idx = np.asarray(h["index"], np.int64)
+    sums = _int_list(d["sums"], f"{where}: sums")
+    count = d["count"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"{where}: count must be a non-negative integer; got {count!r}")
+    if int(h["size"]) != size or len(sums) != len(epsilons):
+        raise ValueError(f"{where}: statistics do not match the configured histogram or epsilons")
+    idx = np.asarray(_int_list(h["index"], f"{where}: histogram index"), np.int64)
+    cnt = np.asarray(_int_list(h["count"], f"{where}: histogram count"), np.int64)
+    if idx.shape != cnt.shape:
+        raise ValueError(f"{where}: histogram index and count lists differ in length")
     if idx.size and (idx.min() < 0 or idx.max() >= size):
-        raise ValueError("histogram index out of range")
-    hist[idx] = np.asarray(h["count"], np.int64)
-    if any(not isinstance(v, int) or v < 0 for v in d["sums"]) or int(d["count"]) < 0:
-        raise ValueError("sums and count must be non-negative integers")
-    return DirectionStats(tuple(epsilons), spec, int(d["count"]), [int(v) for v in d["sums"]], hist)
+        raise ValueError(f"{where}: histogram index out of range [0, {size})")
+    if np.any(np.diff(idx) <= 0):
+        raise ValueError(f"{where}: histogram indices must be sorted and unique (file edited or corrupt)")
+    if np.any(cnt <= 0):
+        raise ValueError(f"{where}: sparse histogram counts must be positive (file edited or corrupt)")
+    hist = np.zeros(size, np.int64)
+    hist[idx] = cnt
+    integrity.check_statistics(count, sums, hist, epsilons, spec.width, spec.bins, where)
+    return DirectionStats(tuple(epsilons), spec, count, list(sums), hist)
 
 
 def _umask() -> int:
@@ -229,10 +250,30 @@ def _umask() -> int:
     return mask
 
 
+#: A temporary file of :func:`atomic_write_json` older than this (seconds) was left by a killed writer.
+STALE_TMP_SECONDS = 600.0
+
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Remove ``.NAME.*.tmp`` files of ``path`` older than :data:`STALE_TMP_SECONDS`: a writer killed between
+    creating its temporary file and the rename (SIGKILL, power loss) leaves one behind. A live writer holds its
+    file for the time of one write and fsync, far below that age."""
+    directory, name = os.path.split(os.path.abspath(path))
+    now = time.time()
+    for tmp in glob.glob(os.path.join(glob.escape(directory), "." + glob.escape(name) + ".*.tmp")):
+        try:
+            if now - os.stat(tmp).st_mtime > STALE_TMP_SECONDS:
+                os.unlink(tmp)
+        except OSError:  # gone already, or not ours to remove
+            pass
+
+
 def atomic_write_json(path: str, obj: dict) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically: temporary file, flush + fsync, :func:`os.replace`."""
+    """Write ``obj`` as JSON to ``path`` atomically: temporary file, flush + fsync, :func:`os.replace`.
+    Temporary files of ``path`` left by a killed writer are removed first (:func:`_remove_stale_temporaries`)."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
+    _remove_stale_temporaries(path)
     text = json.dumps(obj, separators=(",", ":"))  # the C encoder; json.dump would use the slow one
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     try:
@@ -277,6 +318,7 @@ class StatsFile:
     stats: dict[str, DirectionStats]
     seconds: float = 0.0
     sources: list = field(default_factory=list)
+    integrity: str = "digest"
 
     @property
     def complete(self) -> bool:
@@ -311,7 +353,7 @@ def _file_json(kind: str, cfg: JobConfig | dict, planned, done, stats, shard=Non
     if sources is not None:
         out["sources"] = sources
     out["written"] = time.time()
-    return out
+    return integrity.seal(out)
 
 
 def load_stats_file(path: str) -> StatsFile:
@@ -320,7 +362,9 @@ def load_stats_file(path: str) -> StatsFile:
     Raises
     ------
     ValueError
-        If the file is unreadable, of another format, or its fingerprint does not match its config.
+        If the file is unreadable, of another format, carries no digest or one (or, with
+        :data:`mcacct.jobs.integrity.KEY_ENV` set, a MAC) that does not match its content, its fingerprint does
+        not match its config, or its statistics are inconsistent (:func:`stats_from_json`).
     """
     try:
         with open(path) as f:
@@ -328,6 +372,7 @@ def load_stats_file(path: str) -> StatsFile:
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read statistics file {path}: {err}") from err
     check_format(d.get("format") if isinstance(d, dict) else None, FORMAT, f"{path} is not an mcacct statistics file")
+    level = integrity.verify(d, path)
     try:
         cfg_d = d["config"]
         try:
@@ -344,14 +389,14 @@ def load_stats_file(path: str) -> StatsFile:
             for a, b in planned[dname] + done[dname]:
                 if not 0 <= a <= b <= cfg.num_chunks:
                     raise ValueError(f"{path}: chunk range [{a}, {b}) outside the plan [0, {cfg.num_chunks})")
-            stats[dname] = stats_from_json(e, cfg.epsilons, cfg.spec)
+            stats[dname] = stats_from_json(e, cfg.epsilons, cfg.spec, f"{path}: direction {dname}")
             expect = sum(_range_samples(cfg, a, b) for a, b in _normalise(done[dname]))
             if stats[dname].count != expect:
                 raise ValueError(f"{path}: direction {dname} counts {stats[dname].count} samples but its "
                                  f"done chunks hold {expect}")
         sh = d.get("shard") or {}
         return StatsFile(path, d["kind"], cfg_d, d["fingerprint"], sh.get("index"), sh.get("num_shards"),
-                         planned, done, stats, float(d.get("seconds", 0.0)), d.get("sources", []))
+                         planned, done, stats, float(d.get("seconds", 0.0)), d.get("sources", []), level)
     except (KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{path}: malformed statistics file ({err!r})") from err
 
@@ -581,6 +626,12 @@ class MergeResult:
     def complete(self) -> bool:
         return not any(self.missing_chunks.values())
 
+    @property
+    def integrity(self) -> str:
+        """``"mac"`` when every file's MAC was checked under :data:`mcacct.jobs.integrity.KEY_ENV`, else
+        ``"digest"`` (:func:`mcacct.jobs.integrity.verify`)."""
+        return "mac" if all(f.integrity == "mac" for f in self.files) else "digest"
+
     def estimate(self, alpha: float = 0.01) -> Estimate:
         """An :class:`~mcacct.engine.estimate.Estimate` over the merged statistics."""
         from mcacct.engine.systematic import systematic_bound  # as mcacct.engine.estimate.estimate: same bounds as `delta`
@@ -612,7 +663,7 @@ class MergeResult:
                 "notes": list(est.notes), "directions_run": list(self.config.directions),
                 "config": self.config.to_dict(),
                 "fingerprint": self.config.fingerprint(), "seed": self.config.seed,
-                "candidate": self.config.candidate, "complete": self.complete,
+                "candidate": self.config.candidate, "complete": self.complete, "integrity": self.integrity,
                 "files": len(self.files), "missing_shards": self.missing_shards,
                 "incomplete_shards": self.incomplete_shards,
                 "missing_chunks": {d: [list(r) for r in v] for d, v in self.missing_chunks.items() if v},

@@ -7,6 +7,7 @@ import pytest
 
 import mcacct
 from mcacct.jobs import calibration as cj
+from mcacct.jobs import integrity
 from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import calibrate, plan_calibration
 from mcacct.cli.commands import main
@@ -70,7 +71,7 @@ def test_plan_refuses_other_plans_and_missing_shards(tmp_path):
     d.pop("fingerprint")
     d["rng"] = "jax.random:rbg:classic"
     d["fingerprint"] = cj.plan_fingerprint(d)
-    path.write_text(json.dumps(d))
+    path.write_text(json.dumps(integrity.seal(d)))  # a consistent file, as that generator's mcacct would write it
     with pytest.raises(ValueError, match="generator"):
         cj.load_plan(str(tmp_path))
 

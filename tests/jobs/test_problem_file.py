@@ -90,7 +90,7 @@ def test_statistics_files_and_plans_store_the_problem_alike(tmp_path):
     path = cj.write_plan(str(tmp_path), plan, problem)
     d = json.loads(open(path).read())
     assert {k: d[k] for k in pf.PROBLEM_FIELDS} == stored and d["format"] == cj.FORMAT
-    rest = {k: v for k, v in d.items() if k not in ("format", "fingerprint")}
+    rest = {k: v for k, v in d.items() if k not in ("format", "fingerprint", "integrity")}
     assert d["fingerprint"] == cj.plan_fingerprint(d) == pf.fingerprint(cj.FORMAT, rest)
     assert cj.load_plan(str(tmp_path))[1] == problem
 
@@ -110,20 +110,26 @@ def _downgrade_scheme(d: dict) -> None:
         d["min_sep"] = d.pop("cycle_length")
 
 
-def test_files_of_format_version_1_are_refused_naming_the_version(tmp_path, capsys):
+@pytest.mark.parametrize("version", [1, 2])
+def test_files_of_earlier_formats_are_refused_naming_the_version(tmp_path, capsys, version):
+    """Version 1 stored cyclic Poisson's cycle length as min_sep; version 2 carried no digest (#37): both are
+    refused by their format name, as statistics files and as plans."""
     from mcacct.cli.commands import main
-    assert shards.FORMAT == "mcacct-stats/2" and cj.FORMAT == "mcacct-calibration-plan/2"
+    assert shards.FORMAT == "mcacct-stats/3" and cj.FORMAT == "mcacct-calibration-plan/3"
+    assert cj.SHARD_FORMAT == "mcacct-calibration-shard/2"
     problem = Problem(mcacct.CyclicPoisson(0.5, 2, 8), ST)
     cfg = shards.JobConfig(problem, 1.0, (0.5,), 64, 64)
     new = tmp_path / "new"
     shards.run_shard(cfg, 0, 1, str(new))
     obj = json.loads((new / shards.shard_filename(0, 1)).read_text())
-    obj["format"] = "mcacct-stats/1"
-    _downgrade_scheme(obj["config"]["scheme"])
+    obj["format"] = f"mcacct-stats/{version}"
+    obj.pop("integrity")
+    if version == 1:
+        _downgrade_scheme(obj["config"]["scheme"])
     old = tmp_path / "old"
     old.mkdir()
     (old / shards.shard_filename(0, 1)).write_text(json.dumps(obj))
-    needle = "of format 'mcacct-stats/2': it has format 'mcacct-stats/1'"
+    needle = f"of format 'mcacct-stats/3': it has format 'mcacct-stats/{version}'"
     with pytest.raises(ValueError, match=needle):
         shards.load_stats_file(str(old / shards.shard_filename(0, 1)))
     with pytest.raises(ValueError, match=needle):
@@ -137,11 +143,13 @@ def test_files_of_format_version_1_are_refused_naming_the_version(tmp_path, caps
                             sigmas=[1.0, 2.0])
     path = cj.write_plan(str(tmp_path / "plan"), plan, problem)
     d = json.loads(open(path).read())
-    d["format"] = "mcacct-calibration-plan/1"
-    _downgrade_scheme(d["scheme"])
+    d["format"] = f"mcacct-calibration-plan/{version}"
+    d.pop("integrity")
+    if version == 1:
+        _downgrade_scheme(d["scheme"])
     open(path, "w").write(json.dumps(d))
     for call in (lambda: cj.load_plan(str(tmp_path / "plan")), lambda: cj.run_plan_shard(str(tmp_path / "plan"), 0, 1),
                  lambda: cj.calibrate_from(str(tmp_path / "plan"))):
-        with pytest.raises(ValueError, match="of format 'mcacct-calibration-plan/2': it has format "
-                                             "'mcacct-calibration-plan/1'"):
+        with pytest.raises(ValueError, match="of format 'mcacct-calibration-plan/3': it has format "
+                                             f"'mcacct-calibration-plan/{version}'"):
             call()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import mcacct
-from mcacct.jobs import shards as jobs
+from mcacct.jobs import integrity, shards as jobs
 from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import candidate_key
 from mcacct.cli.commands import main
@@ -221,8 +221,11 @@ def test_corrupt_file_is_refused(small, tmp_path):
     shutil.copytree(out, d)
     p = d / jobs.shard_filename(0, 3)
     obj = json.loads(p.read_text())
-    obj["config"]["sigma"] = 0.8  # edited without updating the fingerprint
+    obj["config"]["sigma"] = 0.8  # edited without updating the fingerprint or the digest
     p.write_text(json.dumps(obj))
+    with pytest.raises(ValueError, match="digest does not match"):
+        jobs.merge([str(d)])
+    p.write_text(json.dumps(integrity.seal(obj)))  # digest recomputed: the fingerprint still catches it
     with pytest.raises(ValueError, match="fingerprint"):
         jobs.merge([str(d)])
 
@@ -347,7 +350,7 @@ def test_files_of_another_kernel_or_generator_or_without_type_are_refused(small,
         obj["fingerprint"] = jobs.config_fingerprint(obj["config"])  # consistent file, only the content is old
         d = tmp_path / name
         d.mkdir()
-        (d / jobs.shard_filename(0, 3)).write_text(json.dumps(obj))
+        (d / jobs.shard_filename(0, 3)).write_text(json.dumps(integrity.seal(obj)))
         return str(d)
 
     old_kernel = rewrite("k", lambda c: c.update(kernel="mcacct-kernel/0"))
@@ -440,7 +443,7 @@ def test_merge_text_carries_the_float32_note(small, tmp_path, capsys):
         obj = json.loads((out / name).read_text())
         obj["config"]["dtype"] = "float32"
         obj["fingerprint"] = jobs.config_fingerprint(obj["config"])
-        (d / name).write_text(json.dumps(obj))
+        (d / name).write_text(json.dumps(integrity.seal(obj)))
     assert _main(["merge", str(d)]) == 0
     assert FLOAT32_NOTE in capsys.readouterr().out.splitlines()
     assert _main(["merge", str(d), "--json"]) == 0
