@@ -102,10 +102,8 @@ def alias_table(k_lo: int, u: list[int], tail_rel: float, cell_bits: int, what: 
         w[big] -= cap - w[s]
         if w[big] < cap:
             small.append(large.pop())
-    packed = np.zeros(cells, np.uint64)
-    for j in range(cells):
-        t, a = (0, j) if thr[j] >= cap else (thr[j], alias[j])  # a full cell: never below 0, alias itself
-        packed[j] = np.uint64((t << cell_bits) | a)
+    # a full cell: never below 0, alias itself
+    packed = np.array([j if thr[j] >= cap else (thr[j] << cell_bits) | alias[j] for j in range(cells)], np.uint64)
     # the mode's value relative to the total is at most 1, so tail_rel bounds the left-out mass
     tv = cells * 2.0**-64 + tail_rel * (1 << FRAC) / total + cells * 2.0**-200
     return k_lo, packed, tv

@@ -14,7 +14,9 @@ and ``A_i`` stays in a narrow band around its stationary mean (the window sum is
 two independent terms, each drawn from a precomputed **alias table** (Walker 1977, Vose 1991): one table per
 bin ``k`` of width ``h`` (the bins cover the band), one small table per ``d < h`` (``h p <= 1/32``, so the
 second term is almost always 0). Lanes whose ``A`` leaves the band (the cold start's first rounds, or a window
-more than 7 standard deviations off) take ``jax.random.binomial`` for that round.
+more than 7 standard deviations off) take the exact digit tables of :mod:`mcacct.kernels.digits` for that round
+(``Binom(A, p)`` as a sum over the binary digits of ``A``; before kernel 9 they drew with ``jax.random.binomial``,
+whose law is not exact).
 
 Exactness. Every table is built on the host in integer arithmetic from the exact rational ``p`` (the float's
 value): unnormalised pmf values by the ratio recurrence in fixed point with 320 fraction bits, normalised
@@ -29,9 +31,10 @@ is therefore at most (:attr:`CountTables.tv_per_draw`)
 * ``K 2^-200`` for the fixed-point arithmetic (each ratio step loses less than one unit of ``2^-320`` of the
   mode's value; values are kept down to ``2^-100`` of it).
 
-A draw of ``r_i`` uses one table of each kind, so one sample's counts are within total variation
-``n (tv_main + tv_rem)`` of the exact law (:attr:`CountTables.tv_per_draw`); mcacct adds that to every reported
-delta (the contributions lie in ``[0, 1]``). At the §7.4 shape it is below ``2e-12``.
+A draw of ``r_i`` uses one table of each kind, or (off the band) the digit tables, so one sample's counts are within
+total variation ``n (tv_main + tv_rem + tv_digits)`` of the exact law (:attr:`CountTables.tv_per_draw` is the sum:
+a draw takes one path or the other, and its law is within the larger of the two bounds); mcacct adds that to every
+reported delta (the contributions lie in ``[0, 1]``). At the §7.4 shape it is below ``4e-12``.
 
 One 64-bit word per draw. Both comparisons are done lazily: the word gives both cell indices and the top
 ``H`` bits of both comparands; only when those top bits equal the threshold's (probability ``2^-H`` per
@@ -67,13 +70,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.kernels.alias import BAND_SDS, MAX_BINS, alias_pick, bin_tables, binomial_alias, u64
+from mcacct.kernels.digits import DigitTables, digit_tables, digits_draw
 from mcacct.kernels.virtual import HalfTables, virtual_history, virtual_plan
 from mcacct.kernels.control import rare_cond
 from mcacct.platform import target_platform
 
 __all__ = ["COUNT_CHAIN_UNROLL", "CountTables", "count_tables", "band_tables", "draw_counts", "table_lookup",
            "other_counts_t", "binomial_alias", "alias_pick", "BAND_SDS", "REMAINDER_CELL_BITS", "HalfTables",
-           "virtual_plan", "virtual_history"]
+           "virtual_plan", "virtual_history", "exact_tables"]
 
 #: the remainder term Binom(d, p), d < h, takes values 0..7 (3 cell bits); h p <= 1/32 keeps P(>= 8) < 3e-17
 REMAINDER_CELL_BITS = 3
@@ -82,7 +86,8 @@ REMAINDER_CELL_BITS = 3
 class CountTables(NamedTuple):
     """The tables of one ``(N, p, b)``: ``main`` ``(bins, 2^L)`` and ``rem`` ``(h, 8)`` packed alias entries,
     ``offset`` ``(bins,)`` the smallest value of each main table; ``a_lo`` the smallest ``A`` covered,
-    ``bin_bits`` ``log2 h``; ``tv_per_draw`` the total-variation bound of one draw."""
+    ``bin_bits`` ``log2 h``; ``digits`` the exact tables of trial counts off the band (up to the largest count a
+    draw can see); ``tv_per_draw`` the total-variation bound of one draw (band tables plus digit tables)."""
 
     main: np.ndarray
     offset: np.ndarray
@@ -92,18 +97,26 @@ class CountTables(NamedTuple):
     bin_bits: int
     cell_bits: int
     tv_per_draw: float
+    digits: DigitTables | None = None
 
 
 @functools.lru_cache(maxsize=32)
 def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables | None:
     """The tables for ``N = others`` other examples with separation ``b`` and probability ``p``, or ``None``
     where they would be too large (more than 512 bins or 8192 cells or 2^20 entries: the caller then draws
-    every count with ``jax.random.binomial``). Cached per process; building costs well under a second."""
+    every count from the digit tables, :func:`exact_tables`). Cached per process; building costs well under a
+    second."""
     n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
     if n_oth <= 0:
         return None
     w_lo, w_hi = window_band(n_oth, b, p)
-    return band_tables(n_oth - w_hi, n_oth - w_lo, p)    # A = N - W
+    return band_tables(n_oth - w_hi, n_oth - w_lo, p, n_oth)    # A = N - W
+
+
+def exact_tables(others: int, sampling_prob: float) -> DigitTables:
+    """The digit tables drawing ``Binom(A, p)`` for every ``A <= others`` (:mod:`mcacct.kernels.digits`): the
+    chain's sampler where :func:`count_tables` gives none, and of the lanes off its band."""
+    return digit_tables(max(1, int(others)), float(sampling_prob))
 
 
 def window_band(others: int, min_sep: int, sampling_prob: float) -> tuple[int, int]:
@@ -117,9 +130,10 @@ def window_band(others: int, min_sep: int, sampling_prob: float) -> tuple[int, i
 
 
 @functools.lru_cache(maxsize=64)
-def band_tables(lo: int, hi: int, sampling_prob: float) -> CountTables | None:
+def band_tables(lo: int, hi: int, sampling_prob: float, max_trials: int) -> CountTables | None:
     """Tables of ``Binom(A, p)`` for every ``A`` in ``[lo, hi]`` (bins of width ``h``, the largest power of two
-    up to 4096 with ``2 h p <= 1/32``, and the remainder tables), or ``None`` where they would be too large."""
+    up to 4096 with ``2 h p <= 1/32``, and the remainder tables), with the digit tables for every ``A`` up to
+    ``max_trials`` off the band, or ``None`` where they would be too large."""
     p = float(sampling_prob)
     h_bits = 0
     while h_bits < 12 and (2 << h_bits) * p <= 1.0 / 32.0:
@@ -139,7 +153,9 @@ def band_tables(lo: int, hi: int, sampling_prob: float) -> CountTables | None:
         if off != 0:
             raise AssertionError("the remainder's mode is 0 when h p <= 1/32")
         tv_rem = max(tv_rem, tv)
-    return CountTables(main, offset, rem, int(lo), bins, h_bits, cell_bits, tv_main + tv_rem)
+    digits = exact_tables(max(int(max_trials), int(hi)), p)
+    return CountTables(main, offset, rem, int(lo), bins, h_bits, cell_bits, tv_main + tv_rem + digits.tv_per_draw,
+                       digits)
 
 
 class _Lookup(NamedTuple):
@@ -220,9 +236,8 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
         return _resolve_ties(value, tie, parts, jax.random.bits(sub_of(k, i, 1), (2,) + value.shape, jnp.uint64),
                              tables)
 
-    def off_band(value, k, i, outside, avail, p):  # lanes off the band: an exact binomial (rare too)
-        exact = jax.random.binomial(sub_of(k, i, 2), avail.astype(jnp.float64), p, dtype=jnp.float64)
-        return jnp.where(outside, exact.astype(jnp.int32), value)
+    def off_band(value, k, i, outside, avail, p):  # lanes off the band: the exact digit tables (rare too)
+        return jnp.where(outside, digits_draw(sub_of(k, i, 2), avail, tables.digits), value)
 
     def keep(value, *operands):
         return value
@@ -247,7 +262,8 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
     module docstring (cold start: ``r_j = 0`` for ``j < 1``; warm start: the multinomial virtual history).
 
     With ``use_tables`` (and tables of a sensible size, :func:`count_tables`) each round is one
-    :func:`draw_counts`; otherwise every count is a ``jax.random.binomial`` draw (the law is the same).
+    :func:`draw_counts`; otherwise every count is a draw from the digit tables (:func:`exact_tables`; the law is
+    the same).
     ``unroll``: of the lookup rounds' scan (default :data:`COUNT_CHAIN_UNROLL` of the target platform); the counts
     do not depend on it."""
     b, p, n, B = int(min_sep), float(sampling_prob), int(iterations), int(num_samples)
@@ -258,7 +274,7 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
     def draw(k, avail, u=None, index=None):
         if tables is not None:
             return draw_counts(k, avail, p, tables, u, index)
-        return jax.random.binomial(k, avail.astype(jnp.float64), p, dtype=jnp.float64).astype(jnp.int32)
+        return digits_draw(k, avail, exact_tables(others, p))
 
     if b == 1 or others == 0:
         avail = jnp.full((n, B), int(others), jnp.int32)

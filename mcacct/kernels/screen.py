@@ -145,7 +145,7 @@ def screen_plan(others: int, min_sep: int, sampling_prob: float, iterations: int
         cell_bits, tail_offset, tail, tv_tail = 1, bmax, np.zeros(2, np.uint64), 0.0
     s_max = tail_offset + (1 << cell_bits) - 1
     half = math.ceil(math.sqrt(30.0 * s_max)) + 1
-    blocked = band_tables(*window_band(n_oth, b, p), p)
+    blocked = band_tables(*window_band(n_oth, b, p), p, n_oth)
     if blocked is None or 2 * half + 1 > _MAX_WINDOW or (n_oth + 2) * (s_max + 2) >= 2 ** 52:
         return None
     tv_tau = n * (2.0 ** -64 + n * (2.0 ** -127 + left_out))           # coupling of tau through the same word

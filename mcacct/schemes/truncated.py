@@ -73,7 +73,7 @@ from mcacct.schemes.strategy import check_strategy_type
 from mcacct.validate import check_bool, check_call, check_count, check_counts, check_fields, check_prob
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
 from mcacct.kernels.blocks import apply_to_flagged, map_blocks, map_sub_blocks, sub_block_size
-from mcacct.kernels.counts import count_tables, other_counts_t, virtual_plan
+from mcacct.kernels.counts import count_tables, exact_tables, other_counts_t, virtual_plan
 from mcacct.kernels.screen import CountDraws, active_screen_plan, count_draws
 from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns
 from mcacct.kernels.output import ladder_sums_t
@@ -184,16 +184,21 @@ class TruncatedBMinSep(Scheme):
         """Total-variation bound of one sample's counts ``r`` against their exact law, whichever sampler the
         platform uses (:data:`mcacct.kernels.screen.AUTO_SCREEN`): the larger of the screened sampler's
         :attr:`mcacct.kernels.screen.ScreenPlan.tv` where it applies and ``n`` count draws, each within
-        :attr:`mcacct.kernels.counts.CountTables.tv_per_draw`; plus the warm start's table splits
-        (:func:`mcacct.kernels.counts.virtual_plan`); 0 when truncation is impossible and ``r`` is not drawn."""
+        :attr:`mcacct.kernels.counts.CountTables.tv_per_draw` (band and digit tables; where there are no band
+        tables, the digit tables' :attr:`mcacct.kernels.digits.DigitTables.tv_per_draw`); plus the warm start's
+        virtual history (:attr:`mcacct.kernels.virtual.VirtualPlan.tv`: its root draw and table splits); 0 when
+        truncation is impossible and ``r`` is not drawn. Every discrete draw of the counts is from integer tables
+        (docs/soundness.md lists them)."""
         if not self.can_truncate:
             return 0.0
         plan = self._screen()
-        tables = count_tables(self.dataset_size - 1, self.min_sep, self.sampling_prob)
-        tv = max(0.0 if plan is None else plan.tv, 0.0 if tables is None else self.iterations * tables.tv_per_draw)
+        others = self.dataset_size - 1
+        tables = count_tables(others, self.min_sep, self.sampling_prob)
+        per_draw = (tables.tv_per_draw if tables is not None
+                    else exact_tables(others, self.sampling_prob).tv_per_draw if others > 0 else 0.0)
+        tv = max(0.0 if plan is None else plan.tv, self.iterations * per_draw)
         if self.warm_start and self.min_sep > 1:
-            plan = virtual_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob)
-            tv += 0.0 if plan is None else plan[-1]
+            tv += virtual_plan(others, self.min_sep, self.sampling_prob).tv
         return tv
 
     # -- draws ----------------------------------------------------------------------------------------------

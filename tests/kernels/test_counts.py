@@ -5,7 +5,7 @@
 * the lazy comparison against the full 64-bit comparison (hypothesis);
 * the chain against an independent simulation of the M - 1 other examples' b-min-sep chains (two-sample
   chi-square on marginals and on pairs (r_i, r_{i+1}), means within standard errors), warm and cold start,
-  with remainder tables (h > 1) and with lanes outside the tables' band (the exact slow path);
+  with remainder tables (h > 1) and with lanes outside the tables' band (the exact digit tables);
 * the exact small-M joint law is in tests/schemes/test_schemes_extra.py::test_other_counts_joint_law.
 """
 
@@ -77,14 +77,17 @@ def test_production_tables_equal_the_exact_pmf_tail_included():
         assert offset == tables.offset[k]
     for d in (0, 1, h - 1):
         _check_table(d, P74, 3, max_values=8)
-    # the warm start's splitting tree: Binom(N0 + 64 k, 1/2) tables at every level but the root
-    levels, cells, q, halves, tv_tree = virtual_plan(M74 - 1, B74, P74)
-    assert cells == 256 and halves[0] is None and all(t is not None for t in halves[1:]) and tv_tree < 1e-13
-    for t in (halves[1], halves[-1]):
-        _check_table(t.a_lo + 64 * (t.bins // 2), 0.5, t.cell_bits)
+    # the warm start's splitting tree: Binom(N0 + h k, 1/2) tables at every level, the root's split included
+    # (bins of 128 there; the root T and off-band counts by digit tables: tests/kernels/test_exact_draws.py)
+    plan = virtual_plan(M74 - 1, B74, P74)
+    assert plan.cells == 256 and all(t is not None for t in plan.tables) and plan.tv < 1e-11
+    for t in (plan.tables[0], plan.tables[1], plan.tables[-1]):
+        k = t.bins // 2
+        _check_table(t.a_lo + (1 << t.bin_bits) * k, 0.5, t.cell_bits)
+        np.testing.assert_array_equal(binomial_alias(t.a_lo + (1 << t.bin_bits) * k, 0.5, t.cell_bits)[1], t.main[k])
     # one sample's counts are within this total variation of their exact law: added to every delta
     scheme = TruncatedBMinSep(P74, B74, N74, M74, BMAX74)
-    assert 0 < scheme.draw_law_tv() < 1e-11
+    assert 0 < scheme.draw_law_tv() < 0.01 * 1.301e-8 / 5  # a fifth of the 1% reserve (it charges every path: #37)
 
 
 @pytest.mark.parametrize("trials,p,bits", [(0, 0.3, 1), (1, 0.5, 1), (7, 1.0, 1), (40, 0.25, 6), (500, 0.01, None),
@@ -134,9 +137,9 @@ def test_counts_match_an_independent_simulation_of_the_other_examples(others, b,
             assert stat <= df + 6 * math.sqrt(2 * max(df, 1)) + 12, (i, stat, df)
 
 
-def test_tables_refused_where_too_large_fall_back_to_jax_binomial():
+def test_tables_refused_where_too_large_fall_back_to_the_digit_tables():
     assert count_tables(10**9, 2, 0.4) is None
-    r = other_counts_t(jax.random.key(0), 10**6, 2, 0.4, True, 3, 8)  # law of jax.random.binomial throughout
+    r = other_counts_t(jax.random.key(0), 10**6, 2, 0.4, True, 3, 8)  # every count from the exact digit tables
     assert r.shape == (3, 8) and r.dtype == jnp.int32
 
 

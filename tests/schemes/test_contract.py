@@ -126,11 +126,13 @@ STORED = {
     # kernel 3 (alias-table counts r, sub-blocked untruncated part, mixture work only on truncated samples) and
     # kernel 4 (a block's count words drawn in one call): recomputed at the kernel change; the law is tested in tests/kernels/test_counts.py and the losses equal
     # the full two-mixture loss in tests/schemes/test_truncated_fast.py
+    # kernel 9 (#37): the warm start's root T ~ Binom(N, C q) from exact digit tables instead of
+    # jax.random.binomial: recomputed (the law: tests/kernels/test_exact_draws.py)
     "truncated": (Problem(TruncatedBMinSep(0.2, 2, 16, 12, 3, True), BandedToeplitz((1.0, 0.5))), {
-        "0:remove": ([588264006877078734042709751, 503036348423718772392403682], "bf96b4769c0ed79d"),
-        "0:add": ([524371025909174671329581724, 356098696093264580815725566], "fcf939029989a685"),
-        "1:remove": ([393920209555595258366948177, 291165820335443053648272838], "77718e2cb52e992c"),
-        "1:add": ([348944979683133847223296875, 184434303874845310197134345], "c541ad9dd81f0a0d")}),
+        "0:remove": ([589712958912044403518692645, 504318140891613468285407566], "dab62f88b15bbb2f"),
+        "0:add": ([522779786630837806977734132, 354756961274546678910604801], "5fb06892ef68f9e7"),
+        "1:remove": ([395265588785433927072192185, 290724035052398831717548131], "5c4d6ec8e9007f62"),
+        "1:add": ([348104188510593015003567469, 183498159608329257241706561], "2eee369a1f81487f")}),
     "multi": (Problem(MultiAttribution(0.2, 2, 16, 2), BandedToeplitz((1.0, 0.5))), {
         "0:remove": ([793746471025775667582577422, 716737280289784898781826732], "bedd84f7d93e68e1"),
         "0:add": ([752470759791901027171562246, 629128394829301097814694153], "1229e381111188e5"),
