@@ -33,7 +33,7 @@ from typing import Any
 import jax
 
 from mcacct.engine.problem import Problem
-from mcacct.evr.calibrate import CalibrationResult, calibrate
+from mcacct.evr.calibrate import CalibrationResult, calibrate, check_ladder_options
 from mcacct.evr.cost import CostEstimate, estimate_cost
 from mcacct.evr import bounds as evr
 from mcacct.validate import check_count, check_prob, check_real
@@ -106,10 +106,13 @@ def default_strategy(iterations: int, bands: int):
     return BandedToeplitz(optimize_banded_toeplitz(iterations, min(bands, iterations)).c_col)
 
 
-def _sampling_prob(sampling_prob, batch_size, dataset_size, min_sep: int) -> float:
+def _sampling_prob(sampling_prob, batch_size, dataset_size, min_sep: int, truncated: bool = False) -> float:
     if sampling_prob is not None:
         if batch_size is not None:
             raise ValueError("give sampling_prob or batch_size (with dataset_size), not both")
+        if dataset_size is not None and not truncated:
+            raise ValueError("dataset_size does not apply with sampling_prob (it goes with batch_size, or with "
+                             "max_batch_size for truncated b-min-sep)")
         return check_prob("sampling_prob", sampling_prob)
     if batch_size is None or dataset_size is None:
         raise ValueError("give sampling_prob, or batch_size with dataset_size (the expected batch size)")
@@ -123,14 +126,16 @@ def _problem(steps, sampling_prob, batch_size, dataset_size, min_sep, c_col, max
     if batch_selection is not None:
         from mcacct.interop.jax_privacy import from_jax_privacy
         for name, v in (("sampling_prob", sampling_prob), ("steps", steps), ("min_sep", min_sep),
-                        ("batch_size", batch_size), ("max_batch_size", max_batch_size)):
+                        ("batch_size", batch_size), ("max_batch_size", max_batch_size),
+                        ("warm_start", warm_start)):
             if v is not None:
                 raise ValueError(f"{name} comes from batch_selection; do not give it as well")
         scheme = from_jax_privacy(batch_selection, dataset_size=dataset_size)
     else:
         n = check_count("steps", steps)
         b = check_count("min_sep", min_sep)
-        p = _sampling_prob(sampling_prob, batch_size, dataset_size, b)
+        p = _sampling_prob(sampling_prob, batch_size, dataset_size, b, truncated=max_batch_size is not None)
+        warm_start = True if warm_start is None else warm_start
         if max_batch_size is None:
             from mcacct.schemes.bminsep import BMinSep
             scheme = BMinSep(p, b, n, warm_start=warm_start)
@@ -150,7 +155,7 @@ def _problem(steps, sampling_prob, batch_size, dataset_size, min_sep, c_col, max
 def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_prob: float | None = None,
                          steps: int | None = None, *, min_sep: int | None = None, batch_size: float | None = None,
                          dataset_size: int | None = None, c_col=None, max_batch_size: int | None = None,
-                         warm_start: bool = True, batch_selection: Any = None, problem: Problem | None = None,
+                         warm_start: bool | None = None, batch_selection: Any = None, problem: Problem | None = None,
                          key: jax.Array | None = None, num_samples: int | None = None, dry_run: bool = False,
                          progress: bool = True, **calibrate_options) -> NoiseMultiplier | CostEstimate:
     r"""The smallest certified noise multiplier for :math:`(\varepsilon, \delta)`-DP, in one call.
@@ -173,8 +178,10 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
         The first column's non-zeros of C (default: the MSE-optimised banded Toeplitz C).
     max_batch_size : int, optional
         Truncated b-min-sep (App. D) with this ``B_max``; needs ``dataset_size``.
-    warm_start : bool, default True
-        Alg. 2's warm start (b-min-sep).
+    warm_start : bool, optional
+        Alg. 2's warm start of b-min-sep (``min_sep``): default True. Refused (``ValueError``) where it has no
+        effect: Poisson DP-SGD (no ``min_sep``), a ``problem`` (its scheme fixes it) or a ``batch_selection``
+        (its own ``warm_start`` field).
     batch_selection : jax_privacy.batch_selection object, optional
         The scheme from a jax-privacy batch selection (:func:`mcacct.from_jax_privacy`).
     problem : Problem, optional
@@ -208,13 +215,17 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
     monte_carlo = problem is not None or batch_selection is not None or min_sep is not None
     if not monte_carlo:
         return _poisson_pld(eps, dl, sampling_prob, steps, batch_size, dataset_size, c_col, max_batch_size,
-                            key, dry_run, t0, calibrate_options)
+                            warm_start, key, dry_run, t0, calibrate_options)
     if key is None:
         raise ValueError("key is required for a Monte Carlo calibration (the result is a function of it): pass "
                          "key=jax.random.key(seed)")
+    check_ladder_options(**{k: v for k, v in calibrate_options.items()
+                            if k in ("ladder_ratio", "above", "below", "pilot_samples", "sigmas")})
     if problem is not None:
         given = [n for n, v in (("sampling_prob", sampling_prob), ("steps", steps), ("min_sep", min_sep),
-                                ("c_col", c_col), ("batch_selection", batch_selection)) if v is not None]
+                                ("c_col", c_col), ("batch_selection", batch_selection), ("batch_size", batch_size),
+                                ("dataset_size", dataset_size), ("max_batch_size", max_batch_size),
+                                ("warm_start", warm_start)) if v is not None]
         if given:
             raise ValueError(f"problem fixes the scheme and strategy; do not give {', '.join(given)} as well")
     else:
@@ -236,16 +247,16 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
                            float(q), int(res.num_samples), bool(res.verified), problem.scheme, problem.strategy, time.perf_counter() - t0, cost, res)
 
 
-def _poisson_pld(eps, dl, sampling_prob, steps, batch_size, dataset_size, c_col, max_batch_size, key, dry_run,
-                 t0, options: dict) -> NoiseMultiplier:
+def _poisson_pld(eps, dl, sampling_prob, steps, batch_size, dataset_size, c_col, max_batch_size, warm_start, key,
+                 dry_run, t0, options: dict) -> NoiseMultiplier:
     from mcacct import pld
     unknown = sorted(set(options) - {"value_discretization_interval", "discretization"})
     if unknown:
         raise ValueError(f"{', '.join(unknown)}: Monte Carlo options; Poisson DP-SGD uses the PLD accountant, which "
                          "takes value_discretization_interval and discretization")
-    for name, v in (("c_col", c_col), ("max_batch_size", max_batch_size)):
+    for name, v in (("c_col", c_col), ("max_batch_size", max_batch_size), ("warm_start", warm_start)):
         if v is not None:
-            raise ValueError(f"{name} needs a b-min-sep scheme (give min_sep); Poisson DP-SGD has neither")
+            raise ValueError(f"{name} needs a b-min-sep scheme (give min_sep); Poisson DP-SGD has none")
     if dry_run:
         raise ValueError("dry_run applies to Monte Carlo calibrations; Poisson DP-SGD uses the deterministic PLD "
                          "accountant (seconds)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mcacct.cli.flags import int_in, real_in
+from mcacct.cli.flags import int_in, real_in, refuse_options
 from mcacct.engine.progress import stage
 from mcacct.validate import check_int, check_real, parse_floats
 
@@ -43,8 +43,9 @@ def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
     e.add_argument("--delta", type=real_in(0, 1, low_open=True, high_open=True), required=True, help="delta in (0, 1)")
     e.add_argument("--accountant", choices=("both", "pld", "rdp"), default="both", help="default both")
     e.add_argument("--value-discretization-interval", type=real_in(0, 0.1, low_open=True), default=1e-4, metavar="H",
-                   help="PLD loss grid spacing (default 1e-4)")
-    e.add_argument("--no-error-estimate", action="store_true", help="skip the PLD h/2 re-run")
+                   help="PLD loss grid spacing (default 1e-4; not with --accountant rdp)")
+    e.add_argument("--no-error-estimate", action="store_true",
+                   help="skip the PLD h/2 re-run (not with --accountant rdp)")
     e.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     e.add_argument("--quiet", action="store_true", help="no progress on stderr")
     e.set_defaults(func=cmd_dpis_epsilon)
@@ -68,14 +69,17 @@ def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="plan shape: equal anticipated sigma_g (default) or equal effective multiplier")
     c.add_argument("--sigma-n", type=real_in(0), default=None, help="noise std of N~ (default 0.02 N; 0: not released)")
     c.add_argument("--sigma-k", type=real_in(0), default=None, help="sigma_K of K' (default 0.02 N; 0: not released)")
-    c.add_argument("--p-k", type=real_in(0, 1, low_open=True), default=None, help="sampling rate of K' (default b / N)")
+    c.add_argument("--p-k", type=real_in(0, 1, low_open=True), default=None,
+                   help="sampling rate of K' (default b / N; not with --sigma-k 0)")
     c.add_argument("--k-star-releases", type=int_in(0), default=0, help="adaptive-clipping releases K* (default 0)")
     c.add_argument("--rejection-k", type=real_in(1), default=None, help="rejection-sampling multiplier k (>= 1)")
-    c.add_argument("--a-e", type=real_in(0, 1), default=1.0, help="phase divider a_E of the paper's schedule (default 1)")
+    c.add_argument("--a-e", type=real_in(0, 1), default=1.0,
+                   help="phase divider a_E of the paper's schedule (default 1; not with --accountant pld)")
     c.add_argument("--accountant", choices=("both", "pld", "rdp"), default="both", help="default both")
     c.add_argument("--value-discretization-interval", type=real_in(0, 0.1, low_open=True), default=1e-3, metavar="H",
-                   help="PLD loss grid spacing of the calibration (default 1e-3)")
-    c.add_argument("--rtol", type=real_in(0, 0.5, low_open=True, high_open=True), default=1e-3, help="relative bracket width of the PLD bisection")
+                   help="PLD loss grid spacing of the calibration (default 1e-3; not with --accountant rdp)")
+    c.add_argument("--rtol", type=real_in(0, 0.5, low_open=True, high_open=True), default=1e-3,
+                   help="relative bracket width of the PLD bisection (default 1e-3; not with --accountant rdp)")
     c.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     c.add_argument("--quiet", action="store_true", help="no progress on stderr")
     c.set_defaults(func=cmd_dpis_calibrate)
@@ -85,6 +89,9 @@ def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_dpis_epsilon(args: argparse.Namespace) -> dict:
     from mcacct.dpis import dpis_epsilon, dpis_events, dpis_rdp_epsilon, load_run
     from mcacct.pld.events import event_to_dict
+    if args.accountant == "rdp":
+        refuse_options(args, ("--value-discretization-interval", "--no-error-estimate"),
+                       "with --accountant rdp (it sets the PLD accountant; use --accountant pld or both)")
     delta = check_real("delta", args.delta, low=0.0, high=1.0, low_open=True, high_open=True)
     run = load_run(args.run)
     out: dict = {"delta": delta, "iterations": run.iterations, "epochs": len(run.epochs),
@@ -125,8 +132,22 @@ def _aux(value: float | None, n: int, name: str) -> float | None:
     return None if v == 0 else v
 
 
+def _check_calibrate_flags(args: argparse.Namespace) -> None:
+    """Refuse, before any work, the flags that the chosen configuration ignores (given on the command line)."""
+    if args.accountant == "rdp":
+        refuse_options(args, ("--value-discretization-interval", "--rtol"),
+                       "with --accountant rdp (it sets the PLD calibration; use --accountant pld or both)")
+    if args.accountant == "pld":
+        refuse_options(args, ("--a-e",), "with --accountant pld (it sets the paper's RDP schedule; use "
+                                         "--accountant rdp or both)")
+    if args.sigma_k == 0:
+        refuse_options(args, ("--p-k",), "with --sigma-k 0 (K' is not released, so it has no sampling rate; "
+                                         "--p-k applies with --sigma-k > 0 or its default)")
+
+
 def cmd_dpis_calibrate(args: argparse.Namespace) -> dict:
     from mcacct.dpis import calibrate_plan, paper_schedule
+    _check_calibrate_flags(args)
     n = check_int("dataset_size", args.dataset_size, low=1)
     e_count = check_int("epochs", args.epochs, low=1)
     clip = check_real("clip", args.clip, low=0.0, low_open=True)

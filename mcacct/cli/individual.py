@@ -54,6 +54,15 @@ def _load(path: str, clip: float) -> np.ndarray:
         norms = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as err:
         raise ValueError(f"--norms {path!r} cannot be read as a .npy array: {err}") from None
+    if not isinstance(norms, np.ndarray):  # an .npz archive (NpzFile) of several arrays
+        close = getattr(norms, "close", None)
+        if close is not None:
+            close()
+        raise ValueError(f"--norms {path!r} must be a .npy file holding one array (np.save); got a "
+                         f"{type(norms).__name__} (an .npz archive?)")
+    if norms.dtype.kind not in "iuf":  # complex would be cut to its real part, strings parsed, bool taken as 0/1
+        raise ValueError(f"--norms {path!r} must hold real numbers (an integer or float dtype); got dtype "
+                         f"{norms.dtype}")
     norms = np.asarray(norms, np.float64)
     if norms.ndim == 1:
         norms = norms[None, :]
@@ -125,9 +134,25 @@ def _plot(path: str, eps: np.ndarray, worst: float, title: str) -> None:
     os.replace(tmp, path)
 
 
+def _check_plot(path: str | None) -> None:
+    """Refuse ``--plot`` before any work: directory, suffix, a writable place, and matplotlib importable (the
+    histogram is drawn last, after the whole computation)."""
+    if path is None:
+        return
+    check_out_file("--plot", path, PLOT_SUFFIXES)
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.access(d, os.W_OK) or (os.path.exists(path) and (os.path.isdir(path) or not os.access(path, os.W_OK))):
+        raise ValueError(f"--plot: {path!r} cannot be written (no write permission, or a directory)")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as err:
+        raise ValueError(f"--plot needs matplotlib, which cannot be imported ({err}); install it (pip install "
+                         "matplotlib) or leave out --plot") from None
+
+
 def cmd_individual(args) -> dict:
     from mcacct.individual.accountant import individual_epsilons
-    check_out_file("--plot", args.plot, PLOT_SUFFIXES)  # before any work
+    _check_plot(args.plot)  # before any work
     from mcacct.engine.progress import Progress
     ratios = _load(args.norms, args.clip_norm)
     passes = 1 if args.no_bucketing_bound else 2  # the rounded-up pass, then the rounded-down one (the bound)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from mcacct.strategies.toeplitz import OBJECTIVES, optimize_banded_toeplitz, strategy_error
-from mcacct.cli.flags import c_col_arg, int_in
+from mcacct.cli.flags import c_col_arg, int_in, refuse_options
 
 __all__ = ["add_strategy_parser", "cmd_strategy"]
 
@@ -24,7 +24,8 @@ def add_strategy_parser(subparsers):
     p.add_argument("--objective", choices=OBJECTIVES, default="mean", help="mean (default) or max squared error")
     p.add_argument("--c-col", type=c_col_arg, default=None,
                    help="comma-separated c_col, each >= 0 and one > 0: report its error, no optimisation")
-    p.add_argument("--max-steps", type=int_in(1), default=500, help="L-BFGS steps per run (>= 1; default 500)")
+    p.add_argument("--max-steps", type=int_in(1), default=500,
+                   help="L-BFGS steps per run (>= 1; default 500; with --bands only)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=cmd_strategy)
     return p
@@ -35,7 +36,11 @@ def cmd_strategy(args) -> dict:
     if args.c_col is not None:
         if args.bands is not None:
             raise ValueError("give --bands (optimise) or --c-col (evaluate), not both")
+        refuse_options(args, ("--max-steps",), "with --c-col (it bounds the optimisation, which --c-col skips; "
+                                               "it applies with --bands)")
         c = args.c_col
+        if len(c) > n:  # C is n x n: later entries would not enter C, yet count in the error and in bands
+            raise ValueError(f"--c-col must have between 1 and --iterations = {n} entries; got {len(c)}")
         out = {"c_col": list(c), "error": strategy_error(c, n, args.objective), "iterations": n, "bands": len(c),
                "objective": args.objective, "optimized": False}
     else:

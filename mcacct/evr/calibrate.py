@@ -56,14 +56,21 @@ from mcacct.evr.budget import (PILOT_GRID, Budget, bracket_from_baselines, calib
                                ladder_exponents, pilot_range, pilot_size, top_sigma)
 from mcacct.evr.result import CalibrationResult, Candidate
 from mcacct.precision import float64
+from mcacct.validate import check_int, check_real
 
 __all__ = ["calibrate", "CalibrationResult", "Candidate", "CalibrationPlan", "plan_calibration", "apply_verdicts",
            "verdict_drop", "verification_key", "verification_spec", "pilot_key", "top_sigma", "pilot_range",
            "bracket_from_baselines", "candidate_passes", "baseline_sigmas", "ladder_exponents", "Budget",
-           "calibration_budget", "pilot_size", "explicit_ladder", "PILOT_GRID"]
+           "calibration_budget", "pilot_size", "explicit_ladder", "PILOT_GRID", "check_ladder_options",
+           "LADDER_SPAN"]
 
 #: fraction of the target delta set aside for the sampler's systematic terms (:mod:`mcacct.engine.systematic`)
 SYSTEMATIC_RESERVE = 0.01
+
+#: the widest factor the fine ladder steps may span on either side of the pilot estimate
+#: (``ladder_ratio**below`` and ``ladder_ratio**above``): that of the pilot's first grid, ``[top / 64, top]``
+#: (:func:`pilot_range`), so fine steps reach at least as far as the pilot can place the estimate
+LADDER_SPAN = 64.0
 
 _TAG_PILOT = 0x5049
 _TAG_CANDIDATES = 0x4341
@@ -143,6 +150,34 @@ def _pilot(problem, epsilon, base, key, n_pilot, lo, hi, chunk_size, progress) -
     return best, max(safe, best), drawn
 
 
+def check_ladder_options(ladder_ratio: float = 1.01, above: int = 3, below: int = 4,
+                         pilot_samples: int | None = None, sigmas=None) -> None:
+    """Refuse, before any pilot or probe draw, what :func:`calibrate` would only find out late or silently
+    ignore: with ``sigmas`` (an explicit ladder, no pilot) a ``pilot_samples``; without it a ``pilot_samples``
+    below 1, and ``above`` / ``below`` beyond ``floor(log(LADDER_SPAN) / log(ladder_ratio))`` fine steps (a
+    longer ladder reaches past the pilot's range: hours of set-up and, far enough, sigmas that round to 0).
+    ``ValueError`` naming the parameter and its allowed range."""
+    if sigmas is not None:
+        if pilot_samples is not None:
+            raise ValueError("pilot_samples does not apply with sigmas (an explicit ladder: no pilot runs)")
+        return  # ladder_ratio, above and below are unused with an explicit ladder
+    if pilot_samples is not None:
+        check_int("pilot_samples", pilot_samples, low=1)
+    ratio = check_real("ladder_ratio", ladder_ratio, low=1.0, low_open=True)
+    steps = {"above": check_int("above", above, low=0), "below": check_int("below", below, low=0)}
+    limit = int(math.floor(math.log(LADDER_SPAN) / math.log(ratio) + 1e-9))
+    for name, v in steps.items():
+        if v <= limit:
+            continue
+        if limit == 0:
+            raise ValueError(f"ladder_ratio must be in (1, {LADDER_SPAN:g}] unless above and below are 0 (one fine "
+                             f"ladder step may span at most a factor {LADDER_SPAN:g}, the pilot's range); got "
+                             f"{ratio!r}")
+        raise ValueError(f"{name} must be an integer in [0, {limit}] when ladder_ratio = {ratio:g} (the fine steps "
+                         f"{name} the pilot estimate may span at most a factor {LADDER_SPAN:g}, the pilot's range); "
+                         f"got {v}")
+
+
 @float64
 @dataclass(frozen=True)
 class CalibrationPlan:
@@ -185,6 +220,7 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     """Steps 1-3 and 5 of :func:`calibrate` (module docstring): budget, top candidate, pilot (unless
     ``sigmas`` gives the ladder), the fixed sorted ladder and its systematic terms. Parameters as
     :func:`calibrate`."""
+    check_ladder_options(ladder_ratio, above, below, pilot_samples, sigmas)
     b = calibration_budget(problem, epsilon, delta, num_samples, ladder_ratio, above, below, chunk_size,
                            systematic_reserve)
     eps, target, ratio, chunk_size = b.epsilon, b.target_delta, b.ladder_ratio, b.chunk_size
@@ -303,12 +339,15 @@ def calibrate(problem: Problem, epsilon: float, delta: float, key: jax.Array, nu
     ladder_ratio: ratio between consecutive candidates (``> 1``; the paper uses 1.01).
     above, below: fine ladder steps of ``ladder_ratio`` above / below the pilot estimate (defaults 3 and 4);
         beyond them the ladder continues in gaps of 2, 4, 8, ... steps, up to the pilot's 90%-safe sigma (at
-        most ``4 * above`` steps) and down to ``4 * below`` steps (:func:`ladder_exponents`).
-    pilot_samples: samples of each of the pilot's two grids (default ``num_samples / 20``, at least 1000).
+        most ``4 * above`` steps) and down to ``4 * below`` steps (:func:`ladder_exponents`). Each at most
+        ``floor(log(LADDER_SPAN) / log(ladder_ratio))`` (417 at 1.01; :func:`check_ladder_options`).
+    pilot_samples: samples of each of the pilot's two grids, ``>= 1`` (default ``num_samples / 20``, at least
+        1000); refused with ``sigmas``.
     chunk_size: samples per chunk.
     progress: phase, samples, rate and ETA on stderr.
     sigmas: an explicit ladder (finite, positive; sorted here; candidates at or above the certified top
-        are dropped). No pilot runs; ``ladder_ratio``, ``above``, ``below`` and ``pilot_samples`` are unused.
+        are dropped). No pilot runs; ``ladder_ratio``, ``above`` and ``below`` are unused, ``pilot_samples``
+        refused.
     bracket: ``(lo, hi)`` sigma range for the pilot's first grid (:func:`pilot_range`); placement only.
     systematic_reserve: fraction of the target delta set aside for the sampler's systematic terms (default
         :data:`SYSTEMATIC_RESERVE`, in ``(0, 0.5]``); candidates whose term exceeds it leave the ladder before

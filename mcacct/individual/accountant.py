@@ -244,13 +244,23 @@ def individual_epsilons(ratios, sigma: float, sampling_prob: float, delta: float
     bucketing_bound : bool, default True
         Also compute :math:`\varepsilon` with the ratios rounded down (the bucketing bound; twice the work).
 
+    Raises
+    ------
+    TypeError
+        ``ratios`` of a non-real dtype (complex, string, bool, object).
+    ValueError
+        Out-of-range input (named).
+
     Returns
     -------
     IndividualResult
         ``epsilon[i]`` is the smaller of the bucketed composition and the worst case (both upper bounds); for
         :math:`q=1` it is the exact GDP value :math:`\varepsilon(\mu_i,\delta)` (no bucketing).
     """
-    r = np.asarray(ratios, np.float64)
+    r = np.asarray(ratios)
+    if r.dtype.kind not in "iuf":  # complex would lose its imaginary part, strings parse, bool is no ratio
+        raise TypeError(f"ratios must be a real-valued array (an integer or float dtype); got dtype {r.dtype}")
+    r = r.astype(np.float64)
     if r.ndim != 2 or r.size == 0:
         raise ValueError(f"ratios must be a non-empty 2-D array (examples, steps); got shape {r.shape}")
     if not np.all(np.isfinite(r)) or np.any(r < 0) or np.any(r > 1):

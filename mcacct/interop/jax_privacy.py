@@ -86,6 +86,14 @@ def _name(field: str) -> str:
     return f"batch_selection.{field}"
 
 
+def _no_dataset_size(dataset_size: int | None, what: str) -> None:
+    """Refuse a ``dataset_size`` that the scheme would not use (only truncation counts the other examples)."""
+    if dataset_size is not None:
+        raise ValueError(f"dataset_size does not apply to {what} (mcacct's scheme has no dataset size; it is "
+                         "needed only with BMinSepSampling(..., truncated_batch_size=B)); got "
+                         f"{dataset_size!r}")
+
+
 def _from_bminsep(sel: Any, dataset_size: int | None) -> InteropScheme:
     p = check_prob(_name("sampling_prob"), sel.sampling_prob)
     n = check_count(_name("iterations"), sel.iterations)
@@ -93,6 +101,7 @@ def _from_bminsep(sel: Any, dataset_size: int | None) -> InteropScheme:
     warm = check_bool(_name("warm_start"), sel.warm_start)
     b_max = sel.truncated_batch_size
     if b_max is None:
+        _no_dataset_size(dataset_size, "BMinSepSampling without truncated_batch_size")
         return BMinSep(p, b, n, warm_start=warm)
     b_max = check_count(_name("truncated_batch_size"), b_max)
     if dataset_size is None:
@@ -115,12 +124,14 @@ def _from_cyclic_poisson(sel: Any, dataset_size: int | None) -> InteropScheme:
     if not (isinstance(partition, enum.Enum) and partition.name in _PARTITIONS):
         raise ValueError(f"{_name('partition_type')} must be one of {tuple(_PARTITIONS)} (jax-privacy's "
                          f"PartitionType); got {partition!r}")
+    _no_dataset_size(dataset_size, "CyclicPoissonSampling")
     return CyclicPoisson(q, b, n, random_phase=_PARTITIONS[partition.name])
 
 
 def _from_balls_in_bins(sel: Any, dataset_size: int | None) -> InteropScheme:
     n = check_count(_name("iterations"), sel.iterations)
     b = check_count(_name("cycle_length"), sel.cycle_length)
+    _no_dataset_size(dataset_size, "BallsInBinsSampling")
     return BallsInBins(b, n)
 
 
@@ -166,8 +177,8 @@ def from_jax_privacy(batch_selection: Any, c_col: Sequence[float] | None = None,
         value is the scheme either way: :func:`problem_from_jax_privacy` builds the :class:`~mcacct.Problem`.
     dataset_size : int, optional
         ``M``, the ``num_examples`` the training loop gives ``batch_iterator``. Required with truncation
-        (``BMinSepSampling(..., truncated_batch_size=B)`` is ``TruncatedBMinSep(p, b, n, M, B)``); checked
-        and otherwise unused.
+        (``BMinSepSampling(..., truncated_batch_size=B)`` is ``TruncatedBMinSep(p, b, n, M, B)``) and refused
+        without it (``ValueError``: no other scheme has a dataset size, so it would be ignored).
 
     Returns
     -------
@@ -180,7 +191,7 @@ def from_jax_privacy(batch_selection: Any, c_col: Sequence[float] | None = None,
     ------
     ValueError
         An unsupported class, an option mcacct does not model (named), a value outside mcacct's ranges
-        (``"batch_selection.FIELD must be in RANGE; got VALUE"``), or a missing ``dataset_size``.
+        (``"batch_selection.FIELD must be in RANGE; got VALUE"``), or a missing or unused ``dataset_size``.
     """
     name = _class_name(batch_selection)
     if name is None:

@@ -53,9 +53,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.validate import check_bool, check_call, check_choice, check_count, check_fields, check_int, check_prob
+from mcacct.validate import check_bool, check_call, check_choice, check_count, check_int, check_prob
 from mcacct.kernels.output import gaussian_output
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type, parse_c_col
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.kernels.sliding import participation_log_ratios
@@ -168,8 +168,8 @@ class BandedInverse(Scheme):
     warm_start: bool = True
 
     def __post_init__(self) -> None:
-        check_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
-                     warm_start=check_bool)
+        check_scheme_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
+                            warm_start=check_bool)
 
     @property
     def base(self):

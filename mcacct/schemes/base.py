@@ -26,18 +26,73 @@ The adjacency directions are named as everywhere in mcacct: ``"remove"`` (``y ~ 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from mcacct.precision import float64
 from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type
-from mcacct.validate import DIRECTIONS, check_call, check_choice
+from mcacct.validate import DIRECTIONS, check_call, check_choice, check_fields
 
 __all__ = ["AccountedScheme", "Scheme", "MinSepAccounting", "Draws", "LossErrorParams", "jit_method",
-           "as_strategy", "check_direction"]
+           "as_strategy", "check_direction", "check_field_types", "check_scheme_fields", "FieldTypeError"]
+
+
+class FieldTypeError(TypeError, ValueError):
+    """A scheme field of the wrong type (text, a bool for a number, ``None``, a sequence, ...). A ``TypeError``,
+    and a ``ValueError`` as well so that every caller that answers bad input by catching ``ValueError`` (the
+    command line, job files) still does."""
+
+
+def _is_real_scalar(value: Any) -> bool:
+    """A real number: a Python or NumPy int or float, or a 0-d array of an integer or float dtype; never a bool,
+    text or ``None``."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return True
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    try:
+        return shape == () and dtype is not None and np.dtype(dtype).kind in "iuf"
+    except TypeError:
+        return False
+
+
+#: the annotation of a scheme field -> (accepts the value, what the message says it must be)
+_FIELD_KINDS = {
+    "float": (_is_real_scalar, "a real number (int or float)"),
+    "int": (_is_real_scalar, "an integer"),
+    "bool": (lambda v: isinstance(v, (bool, np.bool_)), "a bool (True or False)"),
+}
+
+
+def check_field_types(obj: Any) -> None:
+    """Refuse, before any value check, a field of the frozen dataclass ``obj`` whose value is not of its
+    annotated kind (``float``, ``int``: a number, never text or a bool; ``bool``: a bool): :class:`FieldTypeError`
+    naming the field (``BMinSep("0.1", "4", 16)``: ``"sampling_prob must be a real number (int or float)
+    (BMinSep.sampling_prob); got str '0.1'"``). Value ranges stay with the scheme's
+    ``check_fields``; fields of other annotations are not looked at. Text is refused here rather than parsed so
+    that a scheme is always built from numbers (the command line parses its flags first)."""
+    for f in dataclasses.fields(obj):
+        kind = _FIELD_KINDS.get(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", None))
+        if kind is None:
+            continue
+        ok, what = kind
+        value = getattr(obj, f.name)
+        if not ok(value):
+            raise FieldTypeError(f"{f.name} must be {what} ({type(obj).__name__}.{f.name}); got "
+                                 f"{type(value).__name__} {value!r}")
+
+
+def check_scheme_fields(obj: Any, **checkers) -> None:
+    """A scheme's ``__post_init__`` check: :func:`check_field_types` (wrong types refused by type), then
+    :func:`mcacct.validate.check_fields` with ``checkers`` (ranges checked, values normalised)."""
+    check_field_types(obj)
+    check_fields(obj, **checkers)
 
 
 class Draws(NamedTuple):

@@ -31,9 +31,9 @@ from mcacct.pld.accountant import pld_calibrate
 from mcacct.rates import participation_rate
 from mcacct.rates import sampling_prob_from_batch_size as rates_sampling_prob_from_batch_size
 from mcacct.pld.specs import CyclicPoissonBandMFSpec, PoissonGaussianSpec
-from mcacct.schemes.base import Draws, LossErrorParams, MinSepAccounting, check_direction
+from mcacct.schemes.base import Draws, LossErrorParams, MinSepAccounting, check_direction, check_scheme_fields
 from mcacct.schemes.strategy import BandedToeplitz
-from mcacct.validate import check_bool, check_call, check_count, check_fields, check_int, check_prob, check_sigma
+from mcacct.validate import check_bool, check_call, check_count, check_int, check_prob, check_sigma
 from mcacct.precision import float64
 
 __all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "sample_participation",
@@ -63,8 +63,8 @@ class BMinSep(MinSepAccounting):
     warm_start: bool = True
 
     def __post_init__(self) -> None:
-        check_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
-                     warm_start=check_bool)
+        check_scheme_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
+                            warm_start=check_bool)
 
     @property
     def participation_rate(self) -> float:

@@ -40,9 +40,9 @@ from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.recursion import shift_mixture_log_ratio
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
 from mcacct.precision import float64
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.strategy import check_strategy_type
-from mcacct.validate import check_bool, check_call, check_count, check_fields, check_prob
+from mcacct.validate import check_bool, check_call, check_count, check_prob
 
 __all__ = ["CyclicPoisson"]
 
@@ -81,8 +81,8 @@ class CyclicPoisson(Scheme):
     random_phase: bool = True
 
     def __post_init__(self) -> None:
-        check_fields(self, sampling_prob=check_prob, cycle_length=check_count, iterations=check_count,
-                     random_phase=check_bool)
+        check_scheme_fields(self, sampling_prob=check_prob, cycle_length=check_count, iterations=check_count,
+                            random_phase=check_bool)
 
     @property
     def participation_rate(self) -> float:

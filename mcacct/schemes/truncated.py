@@ -70,8 +70,8 @@ import jax
 import jax.numpy as jnp
 
 from mcacct.schemes.strategy import check_strategy_type
-from mcacct.validate import check_bool, check_call, check_count, check_counts, check_fields, check_prob
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
+from mcacct.validate import check_bool, check_call, check_count, check_counts, check_prob
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
 from mcacct.kernels.blocks import apply_to_flagged, map_blocks, map_sub_blocks, sub_block_size
 from mcacct.kernels.counts import count_tables, exact_tables, other_counts_t, virtual_plan
 from mcacct.kernels.screen import CountDraws, active_screen_plan, count_draws
@@ -116,8 +116,8 @@ class TruncatedBMinSep(Scheme):
     warm_start: bool = True
 
     def __post_init__(self) -> None:
-        check_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
-                     dataset_size=check_count, max_batch_size=check_count, warm_start=check_bool)
+        check_scheme_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
+                            dataset_size=check_count, max_batch_size=check_count, warm_start=check_bool)
         if self.dataset_size >= 2**31:
             raise ValueError(f"dataset_size must be below 2**31; got {self.dataset_size}")
 

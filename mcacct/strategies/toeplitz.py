@@ -105,13 +105,16 @@ def strategy_objective(c: jax.Array, iterations: int, objective: str = "mean") -
 def strategy_error(c_col, iterations: int, objective: str = "mean") -> float:
     r"""The error :math:`E_{mean}` (or :math:`E_{max}`) of the strategy ``c_col`` over ``n = iterations``
     steps: ``mean_i ||(A C^{-1})_i||^2 ||c||^2`` (or the max over ``i``). ``bands = 1`` (``c = (1,)``) gives
-    ``(n + 1) / 2`` (mean) and ``n`` (max)."""
+    ``(n + 1) / 2`` (mean) and ``n`` (max). ``c_col`` holds at most ``n`` entries (``ValueError`` otherwise:
+    ``C`` is ``n x n``)."""
     n = check_int("iterations", iterations, low=1)
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}")
     c = np.asarray(c_col, np.float64).reshape(-1)
     if c.size == 0 or not np.all(np.isfinite(c)) or c[0] == 0.0:
         raise ValueError(f"c_col must be finite with c_col[0] != 0; got {c_col!r}")
+    if c.size > n:  # C is n x n: later entries would not enter C, yet would count in ||c||
+        raise ValueError(f"c_col must have at most iterations = {n} entries; got {c.size}")
     return float(strategy_objective(jnp.asarray(c), n, objective))
 
 
