@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["FRAC", "KEEP", "BAND_SDS", "MAX_BINS", "bin_tables", "pmf_weights", "binomial_alias", "alias_table", "u64",
-           "alias_pick"]
+           "alias_pick", "alias_draw", "rational_alias"]
 
 #: fixed-point fraction bits of the unnormalised pmf
 FRAC = 320
@@ -107,6 +107,32 @@ def alias_table(k_lo: int, u: list[int], tail_rel: float, cell_bits: int, what: 
     # the mode's value relative to the total is at most 1, so tail_rel bounds the left-out mass
     tv = cells * 2.0**-64 + tail_rel * (1 << FRAC) / total + cells * 2.0**-200
     return k_lo, packed, tv
+
+
+def rational_alias(weights, what: str) -> tuple[np.ndarray, int, float]:
+    """Alias table of the law proportional to the exact non-negative rationals ``weights`` (values ``0..K-1``):
+    ``(packed, cell_bits, tv)``, ``tv`` bounding the total variation to the exact law (the weights' rounding to
+    integers summing to ``2^64``; :func:`alias_table`)."""
+    from fractions import Fraction
+    w = [Fraction(x) for x in weights]
+    top = max(w)
+    if top <= 0 or any(x < 0 for x in w):
+        raise ValueError(f"{what}: weights must be non-negative and not all zero")
+    u = [int(x * (1 << FRAC) / top) for x in w]             # fixed point relative to the largest, rounded down
+    cell_bits = max(1, (len(u) - 1).bit_length())
+    _, packed, tv = alias_table(0, u, 0.0, cell_bits, what)
+    return packed, cell_bits, tv
+
+
+def alias_draw(words: jax.Array, packed, cell_bits: int) -> jax.Array:
+    """The value (int32) of one alias table (``packed``, :func:`alias_table`) for every 64-bit word of ``words``:
+    the cell from the top ``cell_bits`` bits, kept when the other ``64 - cell_bits`` bits, compared in full, are
+    below its threshold, else its alias. Exactly the table's law for uniform words."""
+    L = int(cell_bits)
+    cell = words >> u64(64 - L)
+    entry = jnp.asarray(packed)[cell.astype(jnp.int32)]
+    thr, alias = entry >> u64(L), entry & u64((1 << L) - 1)
+    return jnp.where((words & u64((1 << (64 - L)) - 1)) < thr, cell, alias).astype(jnp.int32)
 
 
 def u64(x: int) -> jax.Array:

@@ -41,22 +41,34 @@ is no analytic warm start here.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from mcacct.schemes.strategy import check_strategy_type
-from mcacct.validate import check_call, check_count, check_prob
+from mcacct.validate import check_call, check_count, check_fields, check_prob
+from mcacct.kernels.alias import alias_draw, rational_alias
 from mcacct.kernels.output import gaussian_output
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios, sliding_dot
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.precision import float64
 
 __all__ = ["MultiAttribution"]
+
+
+@functools.lru_cache(maxsize=64)
+def _count_table(k: int, p: float):
+    """Alias table of a participating user's number of examples, ``j - 1`` for ``j = 1..k`` with weights
+    ``binom(k, j) p^j (1-p)^(k-j)`` in exact rationals of the float ``p``: ``(packed, cell_bits, tv)``."""
+    f = Fraction(float(p))
+    return rational_alias([math.comb(k, j) * f**j * (1 - f) ** (k - j) for j in range(1, k + 1)],
+                          f"the count of a user with k_u = {k} examples")
 
 
 def _log_binom_pmf(k: int, p: float) -> np.ndarray:
@@ -97,8 +109,8 @@ class MultiAttribution(Scheme):
     max_examples_per_user: int = 1
 
     def __post_init__(self) -> None:
-        check_scheme_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
-                            max_examples_per_user=check_count)
+        check_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
+                     max_examples_per_user=check_count)
 
     @property
     def user_participation_prob(self) -> float:
@@ -139,8 +151,9 @@ class MultiAttribution(Scheme):
         part = sample_participation(k_times, self.user_scheme, num_samples)
         if self.max_examples_per_user == 1:
             return part.astype(jnp.float64)
-        logits = jnp.asarray(self.count_log_weights(), jnp.float64)
-        j = jax.random.categorical(k_count, logits, shape=(num_samples, self.iterations)) + 1
+        packed, cell_bits, _ = _count_table(self.max_examples_per_user, self.sampling_prob)
+        words = jax.random.bits(k_count, (num_samples, self.iterations), jnp.uint64)
+        j = alias_draw(words, packed, cell_bits) + 1
         return jnp.where(part, j.astype(jnp.float64), 0.0)
 
     def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
@@ -177,10 +190,17 @@ class MultiAttribution(Scheme):
         return log_ratio_from_terms(ell, self.user_scheme, recursion)
 
     def participation_boundaries(self) -> int:
-        """The cold-start user scheme's boundaries plus, per iteration, the categorical draw of the count
-        (at most ``n`` outcomes each: ``n^2`` boundaries, generous)."""
-        n = self.iterations
-        return self.user_scheme.participation_boundaries() + n * n
+        """The cold-start user scheme's boundaries (the count given participation is charged by
+        :meth:`draw_law_tv`)."""
+        return self.user_scheme.participation_boundaries()
+
+    def draw_law_tv(self) -> float:
+        """``n`` draws of the count given participation (``k_u > 1``), each from an integer alias table of the
+        exact rational weights ``Binom(j; k_u, p)``, ``j = 1..k_u`` (:func:`mcacct.kernels.alias.rational_alias`),
+        within its rounding bound of the exact law; 0 for ``k_u = 1``."""
+        if self.max_examples_per_user == 1:
+            return 0.0
+        return self.iterations * _count_table(self.max_examples_per_user, self.sampling_prob)[2]
 
     def loss_error_params(self) -> LossErrorParams:
         """The user scheme's recursion (``b``, ``p``); ``J = n`` (posterior participation mass at most one per
