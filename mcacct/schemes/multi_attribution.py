@@ -51,10 +51,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.schemes.strategy import check_strategy_type
-from mcacct.validate import check_call, check_count, check_fields, check_prob
+from mcacct.validate import check_call, check_count, check_prob
 from mcacct.kernels.alias import alias_draw, rational_alias
 from mcacct.kernels.output import gaussian_output
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios, sliding_dot
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.precision import float64
@@ -109,8 +109,8 @@ class MultiAttribution(Scheme):
     max_examples_per_user: int = 1
 
     def __post_init__(self) -> None:
-        check_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
-                     max_examples_per_user=check_count)
+        check_scheme_fields(self, sampling_prob=check_prob, min_sep=check_count, iterations=check_count,
+                            max_examples_per_user=check_count)
 
     @property
     def user_participation_prob(self) -> float:
