@@ -183,20 +183,15 @@ class TruncatedBMinSep(Scheme):
     def draw_law_tv(self) -> float:
         """Total-variation bound of one sample's counts ``r`` against their exact law, whichever sampler the
         platform uses (:data:`mcacct.kernels.screen.AUTO_SCREEN`): the larger of the screened sampler's
-        :attr:`mcacct.kernels.screen.ScreenPlan.tv` where it applies and ``n`` count draws, each within
-        :attr:`mcacct.kernels.counts.CountTables.tv_per_draw` (band and digit tables; where there are no band
-        tables, the digit tables' :attr:`mcacct.kernels.digits.DigitTables.tv_per_draw`); plus the warm start's
-        virtual history (:attr:`mcacct.kernels.virtual.VirtualPlan.tv`: its root draw and table splits); 0 when
-        truncation is impossible and ``r`` is not drawn. Every discrete draw of the counts is from integer tables
-        (docs/soundness.md lists them)."""
+        :attr:`~mcacct.kernels.screen.ScreenPlan.tv` and ``n`` draws of :func:`~mcacct.kernels.counts.count_tables`
+        (band and digit tables) or of the digit tables alone; plus the warm start's virtual history
+        (:attr:`~mcacct.kernels.virtual.VirtualPlan.tv`); 0 when truncation is impossible. docs/soundness.md
+        lists every discrete draw."""
         if not self.can_truncate:
             return 0.0
-        plan = self._screen()
-        others = self.dataset_size - 1
-        tables = count_tables(others, self.min_sep, self.sampling_prob)
-        per_draw = (tables.tv_per_draw if tables is not None
-                    else exact_tables(others, self.sampling_prob).tv_per_draw if others > 0 else 0.0)
-        tv = max(0.0 if plan is None else plan.tv, self.iterations * per_draw)
+        plan, others = self._screen(), self.dataset_size - 1
+        tables = count_tables(others, self.min_sep, self.sampling_prob) or exact_tables(others, self.sampling_prob)
+        tv = max(0.0 if plan is None else plan.tv, self.iterations * tables.tv_per_draw)
         if self.warm_start and self.min_sep > 1:
             tv += virtual_plan(others, self.min_sep, self.sampling_prob).tv
         return tv
