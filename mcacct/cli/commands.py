@@ -7,15 +7,14 @@ Invalid input prints ``error: ...`` naming the parameter and exits with status 2
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
 
 from mcacct.cli.flags import (Parser, add_distributed_flags, configure_cpu_devices, add_problem_flags, device_info,
-                              enable_compilation_cache, flag_message, int_in, join_distributed, problem_from_args, real_in,
-                              problem_options, record_given, refuse_options, resolve_chunk_size, sample_count, scheme_json,
-                              sigma_list)
+                              enable_compilation_cache, flag_message, int_in, join_distributed, json_text,
+                              problem_from_args, real_in, problem_options, record_given, refuse_options,
+                              resolve_chunk_size, sample_count, scheme_json, sigma_list, sigma_value)
 from mcacct.cli.schemes import DEFAULTS as SCHEME_DEFAULTS
 from mcacct.precision import float64
 
@@ -27,7 +26,12 @@ _CALIBRATION_OPTIONS = ("--epsilon", "--delta", "--samples", "--ladder-ratio", "
 
 def _check_calibrate_flags(args) -> None:
     """Refuse, before any work, the flags that a calibrate mode ignores, and a float32 kernel (it cannot certify)."""
+    from mcacct.evr.bounds import EPSILON_MAX
     from mcacct.evr.budget import check_calibration_dtype
+    if args.epsilon > EPSILON_MAX:  # the Gaussian top candidate needs e^epsilon (mcacct.evr.bounds.EPSILON_MAX)
+        raise ValueError(f"--epsilon must be in [0, {EPSILON_MAX:g}] to calibrate; got {args.epsilon:g} (the "
+                         "certified top of the ladder, the Gaussian mechanism's exact delta, multiplies by "
+                         "e^epsilon, which float64 holds only up to epsilon ~ 709)")
     if args.from_dir is not None:
         refuse_options(args, _CALIBRATION_OPTIONS + problem_options(),
                        "with --from (the plan in the directory fixes the problem, the target and the ladder)")
@@ -119,6 +123,8 @@ def cmd_calibrate(args) -> dict | int:
 
 
 def _estimate(args, epsilons):
+    """The problem of the flags and its :func:`mcacct.engine.estimate.estimate` at ``--sigma`` (``epsilons``: the
+    ones summed exactly; none for an epsilon query, which reads the histogram)."""
     import jax
     from mcacct.engine.estimate import estimate
     args.multi = join_distributed(args)
@@ -139,8 +145,14 @@ def cmd_delta(args) -> dict:
     if not args.json:
         print(f"delta({args.epsilon:g}) ~ {out['delta_estimate']:.4g}, upper {out['delta_upper']:.4g} "
               f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")
-        _print_uncertified(est)
+        _print_notes(out["notes"])
     return out
+
+
+def _note_fields(notes) -> dict:
+    """``notes`` (why the result is not a certificate; empty when it is one) and, when there are any, ``note``:
+    them joined, as ``mcacct merge`` reports them."""
+    return {**({"note": "; ".join(notes)} if notes else {}), "notes": list(notes)}
 
 
 def _estimate_report(args, problem, est, t0: float) -> dict:
@@ -148,7 +160,7 @@ def _estimate_report(args, problem, est, t0: float) -> dict:
     seed, the resolved chunk size (with the seed it fixes the draws), timing and devices."""
     seconds = time.perf_counter() - t0
     return {"confidence": 1 - args.alpha, "num_samples": est.num_samples, "scheme": scheme_json(problem),
-            "systematic_delta": est.systematic, "certified": est.certified, "notes": list(est.notes),
+            "systematic_delta": est.systematic, "certified": est.certified, **_note_fields(est.notes),
             "seed": args.seed, "chunk_size": args.chunk_size, "seconds": seconds,
             "samples_per_second": 2 * est.num_samples / max(seconds, 1e-9), **device_info()}
 
@@ -157,19 +169,36 @@ def cmd_epsilon(args) -> dict:
     from mcacct.validate import check_real
     t0 = time.perf_counter()
     check_real("delta", args.delta, low=0.0, high=1.0, low_open=True, high_open=True)
-    problem, est = _estimate(args, (0.0,))
+    problem, est = _estimate(args, ())
     e = est.epsilon(args.delta)
-    out = {"sigma": args.sigma, "delta": args.delta, **e, **_estimate_report(args, problem, est, t0)}
+    max_loss = min(s.spec.max_loss for s in est.stats.values())
+    fields = {}
+    for key in ("epsilon_estimate", "epsilon_upper"):  # JSON: null with the reason beside it (flags.json_text)
+        fields[key] = e[key]
+        if not math.isfinite(e[key]):
+            fields[f"{key}_reason"] = (f"no epsilon in [0, {max_loss:g}] (the range of the loss histogram) has "
+                                       f"{'an estimated' if key == 'epsilon_estimate' else 'an upper-bounded'} "
+                                       f"delta at most {args.delta:g}")
+    out = {"sigma": args.sigma, "delta": args.delta, **fields, **_estimate_report(args, problem, est, t0)}
+    if not math.isfinite(e["epsilon_upper"]):  # an infinite upper bound certifies nothing
+        out["certified"] = False
+        out.update(_note_fields(out["notes"] + [
+            f"epsilon_upper is infinite: {fields['epsilon_upper_reason']}, so it certifies nothing (more --samples, "
+            "a larger --sigma or a larger --delta may give a finite bound)"]))
     if not args.json:
         print(f"epsilon({args.delta:g}) ~ {e['epsilon_estimate']:.4g}, upper {e['epsilon_upper']:.4g} "
               f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")
-        _print_uncertified(est)
+        _print_notes(out["notes"])
     return out
 
 
-def _print_uncertified(est) -> None:
-    for note in est.notes:  # float32 kernel, one direction: not a certificate of the mechanism
+def _print_notes(notes) -> None:
+    """Why the result is not a certificate (float32 kernel, one direction, a bound >= 1), one ``note:`` line each;
+    the human output then says so once more."""
+    for note in notes:
         print(f"note: {note}")
+    if notes:
+        print("certified: no")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,8 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="smallest verified noise multiplier for a target (epsilon, delta)",
                        description="Estimate-Verify-Release over a ladder of noise multipliers (Alg. 5).")
-    p.add_argument("--epsilon", type=real_in(0), default=DEFAULTS["epsilon"], help=f"target epsilon (>= 0; default "
-                   f"{DEFAULTS['epsilon']:g})")
+    p.add_argument("--epsilon", type=real_in(0), default=DEFAULTS["epsilon"],
+                   help=f"target epsilon in [0, 700] (e^epsilon must be a float64 number; default "
+                        f"{DEFAULTS['epsilon']:g})")
     p.add_argument("--delta", type=real_in(0, 1, low_open=True, high_open=True), default=DEFAULTS["delta"],
                    help=f"target overall delta in (0, 1) (default {DEFAULTS['delta']:g})")
     p.add_argument("--samples", type=sample_count, default=None,
@@ -200,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 0.01, at most 0.5); ladder candidates whose term exceeds it are dropped before "
                         "any verification sample (--plan-only shows the terms)")
     p.add_argument("--sigmas", type=sigma_list, default=None,
-                   help="explicit ladder s1,s2,... (each > 0; candidates at or above the certified top are "
+                   help="explicit ladder s1,s2,... (each in [1e-100, 1e100]; candidates at or above the certified top "
+                        "are "
                         "dropped): no pilot, --ladder-ratio/--above/--below unused")
     p.add_argument("--plan-only", action="store_true",
                    help="print what the calibration will cost (samples; wall time from a probe of a few chunks; "
@@ -223,7 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, fn, what in (("delta", cmd_delta, "estimate delta(epsilon) for a noise multiplier"),
                            ("epsilon", cmd_epsilon, "estimate epsilon(delta) for a noise multiplier")):
         q = sub.add_parser(name, help=what, description=what + " (both directions, one-sided upper bound)")
-        q.add_argument("--sigma", type=real_in(0, low_open=True), required=True, help="noise multiplier (> 0)")
+        q.add_argument("--sigma", type=sigma_value, required=True,
+                       help="noise multiplier, in [1e-100, 1e100] (the privacy loss grows like 1/sigma^2: float64 "
+                            "cannot hold it outside)")
         if name == "delta":
             q.add_argument("--epsilon", type=real_in(0), required=True, help="epsilon (>= 0)")
         else:
@@ -304,22 +337,8 @@ def main(argv: list[str] | None = None) -> int:
         if jax.process_index() != 0:  # every process holds the same result; process 0 reports it
             return 0
     if getattr(args, "json", False):
-        print(json.dumps(out, default=_json_default))
+        print(json_text(out))  # valid JSON: a non-finite number is null with a reason (flags.json_text)
     return 0
-
-
-def _json_default(o):
-    if isinstance(o, float) and not math.isfinite(o):
-        return str(o)
-    try:
-        import numpy as np
-        if isinstance(o, np.generic):
-            return o.item()
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-    except ImportError:
-        pass
-    raise TypeError(f"not JSON serialisable: {type(o)}")
 
 
 if __name__ == "__main__":

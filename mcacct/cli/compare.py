@@ -7,7 +7,7 @@ from mcacct.cli.schemes import Flag, flag_for
 from mcacct.report.compare import compare_schemes, row_names
 from mcacct.report.compare_plans import compare_options
 
-__all__ = ["add_compare_parser", "cmd_compare", "compare_flags"]
+__all__ = ["add_compare_parser", "cmd_compare", "compare_flags", "print_compare"]
 
 
 def compare_flags() -> tuple[Flag, ...]:
@@ -59,17 +59,21 @@ def cmd_compare(args) -> dict:
                           seed=args.seed, ladder_ratio=args.ladder_ratio, chunk_size=args.chunk_size,
                           pld=not args.no_pld, progress=not args.quiet, options=options)
     if not args.json:
-        print(f"target (epsilon, delta) = ({out['epsilon']:g}, {out['delta']:g}); n = {out['iterations']}, "
-              f"b = {out['min_sep']}, B = {out['expected_batch_size']:g}, M = {out['dataset_size']}")
-        print(f"{'scheme':<22}{'sigma (MC, EVR)':>16}{'sigma (PLD)':>14}  note")
-        for r in out["rows"]:
-            pld_txt = f"{r['sigma_pld']:.4f}" if r["sigma_pld"] is not None else "-"
-            note = r["pld_note"] or ""
-            if not r["verified"]:
-                note = "unverified (Gaussian top); " + note
-            print(f"{r['scheme']:<22}{r['sigma']:>16.4f}{pld_txt:>14}  {note}")
-        for s in out["skipped"]:
-            print(f"{s['scheme']:<22}{'skipped':>16}{'':>14}  {s['reason']}")
-        if out["pld_module_note"]:
-            print(f"note: {out['pld_module_note']}")
+        print_compare(out)
     return out
+
+
+def print_compare(out: dict) -> None:
+    """The human table of a :func:`mcacct.report.compare.compare_schemes` result: the target and setting, one
+    line per row (sigma by Monte Carlo, sigma by PLD where there is one, notes) and one per skipped scheme."""
+    print(f"target (epsilon, delta) = ({out['epsilon']:g}, {out['delta']:g}); n = {out['iterations']}, "
+          f"b = {out['min_sep']}, B = {out['expected_batch_size']:g}, M = {out['dataset_size']}")
+    print(f"{'scheme':<22}{'sigma (MC, EVR)':>16}{'sigma (PLD)':>14}  note")
+    for r in out["rows"]:
+        pld_txt = f"{r['sigma_pld']:.4f}" if r.get("sigma_pld") is not None else "-"
+        notes = [n for n in (r.get("pld_note"), r.get("note")) if n]
+        if not r["verified"]:
+            notes.insert(0, "unverified (Gaussian top)")
+        print(f"{r['scheme']:<22}{r['sigma']:>16.4f}{pld_txt:>14}  {'; '.join(notes)}")
+    for s in out["skipped"]:
+        print(f"{s['scheme']:<22}{'skipped':>16}{'':>14}  {s['reason']}")

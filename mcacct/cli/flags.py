@@ -7,6 +7,8 @@ no import cycle. The scheme flags themselves come from :mod:`mcacct.cli.schemes`
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import re
 import sys
@@ -23,7 +25,8 @@ __all__ = ["add_problem_flags", "add_monte_carlo_flags", "cpu_devices_type", "co
            "scheme_json", "device_info",
            "float_list", "sigma_list", "sample_count", "add_distributed_flags", "join_distributed", "compilation_cache_dir",
            "enable_compilation_cache", "ENV_CACHE", "Parser", "real_in", "int_in", "SEED_MAX", "check_out_file",
-           "given_options", "refuse_options", "problem_options", "record_given", "flag_message", "PARAMETER_FLAGS", "c_col_arg"]
+           "given_options", "refuse_options", "problem_options", "record_given", "flag_message", "PARAMETER_FLAGS",
+           "c_col_arg", "sigma_value", "coordinator_address_type", "CPU_DEVICES_MAX", "json_text", "check_out_dir"]
 
 #: The largest root seed (``jax.random.key`` takes a 64-bit integer).
 SEED_MAX = 2**63 - 1
@@ -184,15 +187,28 @@ def add_monte_carlo_flags(p: argparse.ArgumentParser) -> None:
                         "found faster); the resolved kernel is recorded in job files (default auto)")
     r.add_argument("--cpu-devices", type=cpu_devices_type, default="auto",
                    help="on CPU: devices of JAX's CPU backend, one chunk each at a time: an integer >= 1 or 'auto' "
-                        "(one per core, at most 16, unless JAX_NUM_CPU_DEVICES or XLA_FLAGS already say); the "
-                        "results are the same bit for bit whatever the count (default auto)")
+                        "(one per core, at most 16, unless JAX_NUM_CPU_DEVICES or XLA_FLAGS already say); at most "
+                        f"{CPU_DEVICES_MAX} (each device costs memory, about 4 MB, before any work); the results "
+                        "are the same bit for bit whatever the count (default auto)")
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     r.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
+#: The most JAX CPU devices ``--cpu-devices`` may ask for: each device costs JAX about 4 MB of host memory before
+#: any work (1024 devices took 4.1 GB) and runs one chunk at a time, so more devices than cores only add memory;
+#: 256 covers the largest CPU servers' cores.
+CPU_DEVICES_MAX = 256
+
+
 def cpu_devices_type(text: str) -> int | str:
-    """``argparse`` type of ``--cpu-devices``: ``"auto"`` or an integer >= 1 (:func:`chunk_size_type`'s form)."""
-    return chunk_size_type(text)
+    """``argparse`` type of ``--cpu-devices``: ``"auto"`` or an integer in ``[1, CPU_DEVICES_MAX]``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int_in(1, CPU_DEVICES_MAX)(text)
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(str(err).replace("must be an integer", "must be 'auto' or an integer",
+                                                          1)) from None
 
 
 def configure_cpu_devices(args: Any) -> int | None:
@@ -267,9 +283,34 @@ def float_list(text: str) -> list[float]:
     return _number_list(text, low_open=False)
 
 
+def _sigma_error(v: float, many: bool = False):
+    """``None`` if ``v`` is within :mod:`mcacct.engine.systematic`'s sigma range, else the refusal (``many``: of
+    a list)."""
+    from mcacct.engine.systematic import SIGMA_MAX, SIGMA_MIN
+    if SIGMA_MIN <= v <= SIGMA_MAX:
+        return None
+    rng = f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}]" + (" separated by commas" if many else "")
+    return argparse.ArgumentTypeError(f"must be {'numbers ' if many else ''}in {rng}; got {v:g} (the privacy loss "
+                                      "grows like 1/sigma^2 and float64 cannot hold it outside this range)")
+
+
+def sigma_value(text: str) -> float:
+    """``argparse`` type of ``--sigma``: a finite number ``> 0`` (:func:`real_in`'s message) within
+    ``[SIGMA_MIN, SIGMA_MAX]`` of :mod:`mcacct.engine.systematic`."""
+    v = real_in(0, low_open=True)(text)
+    if _sigma_error(v) is not None:
+        raise _sigma_error(v)
+    return v
+
+
 def sigma_list(text: str) -> list[float]:
-    """``argparse`` type: finite numbers ``> 0`` separated by commas (noise multipliers)."""
-    return _number_list(text, low_open=True)
+    """``argparse`` type: finite numbers ``> 0`` separated by commas (noise multipliers), each within
+    ``[SIGMA_MIN, SIGMA_MAX]`` of :mod:`mcacct.engine.systematic`."""
+    vals = _number_list(text, low_open=True)
+    errors = [e for e in (_sigma_error(v, many=True) for v in vals) if e is not None]
+    if errors:
+        raise errors[0]
+    return vals
 
 
 ENV_CACHE = "MCACCT_CACHE_DIR"
@@ -311,10 +352,21 @@ def add_distributed_flags(p: argparse.ArgumentParser) -> None:
     job (each process runs its share of the chunks on its local devices; statistics are reduced exactly).
     Defaults come from ``MCACCT_COORDINATOR_ADDRESS``, ``MCACCT_NUM_PROCESSES``, ``MCACCT_PROCESS_ID``."""
     g = p.add_argument_group("multi-process (jax.distributed)")
-    g.add_argument("--coordinator-address", default=None,
-                   help="host:port of process 0; every process gets the same flags except --process-id")
-    g.add_argument("--num-processes", type=int, default=None, help="number of processes (>= 1)")
-    g.add_argument("--process-id", type=int, default=None, help="this process, in [0, num-processes)")
+    g.add_argument("--coordinator-address", type=coordinator_address_type, default=None,
+                   help="host:port of process 0 (port in [1, 65535]; an IPv6 host in brackets, [::1]:1234); every "
+                        "process gets the same flags except --process-id")
+    g.add_argument("--num-processes", type=int_in(1), default=None, help="number of processes (>= 1)")
+    g.add_argument("--process-id", type=int_in(0), default=None, help="this process, in [0, num-processes)")
+
+
+def coordinator_address_type(text: str) -> str:
+    """``argparse`` type of ``--coordinator-address``: ``host:port``
+    (:func:`mcacct.engine.distributed.check_coordinator_address`), checked before JAX is touched."""
+    from mcacct.engine.distributed import check_coordinator_address
+    try:
+        return check_coordinator_address("value", text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).split(" ", 1)[1]) from None
 
 
 def join_distributed(args) -> bool:
@@ -330,3 +382,61 @@ def join_distributed(args) -> bool:
         return False
     initialize_distributed(addr, args.num_processes, args.process_id)
     return True
+
+
+def check_out_dir(flag: str, path: str) -> None:
+    """Refuse, before any work, a directory the command cannot write into: ``path`` must be an existing
+    directory or one that can be created, and a file can be created in it (tried with a temporary file, which is
+    removed at once: the permission bits alone do not say so for root, nor on a read-only file system).
+    ``ValueError`` naming ``flag``; nothing is left behind."""
+    import tempfile
+    if not path:
+        raise ValueError(f"{flag} must be a directory path; got {path!r}")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{flag} must be a directory; {path!r} is an existing file (give a directory path)")
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):  # the nearest existing ancestor: where the directory would be created
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        raise ValueError(f"{flag}: {path!r} cannot be created: {probe!r} is a file, not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as err:
+        where = "is not writable" if probe == os.path.abspath(path) else f"cannot be created in {probe!r}"
+        raise ValueError(f"{flag}: directory {path!r} {where} ({err.strerror or err})") from None
+
+
+def _plain(obj: Any) -> Any:
+    """``obj`` with NumPy scalars and arrays made plain, every non-finite float ``None`` and, in a dict, a
+    ``K_reason`` beside each key ``K`` made ``None`` (unless the dict has one) (:func:`json_text`)."""
+    import numpy as np
+    obj = obj.tolist() if isinstance(obj, (np.ndarray, np.generic)) else obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out = {}
+    for k, v in obj.items():
+        v = v.tolist() if isinstance(v, np.generic) else v
+        out[k] = _plain(v)
+        if isinstance(v, float) and not math.isfinite(v) and f"{k}_reason" not in obj:
+            out[f"{k}_reason"] = f"not a finite number ({'+inf' if v > 0 else '-inf' if v < 0 else 'nan'})"
+    return out
+
+
+def json_text(obj: Any, **kwargs) -> str:
+    """The one JSON writer of the command line (``--json`` of every command, and the files commands write): always
+    valid JSON (RFC 8259), which has no ``Infinity`` or ``NaN``.
+
+    Decision: a non-finite number is written as ``null``; where it is the value of an object's key ``K``, a field
+    ``K_reason`` beside it says why, unless the command set one itself (``"epsilon_upper": null,
+    "epsilon_upper_reason": "..."``; by default ``"not a finite number (+inf)"``). A non-finite item of a list is
+    ``null``. NumPy scalars and arrays become plain numbers and lists. ``json.loads`` of the text, even with
+    ``parse_constant`` refusing ``Infinity``/``NaN``, always succeeds."""
+    return json.dumps(_plain(obj), allow_nan=False, **kwargs)

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 from mcacct.report.mse_study import FULL_GRID, QUICK_GRID, SMOKE_GRID, plot_ratios, run_study
-from mcacct.cli.flags import SEED_MAX, int_in, sample_count
+from mcacct.cli.flags import SEED_MAX, check_out_dir, int_in, json_text, sample_count
 from mcacct.validate import check_int
 
 __all__ = ["add_mse_study_parser", "cmd_mse_study"]
@@ -40,12 +39,16 @@ def cmd_mse_study(args) -> dict:
     grid = SMOKE_GRID if args.smoke else QUICK_GRID if args.quick else FULL_GRID
     if args.samples is not None:
         grid = dataclasses.replace(grid, samples=check_int("samples", args.samples, low=100))
+    # both directories are checked before anything is created or computed (exit 2 naming the flag)
+    check_out_dir("--out", args.out)
+    cache = args.cache or os.path.join(args.out, "cache")
+    check_out_dir("--cache" if args.cache else "--out", cache)
     os.makedirs(args.out, exist_ok=True)
-    study = run_study(grid, args.cache or os.path.join(args.out, "cache"), args.seed, progress=not args.quiet)
+    study = run_study(grid, cache, args.seed, progress=not args.quiet)
     path = os.path.join(args.out, "study.json")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(study, f, indent=1)
+        f.write(json_text(study, indent=1))  # valid JSON (flags.json_text: a non-finite number is null)
     os.replace(tmp, path)
     if not args.no_plot:
         try:

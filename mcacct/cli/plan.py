@@ -67,11 +67,10 @@ def _with_ladder(args, problem, bracket) -> dict:
            "systematic": list(plan.systematic), "systematic_reserve": plan.systematic_reserve,
            "dropped": plan.dropped, "pilot_samples_drawn": plan.pilot_samples_drawn,
            "pilot_seconds": plan.pilot_seconds}
-    if not plan.ladder and plan.dropped:
-        out["note"] = (f"every candidate was dropped: its systematic term exceeds {plan.systematic_reserve:g} of the "
-                       "target delta; raise --systematic-reserve")
+    if not plan.ladder:
+        out["note"] = _empty_ladder_note(args, plan)
     devices = jax.local_device_count()
-    chunks = -(-plan.num_samples // plan.chunk_size)
+    chunks = -(-plan.num_samples // plan.chunk_size) if plan.ladder else 0  # no candidate: nothing is drawn
     out["verification"] = {"chunks": chunks, "samples_drawn": chunks * plan.chunk_size,
                            "evaluations_at_most": 2 * plan.num_samples * len(plan.ladder)}
     out["total_samples"] = plan.pilot_samples_drawn + chunks * plan.chunk_size  # pilot + verification draws
@@ -91,9 +90,11 @@ def _with_ladder(args, problem, bracket) -> dict:
     if not args.json:
         print(f"plan: {out['total_samples']:,} samples in all (pilot {plan.pilot_samples_drawn:,}, verification "
               f"{chunks * plan.chunk_size:,}, shared by both directions and every candidate)")
-        print(f"plan: {plan.num_samples:,} samples per direction, {len(plan.ladder)} candidates "
-              f"[{plan.ladder[0] if plan.ladder else float('nan'):.6g} .. "
-              f"{plan.ladder[-1] if plan.ladder else float('nan'):.6g}], {chunks:,} chunks of {plan.chunk_size}")
+        if plan.ladder:
+            print(f"plan: {plan.num_samples:,} samples per direction, {len(plan.ladder)} candidates "
+                  f"[{plan.ladder[0]:.6g} .. {plan.ladder[-1]:.6g}], {chunks:,} chunks of {plan.chunk_size}")
+        else:
+            print("plan: 0 candidates to verify (note below): the verification draws no Monte Carlo sample")
         if "note" in out:
             print(f"note: {out['note']}")
         if "probe" in out:
@@ -104,6 +105,21 @@ def _with_ladder(args, problem, bracket) -> dict:
             print(f"wrote {out['plan_path']}; run `mcacct sample --plan {args.out} --shard i --num-shards k`, then "
                   f"`mcacct calibrate --from {args.out}`")
     return out
+
+
+def _empty_ladder_note(args, plan) -> str:
+    """Why a plan has no candidate to verify (every one dropped for its systematic term, or, with ``--sigmas``, at
+    or above the certified top) and what the calibration then returns."""
+    why = []
+    if plan.dropped:
+        why.append(f"{plan.dropped} candidate(s) dropped because their systematic term exceeds "
+                   f"{plan.systematic_reserve:g} of the target delta (give larger sigmas, or raise "
+                   "--systematic-reserve, at most 0.5)")
+    if args.sigmas is not None and any(v >= plan.top_sigma for v in args.sigmas):
+        why.append(f"the {'other ' if plan.dropped else ''}candidates of --sigmas are at or above the certified top "
+                   f"sigma {plan.top_sigma:.6g}, which needs no Monte Carlo")
+    return (f"no candidate to verify: {'; '.join(why) or 'the ladder is empty'}. The calibration would return the "
+            f"certified top sigma {plan.top_sigma:.6g} ({plan.top_certifier}) without drawing a sample")
 
 
 def plan_only(args, problem, baselines) -> dict:

@@ -19,7 +19,8 @@ import numpy as np
 from mcacct.engine.statistics import DirectionStats, HistogramSpec
 from mcacct.validate import check_int
 
-__all__ = ["num_chunks", "process_chunk_ids", "initialize_distributed", "allreduce_stats", "stats_to_array",
+__all__ = ["num_chunks", "process_chunk_ids", "initialize_distributed", "check_coordinator_address",
+           "allreduce_stats", "stats_to_array",
            "stats_from_array", "ENV_COORDINATOR", "ENV_NUM_PROCESSES", "ENV_PROCESS_ID"]
 
 ENV_COORDINATOR = "MCACCT_COORDINATOR_ADDRESS"
@@ -51,6 +52,25 @@ def process_chunk_ids(n_chunks: int, process_id: int | None = None, num_processe
 
 
 # -- multi-process ---------------------------------------------------------------------------------------
+def check_coordinator_address(name: str, address) -> str:
+    """``address`` if it reads ``host:port``: ``port`` a decimal integer in ``[1, 65535]``, ``host`` a non-empty
+    name or IPv4 address without ``:``, or an IPv6 address in brackets (``[::1]:1234``). ``ValueError`` naming
+    ``name`` otherwise. Checked before :func:`jax.distributed.initialize` is touched: a bad port made it raise a
+    runtime error deep inside, and an address such as ``::::`` made it wait for a coordinator forever."""
+    form = "host:port (port an integer in [1, 65535]; an IPv6 host in brackets, [::1]:1234)"
+    if not isinstance(address, str):
+        raise ValueError(f"{name} must be {form}; got {address!r}")
+    host, sep, port = address.strip().rpartition(":")
+    inner = host[1:-1] if host.startswith("[") and host.endswith("]") else None  # an IPv6 address in brackets
+    ok_host = (bool(inner) and "[" not in inner and "]" not in inner) if inner is not None else (
+        bool(host) and ":" not in host and "[" not in host)
+    ok_host = ok_host and not any(c.isspace() for c in host)
+    ok_port = port.isdigit() and port.isascii() and 1 <= int(port) <= 65535
+    if not (sep and ok_host and ok_port):
+        raise ValueError(f"{name} must be {form}; got {address!r}")
+    return address.strip()
+
+
 def initialize_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
                            process_id: int | None = None, local_device_ids: Sequence[int] | None = None,
                            auto: bool = False) -> tuple[int, int]:
@@ -85,14 +105,14 @@ def initialize_distributed(coordinator_address: str | None = None, num_processes
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     except Exception:  # pragma: no cover - option absent
         pass
+    if addr is not None:
+        addr = check_coordinator_address("coordinator_address", addr)
     if addr is None:
         if not auto:
             raise ValueError("coordinator_address must be given (or set "
                              f"{ENV_COORDINATOR}; or pass auto=True for cluster auto-detection)")
         jax.distributed.initialize(local_device_ids=local_device_ids)
     else:
-        if ":" not in addr:
-            raise ValueError(f"coordinator_address must be host:port; got {addr!r}")
         num_processes = check_int("num_processes", num_processes, low=1)
         process_id = check_int("process_id", process_id, low=0, high=num_processes - 1)
         jax.distributed.initialize(addr, num_processes, process_id, local_device_ids=local_device_ids)

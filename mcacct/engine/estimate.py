@@ -4,22 +4,22 @@ with confidence bounds: :func:`estimate` runs :func:`mcacct.engine.runner.run_la
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple, Sequence
 
 import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
+from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, check_problem
 from mcacct.engine.runner import run_ladder
 from mcacct.engine.statistics import (DIRECTIONS, DirectionStats, HistogramSpec, delta_bounds,
                                       epsilon_from_delta_curve)
-from mcacct.engine.systematic import systematic_bound
-from mcacct.validate import check_real
+from mcacct.engine.systematic import check_sigma, systematic_bound
+from mcacct.validate import check_real, is_number
 from mcacct.precision import float64
 
-__all__ = ["Estimate", "DeltaAt", "EpsilonAt", "estimate", "kl_up", "certification_notes", "FLOAT32_NOTE"]
+__all__ = ["Estimate", "DeltaAt", "EpsilonAt", "estimate", "kl_up", "certification_notes", "check_directions",
+           "FLOAT32_NOTE"]
 
 
 class DeltaAt(NamedTuple):
@@ -80,31 +80,81 @@ def certification_notes(dtype: str, directions: Sequence[str]) -> list[str]:
 
 
 @float64
-@dataclass
 class Estimate:
     """Monte Carlo estimate of delta(epsilon) in both directions with (1 - alpha) confidence bounds.
 
     ``alpha`` is split between the directions present (union bound), so ``delta_upper`` bounds the larger of
     their divergences with confidence ``1 - alpha``. ``systematic`` (:mod:`mcacct.engine.systematic`: the
-    sampler's normal and participation draws against exact ones) is added to every upper bound. ``certified``
-    is false for float32 kernels, whose round-off is not bounded (the bounds then hold for the float32
-    computation, not for the mechanism), and for estimates of one direction only (a bound on one direction is
-    not a bound on the mechanism); ``notes`` says why (:func:`certification_notes`).
+    sampler's normal and participation draws against exact ones) is added to every upper bound.
+
+    ``certified`` is decided here, from what the estimate holds: it is false
+
+    * for float32 kernels, whose round-off is not bounded (the bounds then hold for the float32 computation, not
+      for the mechanism), and for estimates of one direction only (a bound on one direction is not a bound on the
+      mechanism): the caller's ``certified``/``notes`` (:func:`certification_notes`);
+    * where a bound certifies nothing: when the systematic term alone is at least 1 (every upper bound is then at
+      least 1), and when the total upper bound (statistical bound plus systematic term) at one of the run's
+      epsilons is at least 1.
+
+    ``notes`` says why, one sentence per reason. Both are read-only properties computed from the statistics, so
+    every report built on an estimate (``mcacct delta``/``epsilon``, merged shards) states the same.
     """
 
-    sigma: float
-    alpha: float
-    stats: dict[str, DirectionStats] = field(default_factory=dict)
-    systematic: float = 0.0
-    certified: bool = True
-    notes: list[str] = field(default_factory=list)
+    def __init__(self, sigma: float, alpha: float, stats: dict[str, DirectionStats] | None = None,
+                 systematic: float = 0.0, certified: bool = True, notes: Sequence[str] = ()) -> None:
+        self.sigma = sigma
+        self.alpha = alpha
+        self.stats: dict[str, DirectionStats] = dict(stats or {})
+        self.systematic = systematic
+        self._certified = bool(certified)
+        self._notes = list(notes)
+
+    def __repr__(self) -> str:
+        return (f"Estimate(sigma={self.sigma!r}, alpha={self.alpha!r}, directions={tuple(self.stats)}, "
+                f"num_samples={self.num_samples if self.stats else 0}, systematic={self.systematic!r}, "
+                f"certified={self.certified})")
+
+    def _vacuous_notes(self) -> list[str]:
+        """Why a bound of this estimate certifies nothing (empty: every bound is below 1)."""
+        if not self.systematic < 1.0:
+            return [f"the systematic term {self.systematic:.3g} (the proven bound on the sampler's departures from "
+                    f"exact draws at sigma={self.sigma:g}, which grows like 1/sigma) is at least 1, so every upper "
+                    "bound is at least 1 and certifies nothing: use a larger sigma"]
+        if not self.stats:
+            return []
+        out = []
+        for j, e in enumerate(self._any_stats().epsilons):
+            total = max(delta_bounds(s.mean_at(j), s.count, self._alpha_dir())[1] + self.systematic
+                        for s in self.stats.values())
+            if not total < 1.0:
+                out.append(f"at epsilon={e:g} the upper bound on delta (statistical bound plus systematic term) is "
+                           f"{total:.4g} >= 1, which certifies nothing")
+        return out
+
+    @property
+    def notes(self) -> list[str]:
+        """Why the estimate is not a certificate (empty: it is one, up to its stated confidence)."""
+        return self._notes + self._vacuous_notes()
+
+    @property
+    def certified(self) -> bool:
+        """Whether every bound of the estimate is a certificate of the mechanism (class docstring)."""
+        return self._certified and not self._vacuous_notes()
 
     @property
     def num_samples(self) -> int:
-        return min(s.count for s in self.stats.values())
+        return min(s.count for s in self._stats_present().values())
+
+    def _stats_present(self) -> dict[str, DirectionStats]:
+        if not self.stats:
+            raise ValueError("stats must hold at least one direction's statistics (this estimate has none)")
+        return self.stats
+
+    def _any_stats(self) -> DirectionStats:
+        return next(iter(self._stats_present().values()))
 
     def _alpha_dir(self) -> float:
-        return self.alpha / len(self.stats)
+        return self.alpha / len(self._stats_present())
 
     def delta(self, j: int = 0) -> dict:
         """Point estimate and bounds at ``epsilons[j]`` (exact float64 sums); :meth:`delta_at` takes an epsilon.
@@ -128,7 +178,7 @@ class Estimate:
         """delta at ``epsilon`` (a value, not an index): exact where ``epsilon`` is one of the run's epsilons,
         else from the rounded-up histogram (:class:`DeltaAt` says which)."""
         epsilon = check_real("epsilon", epsilon, low=0.0)
-        grid = next(iter(self.stats.values())).epsilons
+        grid = self._any_stats().epsilons
         hits = [j for j, e in enumerate(grid) if float(e) == epsilon]
         if hits:
             d = self.delta(hits[0])
@@ -173,6 +223,22 @@ class Estimate:
 
 
 @float64
+def check_directions(directions) -> tuple[str, ...]:
+    """``directions`` as a tuple: a non-empty sequence of distinct names from ``("remove", "add")`` (a single name
+    as text is accepted too); ``ValueError`` naming ``directions`` otherwise."""
+    if isinstance(directions, str):
+        directions = (directions,)
+    try:
+        out = tuple(directions)
+    except TypeError:
+        raise TypeError(f"directions must be a sequence of names from {DIRECTIONS}; got "
+                        f"{type(directions).__name__}") from None
+    if not out or any(d not in DIRECTIONS for d in out) or len(set(out)) != len(out):
+        raise ValueError(f"directions must be a non-empty subset of {DIRECTIONS} (each at most once); got {out!r}")
+    return out
+
+
+@float64
 def kl_up(mean: float, count: int, alpha: float) -> float:
     """The upper confidence bound of :func:`mcacct.engine.statistics.delta_bounds`."""
     return delta_bounds(mean, count, alpha)[1]
@@ -208,13 +274,14 @@ def estimate(problem: Problem, sigma: float, key: jax.Array, num_samples: int, e
     Estimate
         With the systematic term (:mod:`mcacct.engine.systematic`) added to every upper bound.
     """
-    sigma = check_real("sigma", sigma, low=0.0, low_open=True)
+    check_problem("problem", problem)
+    sigma = check_sigma("sigma", sigma)
+    if not is_number(alpha):
+        raise TypeError(f"alpha must be a real number in (0, 1); got {type(alpha).__name__} {alpha!r}")
     alpha = check_real("alpha", alpha, low=0.0, high=1.0, low_open=True, high_open=True)
     for e in np.atleast_1d(epsilons):
         check_real("epsilon", e, low=0.0)
-    for d in directions:
-        if d not in DIRECTIONS:
-            raise ValueError(f"directions must be a subset of {DIRECTIONS}; got {d!r}")
+    directions = check_directions(directions)
     notes = certification_notes(problem.dtype, directions)
     est = Estimate(sigma, alpha, systematic=systematic_bound(problem, sigma).delta, certified=not notes,
                    notes=notes)

@@ -21,11 +21,18 @@ from mcacct.kernels.blocks import lanes_target, map_blocks
 from mcacct.schemes.base import AccountedScheme
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.precision import float64
-from mcacct.validate import LOSS_KERNELS, check_choice
+from mcacct.validate import LOSS_KERNELS, check_choice, check_int
 
-__all__ = ["Problem", "DEFAULT_CHUNK_SIZE", "auto_chunk_size", "block_size", "block_keys", "chunk_losses",
+__all__ = ["Problem", "check_problem", "MAX_ITERATIONS", "DEFAULT_CHUNK_SIZE", "auto_chunk_size", "block_size",
+           "block_keys", "chunk_losses",
            "rng_identity"]
 
+#: The longest horizon ``n`` a problem may have, ``2^20``. The engine holds about
+#: :data:`AUTO_CHUNK_BYTES_PER_ELEMENT` bytes per sample and round and runs blocks of at least 16 samples
+#: (:func:`block_size`), so one block at this ``n`` already takes 2 GiB, and its kernels index rounds (and
+#: rounds x samples) with int32; longer horizons overflowed them (``--iterations 1e12``: an int32 overflow
+#: inside a kernel) or asked for terabytes.
+MAX_ITERATIONS = 1 << 20
 #: Samples per chunk on CPU (and where an accelerator does not report its memory): the blocks of a chunk run one
 #: after another there, so a larger chunk buys nothing.
 DEFAULT_CHUNK_SIZE = 4096
@@ -56,10 +63,29 @@ class Problem:
     loss_kernel: str = "auto"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.scheme, AccountedScheme):
+            raise TypeError(f"scheme must be a sampling scheme (an AccountedScheme such as mcacct.BMinSep(...)); got "
+                            f"{type(self.scheme).__name__}")
+        try:
+            check_int("iterations", self.scheme.iterations, low=1, high=MAX_ITERATIONS)
+        except ValueError as err:
+            raise ValueError(f"{err} (the engine holds about {AUTO_CHUNK_BYTES_PER_ELEMENT} bytes per sample and "
+                             "round in blocks of at least 16 samples, 2 GiB per block at the limit, and indexes "
+                             "rounds with int32)") from None
         self.scheme.check_strategy(self.strategy)
         check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
         if self.dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}")
+
+
+def check_problem(name: str, problem) -> Problem:
+    """``problem`` if it is a :class:`Problem`; ``TypeError`` naming ``name`` otherwise (a bare scheme is the
+    usual mistake: wrap it, ``Problem(scheme, strategy)``)."""
+    if not isinstance(problem, Problem):
+        hint = (" (a scheme: wrap it as mcacct.Problem(scheme, strategy))" if isinstance(problem, AccountedScheme)
+                else "")
+        raise TypeError(f"{name} must be a mcacct.Problem; got {type(problem).__name__}{hint}")
+    return problem
 
 
 @float64

@@ -36,7 +36,8 @@ from mcacct.engine.losses import ladder_losses
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, block_keys, block_size
 from mcacct.kernels.blocks import map_blocks
 from mcacct.engine.progress import Progress
-from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics
+from mcacct.engine.statistics import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics,
+                                      nonfinite_loss_message)
 from mcacct.engine.systematic import applied_loss_shift
 from mcacct.precision import float64
 
@@ -234,8 +235,8 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
                     try:
                         for d_i, d in enumerate(DIRECTIONS):
                             out.stats[j][d].add_chunk(v, sums[g, a, d_i], hist[g, a, d_i])
-                    except FloatingPointError as err:  # this candidate's kernel left its range: it leaves
-                        out.errors[j] = str(err)
+                    except FloatingPointError:  # this candidate's kernel left its range: it leaves
+                        out.errors[j] = nonfinite_loss_message(problem.dtype, sig[j])
                         live.discard(j)
             done += v
         out.chunks_done += len(group)

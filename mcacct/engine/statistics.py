@@ -30,10 +30,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.evr.bounds import kl_lower_confidence, kl_upper_confidence
-from mcacct.engine.systematic import chunk_sum_slack
+from mcacct.engine.systematic import SIGMA_MAX, SIGMA_MIN, chunk_sum_slack
 from mcacct.validate import DIRECTIONS  # remove: y ~ P, loss L; add: y ~ Q, loss -L
 
-__all__ = ["HistogramSpec", "DirectionStats", "chunk_statistics", "FIXED_BITS", "DIRECTIONS"]
+__all__ = ["HistogramSpec", "DirectionStats", "chunk_statistics", "nonfinite_loss_message", "FIXED_BITS",
+           "DIRECTIONS"]
 
 FIXED_BITS = 80
 
@@ -101,9 +102,8 @@ class DirectionStats:
         never falls below the exact sum of the contributions."""
         sums = np.asarray(sums, np.float64)
         if not np.all(np.isfinite(sums)):
-            raise FloatingPointError(
-                "non-finite privacy loss in a chunk: the kernel's numeric range was exceeded; "
-                "use dtype='float64' or recursion='scan'")
+            raise FloatingPointError("non-finite privacy loss in a chunk: the loss kernel's numeric range was "
+                                     "exceeded (nothing was certified)")
         self.count += int(count)
         slack = chunk_sum_slack(count)
         for j, v in enumerate(np.asarray(sums, np.float64)):
@@ -135,6 +135,21 @@ class DirectionStats:
         contrib = np.maximum(0.0, -np.expm1(eps[:, None] - edges[None, :]))
         total = contrib @ counts + float(self.hist[self.spec.bins + 1])
         return total / self.count
+
+
+def nonfinite_loss_message(dtype: str, sigma: float) -> str:
+    """What to tell the user when the loss kernel of ``dtype`` returned a non-finite loss at ``sigma``
+    (:meth:`DirectionStats.add_chunk` refused the chunk): what happened and what to change, for the actual dtype.
+
+    The loss grows like ``1/sigma^2`` (and like the strategy's entries squared): float32 holds numbers up to
+    ``3.4e38``, so a small sigma or large ``c_col`` entries leave its range long before float64's."""
+    head = (f"the privacy loss at sigma={sigma:g} is not finite in the {dtype} loss kernel: it grows like "
+            "1/sigma^2 and left the kernel's numeric range, so nothing was certified; ")
+    if str(dtype) != "float64":
+        return head + (f"use --dtype float64 (dtype='float64'; sigma in [{SIGMA_MIN:g}, {SIGMA_MAX:g}]) or a larger "
+                       "--sigma")
+    return head + (f"give a larger sigma (--sigma; the accepted range [{SIGMA_MIN:g}, {SIGMA_MAX:g}] assumes "
+                   "||c|| of order 1) or smaller --c-col entries")
 
 
 def delta_bounds(mean: float, count: int, alpha: float) -> tuple[float, float]:

@@ -35,9 +35,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SystematicBound", "systematic_bound", "loss_error_bound", "normal_coupling_delta",
+from mcacct.validate import check_real, is_number
+
+__all__ = ["SystematicBound", "systematic_bound", "loss_error_bound", "normal_coupling_delta", "check_sigma",
+           "SIGMA_MIN", "SIGMA_MAX",
            "participation_mismatch_bound", "chunk_sum_slack", "applied_loss_shift", "NORMAL_COUPLING_L1", "NORMAL_MAX_ABS",
            "NDTRI_REL_ERROR", "UNIFORM_BOUNDARY_MASS"]
+
+#: The noise multipliers the engine accepts, ``[SIGMA_MIN, SIGMA_MAX]``: the privacy loss and its error bound grow
+#: like ``1/sigma^2`` and the outputs like ``sigma``, so ``sigma^2`` and ``1/sigma^2`` (and the products of them with
+#: ``n``, the bands and the output bound) must stay finite float64 numbers with ample room: beyond ``1e-154`` /
+#: ``1e154`` they overflow, and a loss of order ``1e200`` already leaves float64's ``exp``/``log`` arithmetic with no
+#: meaning. With ``||c||`` of order 1 (mcacct's strategies have ``||c|| = 1``) every delta is 1 to float64 precision
+#: below ``SIGMA_MIN`` and 0 above ``SIGMA_MAX``, so the range excludes no informative query.
+SIGMA_MIN = 1e-100
+SIGMA_MAX = 1e100
 
 #: largest |z| the sampler can return: -Phi^{-1}(2^-54) (mpmath: 8.29236107581359...), rounded up
 NORMAL_MAX_ABS = 8.2924
@@ -55,6 +67,28 @@ NORMAL_COUPLING_L1 = _NORMAL_QUANT_L1 + 0.8 * NDTRI_REL_ERROR
 #: probability that a 52-bit float64 uniform and the exact uniform it quantises fall on different sides of
 #: one outcome boundary of a discrete draw, computed-boundary rounding included: 2^-52 + 2^-52
 UNIFORM_BOUNDARY_MASS = 2.0**-51
+
+
+def _is_real_scalar(value) -> bool:
+    """A Python or NumPy real number, or a 0-d real array (NumPy or JAX); never a bool or text."""
+    if is_number(value):
+        return True
+    return (hasattr(value, "dtype") and hasattr(value, "shape") and tuple(value.shape) == ()
+            and np.dtype(value.dtype).kind in "iuf")
+
+
+def check_sigma(name: str, value) -> float:
+    """``value`` as a float after checking it is a real number (``TypeError`` otherwise: text such as ``"1"`` is
+    refused, not converted) in ``[SIGMA_MIN, SIGMA_MAX]`` (``ValueError`` naming ``name`` and the range)."""
+    if not _is_real_scalar(value):
+        raise TypeError(f"{name} must be a real number (int or float) in [{SIGMA_MIN:g}, {SIGMA_MAX:g}]; got "
+                        f"{type(value).__name__} {value!r}")
+    v = check_real(name, value, low=0.0, low_open=True)  # nan, inf, <= 0: the usual wording
+    if not SIGMA_MIN <= v <= SIGMA_MAX:
+        raise ValueError(f"{name} must be in [{SIGMA_MIN:g}, {SIGMA_MAX:g}]; got {v:g} (the privacy loss grows "
+                         "like 1/sigma^2 and float64 cannot hold it outside this range; with ||c|| of order 1, delta "
+                         "is 1 below it and 0 above it)")
+    return v
 
 
 def chunk_sum_slack(count: int) -> float:
@@ -80,7 +114,7 @@ def normal_coupling_delta(scheme, strategy, sigma: float) -> float:
     (module docstring, item 2)."""
     m_inf = output_coordinate_bound(scheme, strategy)
     factor = scheme.loss_error_params().mixture_factor
-    return scheme.iterations * NORMAL_COUPLING_L1 * factor * m_inf / float(sigma)
+    return scheme.iterations * NORMAL_COUPLING_L1 * factor * m_inf / check_sigma("sigma", sigma)
 
 
 def participation_mismatch_bound(scheme) -> float:
@@ -119,7 +153,7 @@ def loss_error_bound(problem, sigma: float) -> float:
     scheme, strategy = problem.scheme, problem.strategy
     dtype = np.dtype(problem.dtype)
     u = float(np.finfo(dtype).eps) / 2.0
-    sigma = float(sigma)
+    sigma = check_sigma("sigma", sigma)
     n = scheme.iterations
     k, c1, c2sq, _ = _c_stats(strategy)
     m_inf = output_coordinate_bound(scheme, strategy)
@@ -166,6 +200,7 @@ class SystematicBound:
 
 def systematic_bound(problem, sigma: float) -> SystematicBound:
     """All systematic terms for ``problem`` at noise multiplier ``sigma`` (module docstring)."""
+    sigma = check_sigma("sigma", sigma)
     return SystematicBound(applied_loss_shift(problem, sigma),
                            normal_coupling_delta(problem.scheme, problem.strategy, sigma),
                            participation_mismatch_bound(problem.scheme))

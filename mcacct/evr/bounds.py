@@ -33,9 +33,14 @@ import numpy as np
 from mcacct.validate import check_int, check_real
 from mcacct.precision import float64
 
-__all__ = ["kl_bernoulli", "tail_bound", "overall_delta", "overall_delta_terms", "base_delta_for_target",
+__all__ = ["EPSILON_MAX", "kl_bernoulli", "tail_bound", "overall_delta", "overall_delta_terms", "base_delta_for_target",
            "min_samples", "sample_budget", "kl_upper_confidence", "kl_lower_confidence", "gaussian_delta",
            "gaussian_sigma"]
+
+#: The largest epsilon of the Gaussian mechanism's exact delta (:func:`gaussian_delta`, :func:`gaussian_sigma`: the
+#: certified top of every calibration): the formula multiplies by ``e^epsilon``, a finite float64 number only up to
+#: ``epsilon ~ 709.78``.
+EPSILON_MAX = 700.0
 
 # Relative safety factor applied to quantities that must be upper bounds (covers float64 rounding).
 _SAFETY = 1.0 + 1e-9
@@ -208,7 +213,11 @@ def _log_ndtr(x: float) -> float:
     if t < 26.0:
         return math.log(0.5 * math.erfc(t))
     # log(erfc(t)) ~ -t^2 - log(t sqrt(pi)) + log(1 - 1/(2t^2) + 3/(4t^4))
-    return -t * t - math.log(t * math.sqrt(math.pi)) + math.log1p(-0.5 / t**2 + 0.75 / t**4) - math.log(2.0)
+    try:
+        corr = math.log1p(-0.5 / t**2 + 0.75 / t**4)
+    except OverflowError:  # t**4 beyond float64 (t > ~1e77): both terms are 0 to float64 precision
+        corr = 0.0
+    return -t * t - math.log(t * math.sqrt(math.pi)) + corr - math.log(2.0)  # -inf beyond t ~ 1.3e154 (Phi = 0)
 
 
 @float64
@@ -219,10 +228,11 @@ def gaussian_delta(sensitivity: float, sigma: float, epsilon: float) -> float:
                - e^{\varepsilon}\,\Phi\!\left(-\tfrac{\Delta}{2\sigma} - \tfrac{\varepsilon\sigma}{\Delta}\right),
 
     symmetric in the two adjacency directions. Returned with a relative safety margin (an upper bound).
+    ``epsilon`` in ``[0, EPSILON_MAX]`` (``e^epsilon`` must be a float64 number).
     """
     d = check_real("sensitivity", sensitivity, low=0.0, low_open=True)
     s = check_real("sigma", sigma, low=0.0, low_open=True)
-    e = check_real("epsilon", epsilon, low=0.0)
+    e = check_real("epsilon", epsilon, low=0.0, high=EPSILON_MAX)
     a, b = d / (2 * s), e * s / d
     first = math.exp(_log_ndtr(a - b))
     second = math.exp(e + _log_ndtr(-a - b))
@@ -235,7 +245,7 @@ def gaussian_delta(sensitivity: float, sigma: float, epsilon: float) -> float:
 def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     """Smallest noise multiplier (rounded up) with ``gaussian_delta(sensitivity, sigma, epsilon) <= delta``."""
     d = check_real("sensitivity", sensitivity, low=0.0, low_open=True)
-    e = check_real("epsilon", epsilon, low=0.0)
+    e = check_real("epsilon", epsilon, low=0.0, high=EPSILON_MAX)
     t = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     lo, hi = 1e-6 * d, d
     while gaussian_delta(d, hi, e) > t:

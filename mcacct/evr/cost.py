@@ -88,7 +88,11 @@ class CostEstimate:
         return asdict(self)
 
     def summary(self) -> str:
-        """One line for a person: samples and the expected time."""
+        """One line for a person: samples and the expected time (or, with no candidate to verify, that nothing
+        runs)."""
+        if self.candidates_at_most == 0:
+            return (f"no Monte Carlo: no candidate below the certified top sigma {self.top_sigma:.6g} "
+                    f"({self.top_certifier}), which the calibration returns without drawing a sample")
         return (f"{self.pilot_samples + self.verification_samples:,} draws (pilot {self.pilot_samples:,}, "
                 f"verification at most {self.verification_samples:,} for up to {self.candidates_at_most} "
                 f"candidates); about {format_seconds(self.total_seconds)} here at {self.draws_per_second:,.0f} "

@@ -37,6 +37,7 @@ import time
 
 from mcacct import pld as pld_api
 from mcacct.engine.progress import stage
+from mcacct.evr.bounds import EPSILON_MAX
 from mcacct.jobs.problem_file import scheme_to_dict
 from mcacct.report.compare_plans import CompareSetting, compare_options, compare_schemes_info
 from mcacct.schemes.registry import SchemeInfo
@@ -140,7 +141,7 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
     from mcacct.schemes.strategy import BandedToeplitz
 
     t0 = time.perf_counter()
-    eps = check_real("epsilon", epsilon, low=0.0)
+    eps = check_real("epsilon", epsilon, low=0.0, high=EPSILON_MAX)  # the Gaussian top of every row needs e^eps
     dl = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     n = check_int("iterations", iterations, low=1)
     b = check_int("min_sep", min_sep, low=1)
@@ -164,6 +165,13 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
         if given.get(dest) is not None:
             given[dest] = check(dest, given[dest])
     setting = CompareSetting(n, b, bs, m, strategy, given)
+    if wanted is not None:  # an option adds or shapes its scheme's row: refuse one whose row is not wanted
+        names = {e.name for e in wanted}
+        for info, dest, _ in options:
+            if given.get(dest) is not None and info.name not in names:
+                raise ValueError(f"{dest} applies only to the {info.label} row (scheme {info.name}), which "
+                                 f"schemes={[e.label for e in wanted]} leaves out: add {info.label} to schemes or "
+                                 f"leave {dest} out")
     if wanted is None:
         optional = {e.name for e, dest, _ in options if given.get(dest) is not None}
         wanted = tuple(e for e, _ in compare_schemes_info() if e.compare_default or e.name in optional)

@@ -100,7 +100,12 @@ def run_study(grid: StudyGrid, cache_dir: str, seed: int = 0, progress: bool = T
     import mcacct
     from mcacct.strategies import optimize_banded_toeplitz
 
-    os.makedirs(cache_dir, exist_ok=True)
+    if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+        raise ValueError(f"cache_dir must be a directory; {cache_dir!r} is an existing file")
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cache_dir {cache_dir!r} cannot be created ({err.strerror or err})") from None
     n, delta = grid.iterations, grid.delta
     strategies = {}
     for k in grid.bands:

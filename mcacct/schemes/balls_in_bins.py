@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.blocks import lanes_target
 from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.sliding import sliding_dot
 from mcacct.precision import float64
@@ -46,7 +47,25 @@ from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.strategy import check_strategy_type
 from mcacct.validate import check_call, check_count, check_fields
 
-__all__ = ["BallsInBins"]
+__all__ = ["BallsInBins", "max_bins", "BIN_BYTES", "BIN_TERMS_PER_BLOCK"]
+
+
+#: Bytes per shift term of the loss kernel, temporaries included (measured: ``n = 64`` with 32768 bins, one block
+#: of 4096 samples, raised the peak memory of a run by 2.6 GB; 2.6e9 / (4096 * 32768) = 19.4).
+BIN_BYTES = 20
+#: The most shift terms one block of the loss kernel may hold (``block * ceil(n/T) * T``): 2^25, about 0.6 GiB
+#: per device at :data:`BIN_BYTES`.
+BIN_TERMS_PER_BLOCK = 1 << 25
+
+
+@float64
+def max_bins(iterations: int) -> int:
+    """The largest number of bins ``T`` for ``n = iterations``: ``T <= n`` always (then ``ceil(n/T) T < 2n``, the
+    size of the engine's own arrays), and beyond ``n`` as many as keep the ``T`` shift terms of each sample of a
+    block (:func:`mcacct.kernels.blocks.lanes_target` samples, the engine's largest block for ``n``) within
+    :data:`BIN_TERMS_PER_BLOCK` (``--bins 1e12`` asked for 7.3 TiB on the host alone)."""
+    n = int(iterations)
+    return max(n, BIN_TERMS_PER_BLOCK // lanes_target(n))
 
 
 @functools.lru_cache(maxsize=64)
@@ -95,6 +114,15 @@ class BallsInBins(Scheme):
 
     def __post_init__(self) -> None:
         check_fields(self, cycle_length=check_count, iterations=check_count)
+        limit = max_bins(self.iterations)
+        if self.cycle_length > limit:
+            block = lanes_target(self.iterations)
+            raise ValueError(
+                f"cycle_length must be an integer in [1, {limit}] for {self.iterations} iterations; got "
+                f"{self.cycle_length}: the loss holds ceil(n/T)*T shift terms per sample (float64, about "
+                f"{BIN_BYTES} bytes each with the kernel's temporaries) for blocks of up to {block} samples, and "
+                f"at most {BIN_TERMS_PER_BLOCK:,} terms per block ({BIN_TERMS_PER_BLOCK * BIN_BYTES / 2**30:.2g} "
+                "GiB per device) are allowed")
 
     @property
     def sampling_prob(self) -> float:
