@@ -40,6 +40,9 @@ def _check_calibrate_flags(args) -> None:
     if args.sigmas is not None:
         refuse_options(args, ("--ladder-ratio", "--above", "--below"),
                        "with --sigmas (an explicit ladder: no pilot, no generated ladder)")
+    elif args.from_dir is None:  # before the baselines and the pilot (or --plan-only's probe) spend any time
+        from mcacct.evr.calibrate import check_ladder_options
+        check_ladder_options(args.ladder_ratio, args.above, args.below)
     if args.out is not None and not args.plan_only:
         raise ValueError("--out goes with --plan-only (write a plan for shard jobs)")
     if args.pilot and not args.plan_only:

@@ -123,9 +123,9 @@ def participation_mismatch_bound(scheme) -> float:
     scheme's docstring), each costing :data:`UNIFORM_BOUNDARY_MASS`.
 
     Plus the scheme's ``draw_law_tv``: the total-variation bound of its auxiliary draws (the truncated scheme's
-    counts of other examples come from integer alias tables, :mod:`mcacct.kernels.counts`; where a count
-    falls outside the tables, and for the warm start's virtual history, ``jax.random.binomial`` is used and its
-    law is taken as exact, as ``docs/soundness.md`` states).
+    counts of other examples come from integer alias tables, :mod:`mcacct.kernels.counts`, off their band and for
+    the warm start's virtual history from the exact digit tables of :mod:`mcacct.kernels.digits`; every discrete
+    draw and its charge is listed in ``docs/soundness.md``).
     """
     return int(scheme.participation_boundaries()) * UNIFORM_BOUNDARY_MASS + float(scheme.draw_law_tv())
 

@@ -46,7 +46,7 @@ import jax
 
 import numpy as np
 
-from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
+from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, check_problem
 from mcacct.engine.progress import format_seconds
 from mcacct.engine.statistics import FIXED_BITS, HistogramSpec
 from mcacct.engine.runner import LadderStats, run_ladder
@@ -150,6 +150,7 @@ def _pilot(problem, epsilon, base, key, n_pilot, lo, hi, chunk_size, progress) -
     return best, max(safe, best), drawn
 
 
+@float64
 def check_ladder_options(ladder_ratio: float = 1.01, above: int = 3, below: int = 4,
                          pilot_samples: int | None = None, sigmas=None) -> None:
     """Refuse, before any pilot or probe draw, what :func:`calibrate` would only find out late or silently
@@ -220,6 +221,7 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     """Steps 1-3 and 5 of :func:`calibrate` (module docstring): budget, top candidate, pilot (unless
     ``sigmas`` gives the ladder), the fixed sorted ladder and its systematic terms. Parameters as
     :func:`calibrate`."""
+    check_problem("problem", problem)
     check_ladder_options(ladder_ratio, above, below, pilot_samples, sigmas)
     b = calibration_budget(problem, epsilon, delta, num_samples, ladder_ratio, above, below, chunk_size,
                            systematic_reserve)

@@ -39,6 +39,7 @@ from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
 from mcacct.engine.estimate import Estimate, certification_notes
 from mcacct.evr.calibrate import candidate_key
 from mcacct.engine.runner import run_ladder
+from mcacct.engine.systematic import check_sigma
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec
 from mcacct.jobs import integrity
 from mcacct.jobs.problem_file import (KERNEL_VERSION, check_format, fingerprint, problem_from_dict, problem_to_dict,
@@ -103,7 +104,7 @@ class JobConfig:
     spec: HistogramSpec = HistogramSpec()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", check_real("sigma", self.sigma, low=0.0, low_open=True))
+        object.__setattr__(self, "sigma", check_sigma("sigma", self.sigma))  # before any file is written
         eps = tuple(check_real("epsilon", e, low=0.0) for e in np.atleast_1d(self.epsilons))
         if not eps:
             raise ValueError("epsilon must be given at least once")

@@ -42,10 +42,10 @@ from mcacct.kernels.blocks import lanes_target
 from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.sliding import sliding_dot
 from mcacct.precision import float64
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme, jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.strategy import check_strategy_type
-from mcacct.validate import check_call, check_count, check_fields
+from mcacct.validate import check_call, check_count
 
 __all__ = ["BallsInBins", "max_bins", "BIN_BYTES", "BIN_TERMS_PER_BLOCK"]
 
@@ -113,7 +113,7 @@ class BallsInBins(Scheme):
     iterations: int
 
     def __post_init__(self) -> None:
-        check_fields(self, cycle_length=check_count, iterations=check_count)
+        check_scheme_fields(self, cycle_length=check_count, iterations=check_count)
         limit = max_bins(self.iterations)
         if self.cycle_length > limit:
             block = lanes_target(self.iterations)

@@ -105,6 +105,10 @@ CASES = [
       "--delta", "1e-5"], "--sampling-prob does not apply"),
     (["pld", "epsilon", "--scheme", "cyclic-poisson", "--iterations", "64", "--min-sep", "2", "--c-col", "1,1,1",
       "--sampling-prob", "1", "--sigma", "10", "--delta", "1e-5"], "--c-col"),
+    # #37: refused before the baselines, the pilot or any write
+    (["calibrate", "--below", "1e8"], "--below must be an integer in [0, 417]"),
+    (["calibrate", "--plan-only", "--above", "1000"], "--above must be an integer in [0, 417]"),
+    (["sample", "--out", "s", "--sigma", "1e-300", "--epsilon", "1", "--samples", "256"], "--sigma must be in [1e-100"),
     # mse-study
     (["mse-study", "--samples", "0"], "--samples must be a whole number in [1, "),
     (["mse-study", "--seed", "-1"], "--seed must be an integer in [0, "),

@@ -309,3 +309,9 @@ def test_the_json_writer_never_writes_infinity_or_nan():
     assert got == {"a": None, "a_reason": "not a finite number (+inf)", "b": [1.0, None], "c": None,
                    "c_reason": "not a finite number (-inf)", "d": {"e": [None]}, "f": None, "f_reason": "given",
                    "g": 0.5}
+
+
+def test_calibrate_api_names_a_bare_scheme():
+    """``calibrate(BMinSep(...))`` raised AttributeError deep inside; now a TypeError naming ``problem``."""
+    with pytest.raises(TypeError, match=r"problem must be a mcacct.Problem; got BMinSep \(a scheme: wrap it"):
+        mcacct.calibrate(mcacct.BMinSep(0.1, 2, 8), 1.0, 0.1, jax.random.key(0), sigmas=[1.0])

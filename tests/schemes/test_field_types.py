@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from mcacct import BandedInverse, BMinSep, CyclicPoisson, MultiAttribution, TruncatedBMinSep
+from mcacct import BallsInBins, BandedInverse, BMinSep, CyclicPoisson, MultiAttribution, TruncatedBMinSep
 from mcacct.schemes.base import FieldTypeError
 
 
@@ -26,6 +26,7 @@ from mcacct.schemes.base import FieldTypeError
     (lambda: CyclicPoisson(0.5, 2, 10, random_phase="no"), "random_phase", "str 'no'"),
     (lambda: MultiAttribution(0.1, 2, 10, True), "max_examples_per_user", "bool True"),
     (lambda: BandedInverse(0.2, [2], 10), "min_sep", "list [2]"),
+    (lambda: BallsInBins("4", 16), "cycle_length", "str '4'"),
 ])
 def test_wrong_types_are_refused_naming_the_field(make, field, got):
     with pytest.raises(TypeError, match=rf"^{field} must be .*; got {re.escape(got)}") as exc:
