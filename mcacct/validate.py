@@ -76,6 +76,9 @@ def read_json(path: Any, what: str) -> Any:
         raise ValueError(f"{what} {name!r} is not valid JSON: {err}") from None
     except UnicodeDecodeError as err:  # a binary file: JSON is UTF-8 text
         raise ValueError(f"{what} {name!r} is not valid JSON/UTF-8 (byte {err.start}: {err.reason})") from None
+    except RecursionError:  # e.g. 100,000 nested "[": deeper than the parser's stack
+        raise ValueError(f"{what} {name!r} nests arrays or objects deeper than JSON files of mcacct can "
+                         "(a few hundred levels)") from None
 
 
 def parse_floats(name: str, value: Any) -> tuple[float, ...]:

@@ -18,7 +18,6 @@ treats it as failed, as it would anyway.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import time
@@ -26,7 +25,7 @@ import time
 import jax
 import numpy as np
 
-from mcacct.validate import check_int, check_real
+from mcacct.validate import check_int, check_real, read_json
 from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import (CalibrationPlan, CalibrationResult, apply_verdicts, verdict_drop, verification_key,
                               verification_spec)
@@ -75,10 +74,9 @@ def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
     d["fingerprint"] = plan_fingerprint(d)
     if os.path.exists(path):
         try:
-            with open(path) as f:
-                old = json.load(f)
-        except (OSError, ValueError) as err:
-            raise ValueError(f"out {path} exists and cannot be read as a plan ({err}); use another --out") from err
+            old = read_json(path, "plan")
+        except ValueError as err:
+            raise ValueError(f"out {path} exists and cannot be read as a plan ({err}); use another --out") from None
         if not isinstance(old, dict) or old.get("fingerprint") != d["fingerprint"]:
             raise ValueError(f"out {path} already holds another calibration plan; use another --out")
     d = integrity.seal(d)
@@ -94,11 +92,9 @@ def load_plan(plan_dir: str) -> tuple[CalibrationPlan, Problem, str]:
     """``(plan, problem, fingerprint)`` from ``plan_dir/plan.json``, refusing files of another kernel."""
     path = os.path.join(plan_dir, PLAN_NAME)
     try:
-        with open(path) as f:
-            d = json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"plan {path} cannot be read ({err}); write it with `mcacct calibrate --plan-only "
-                         "--out DIR`") from err
+        d = read_json(path, "plan")
+    except ValueError as err:
+        raise ValueError(f"{err}; write it with `mcacct calibrate --plan-only --out DIR`") from None
     fmt = d.get("format") if isinstance(d, dict) else None
     check_format(fmt, FORMAT, f"plan {path} is not a calibration plan")
     integrity.verify(d, f"plan {path}")
@@ -133,11 +129,7 @@ def _shard_json(fp: str, plan: CalibrationPlan, i: int, k: int, a: int, b: int, 
 
 
 def _load_shard(path: str, fp: str, plan: CalibrationPlan) -> dict:
-    try:
-        with open(path) as f:
-            d = json.load(f)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"cannot read the shard file {path}: {err}") from err
+    d = read_json(path, "shard file")
     check_format(d.get("format") if isinstance(d, dict) else None, SHARD_FORMAT,
                  f"{path} is not a shard file of a calibration plan")
     integrity.verify(d, path)

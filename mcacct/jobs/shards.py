@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
-from mcacct.validate import check_int, check_real
+from mcacct.validate import check_int, check_real, read_json
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
 from mcacct.engine.estimate import Estimate, certification_notes
 from mcacct.evr.calibrate import candidate_key
@@ -367,11 +367,7 @@ def load_stats_file(path: str) -> StatsFile:
         :data:`mcacct.jobs.integrity.KEY_ENV` set, a MAC) that does not match its content, its fingerprint does
         not match its config, or its statistics are inconsistent (:func:`stats_from_json`).
     """
-    try:
-        with open(path) as f:
-            d = json.load(f)
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"cannot read statistics file {path}: {err}") from err
+    d = read_json(path, "statistics file")
     check_format(d.get("format") if isinstance(d, dict) else None, FORMAT, f"{path} is not an mcacct statistics file")
     level = integrity.verify(d, path)
     try:
@@ -543,7 +539,7 @@ def _file_head(path: str, whole: bool = False) -> dict | None:
                 return found
         with open(path) as fh:
             d = json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return d if isinstance(d, dict) else {"format": None}
 

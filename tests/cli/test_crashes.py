@@ -315,3 +315,18 @@ def test_calibrate_api_names_a_bare_scheme():
     """``calibrate(BMinSep(...))`` raised AttributeError deep inside; now a TypeError naming ``problem``."""
     with pytest.raises(TypeError, match=r"problem must be a mcacct.Problem; got BMinSep \(a scheme: wrap it"):
         mcacct.calibrate(mcacct.BMinSep(0.1, 2, 8), 1.0, 0.1, jax.random.key(0), sigmas=[1.0])
+
+
+@pytest.mark.parametrize("argv,where", [(["merge", "norms.npy"], "statistics file 'norms.npy' is not valid JSON"),
+                                        (["merge", "deep.json"], "statistics file 'deep.json' nests"),
+                                        (["pld", "epsilon", "--events", "deep.json", "--delta", "1e-6"],
+                                         "events file 'deep.json' nests")])
+def test_unreadable_json_names_the_file(argv, where, tmp_path, monkeypatch, capsys):
+    """A binary file, or 100,000 nested '[' (RecursionError before), is refused naming the file: one JSON reader
+    (mcacct.validate.read_json) for every file mcacct reads."""
+    monkeypatch.chdir(tmp_path)
+    np.save("norms.npy", np.zeros(3))
+    (tmp_path / "deep.json").write_text("[" * 100_000)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and where in err.splitlines()[-1], err
