@@ -131,10 +131,16 @@ round-off of :math:`\delta(\varepsilon)` is at most
 
 (:math:`\sum_ie^{-2\lambda ih}\min\{1,(i+1)h\}^2\le G_\lambda`; only :math:`1/(1-r)` at
 :math:`k=0`), and every reported value is
-:math:`(1+\rho)\big(\sum_j\hat\omega_j(1-e^{\varepsilon-\ell_j})_++\omega_\infty\big)+r_k`,
+:math:`(1+\rho)\sum_j\hat\omega_j(1-e^{\varepsilon-\ell_j})_++(1+\rho_\infty)\,\omega_\infty+r_k`,
 where :math:`\rho` collects the relative errors of the tilt (:math:`(1-\theta)^{-T}`), of the
-untilt and of the sums (:math:`(N-1)u`, any order); :math:`\varepsilon(\delta)` solves this
-inflated curve (rounded up). Without the tilt (:math:`\lambda=0`) :math:`r_k\approx\sqrt N e_2`:
+untilt and of the sums (:math:`(N-1)u`, any order), and :math:`\rho_\infty=16u` those of the mass at
+infinity, which never passes through the tilt or the FFT (its own evaluation, the Chernoff exponent rounded
+up, and the final additions); :math:`\varepsilon(\delta)` solves this inflated curve (rounded up). As
+:math:`\rho` grows with the tilt, and the tilt with the query, keeping it off :math:`\omega_\infty` keeps the
+reported :math:`\delta(\varepsilon)` flat where it is the mass at infinity (non-increasing in
+:math:`\varepsilon`); any finite :math:`\varepsilon` is accepted, and beyond the window the value is the limit
+:math:`(1+\rho_\infty)\omega_\infty` (docs/pld.md, "Extreme ε and small h").
+Without the tilt (:math:`\lambda=0`) :math:`r_k\approx\sqrt N e_2`:
 at :math:`N=2^{19}`, :math:`T=7200`, :math:`q=1.2\cdot10^{-4}` about :math:`5\cdot10^{-8}` with (a)
 (above the production delta 1.3e-8) and :math:`2`-:math:`4\cdot10^{-9}` with (b) (thousands of
 times delta = 1e-12); with the tilt it is :math:`10^{-9}` to :math:`10^{-4}` of :math:`\delta`

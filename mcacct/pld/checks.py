@@ -10,14 +10,15 @@ NumPy scalars as plain numbers (``got nan``, never ``got np.float64(nan)``).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from mcacct.validate import check_choice, check_int, check_prob, check_real, is_number
 
-__all__ = ["plain", "check_delta", "check_discretization", "check_epsilon", "check_integer", "check_positive",
-           "check_probability", "check_value_interval", "is_real_number", "DISCRETIZATIONS"]
+__all__ = ["plain", "check_answer", "check_delta", "check_discretization", "check_epsilon", "check_integer",
+           "check_positive", "check_probability", "check_value_interval", "is_real_number", "DISCRETIZATIONS"]
 
 #: The discretisations of a privacy loss distribution (:mod:`mcacct.pld.discrete`).
 DISCRETIZATIONS = ("connect_dots", "round_up")
@@ -59,6 +60,20 @@ def check_delta(delta: Any) -> float:
 def check_value_interval(h: Any) -> float:
     """``value_discretization_interval`` in ``(0, 0.1]``."""
     return check_real("value_discretization_interval", h, low=0.0, high=0.1, low_open=True, strict=True)
+
+
+def check_answer(result: Any) -> None:
+    """Refuse a result (:class:`~mcacct.pld.specs.PLDResult`, :class:`~mcacct.pld.events.EventsResult`) that is not
+    a number: ``nan`` in ``epsilon`` or ``delta`` or their per-direction values, or an infinite delta. A numerical
+    failure is never a bound, so it is a ``ValueError`` (one ``error:`` line and exit 2 on the command line), never
+    a printed ``nan`` (``epsilon = inf`` stays: it is the answer below the mass at infinity)."""
+    h = result.value_discretization_interval
+    for name in ("epsilon", "epsilon_remove", "epsilon_add", "delta", "delta_remove", "delta_add"):
+        v = float(getattr(result, name))
+        if math.isnan(v) or (name.startswith("delta") and math.isinf(v)):
+            raise ValueError(
+                f"the PLD accountant computed {name} = {v} at value_discretization_interval={h:g}: a numerical "
+                "failure, not a bound; try another value_discretization_interval or a larger sigma")
 
 
 def check_discretization(method: Any) -> str:

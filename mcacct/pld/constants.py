@@ -43,5 +43,12 @@ U = 2.0 ** -53
 FFT_C = 8.0
 CMUL_C = 2.5
 UNDERFLOW = 1e-280
+# Relative inflation of the mass at +infinity in the certified queries of pld_delta / pld_epsilon (kernels.
+# _query_delta / _query_epsilon): that mass never passes through the tilt or the FFT, so it carries only the
+# rounding of its own evaluation (log1p, product, expm1, the Chernoff exponential with its exponent rounded up,
+# one addition) and of the final products and sums, a few ulp each. It used to share the FFT's (1 + rho),
+# which grows with the tilt chosen for the query (up to ~1e-8 for a query near the window top), so a larger
+# epsilon could report a larger delta in the flat tail, where delta(epsilon) is the mass at infinity.
+INF_REL = 16 * U
 # Tilted compositions whose pointwise minimum gives the curve in group_privacy_conversion_epsilon.
 GROUP_TILTS = 12

@@ -278,6 +278,11 @@ def _mechanism_pld_cached(spec, h: float, method: str) -> DiscretePLD:
     # window [a_start, a_start + n_fft): mass above it is added to `inf`, mass below aliases upwards
     out, inf, _, _, _ = compose_arrays_batch(pmfs, offs, infs, lms, jnp.asarray(a_start), steps, h, N=n_fft)
     out, inf = np.asarray(out)[0], np.asarray(inf)[0]
+    if not (np.all(np.isfinite(out)) and np.all(np.isfinite(inf))):  # a numerical failure, never a PLD
+        raise ValueError(
+            f"the composed PLD of {type(spec).__name__} at sigma={sigma:g} with value_discretization_interval={h:g} "
+            "is not finite (a numerical failure of the discretisation or composition, not a bound); try another "
+            "value_discretization_interval or a larger sigma")
     return DiscretePLD({d: DirectionPLD(h, int(a_start[0, i]), out[i], float(min(inf[i], 1.0)), True)
                         for i, d in enumerate(DIRECTIONS)})
 
@@ -335,6 +340,23 @@ def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_in
         :math:`\varepsilon\ge0`.
     delta : float
         :math:`\delta\in[0,1)`.
+
+    Notes
+    -----
+    The masses are formed with :math:`e^{-\varepsilon}` only,
+    :math:`(1-\delta)/(1+e^{-\varepsilon})` and :math:`(1-\delta)e^{-\varepsilon}/(1+e^{-\varepsilon})`, so a
+    large :math:`\varepsilon` cannot overflow (:math:`e^{\varepsilon}` did beyond 709.78, an ``OverflowError``).
+    Where the mass of the :math:`-\varepsilon` atom underflows to 0 (:math:`\varepsilon>745`), that atom is
+    left out and :data:`~mcacct.pld.constants.UNDERFLOW` (far above its true mass, below
+    :math:`e^{-745}`) is added to the mass at :math:`+\infty` instead: moving mass up is pessimistic. The grid
+    spans both atoms (about :math:`2\varepsilon/h` points), so it is checked against the memory budget before it
+    is allocated (``ValueError`` naming ``value_discretization_interval``).
+
+    Raises
+    ------
+    ValueError
+        For arguments out of range, a grid larger than the memory budget, or :math:`\varepsilon/h\ge2^{52}`
+        (grid indices beyond exact integers).
     """
     eps = check_epsilon(epsilon)
     if not is_real_number(delta) or not math.isfinite(delta) or not 0.0 <= delta < 1.0:
@@ -342,12 +364,22 @@ def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_in
     dl = float(delta)
     h = check_value_interval(value_discretization_interval)
     method = check_discretization(discretization)
+    if eps / h >= 2.0 ** 52:
+        raise ValueError(f"epsilon / value_discretization_interval must be below 2^52 (grid indices); got epsilon="
+                         f"{eps:g} and value_discretization_interval={h:g}")
+    w = math.exp(-eps)  # e^{-eps} <= 1: no overflow (the former 1 + e^{eps} overflowed beyond eps = 709.78)
+    atoms = [(eps, (1.0 - dl) / (1.0 + w)), (-eps, (1.0 - dl) * w / (1.0 + w))]
+    inf = dl
+    if atoms[1][1] == 0.0:  # e^{-eps} underflowed: move that atom (< 1e-323) to +inf, which is pessimistic
+        atoms, inf = atoms[:1], min(dl + UNDERFLOW, 1.0)
+    check_grid(2 * math.ceil(eps / h) + 3 if len(atoms) == 2 else 3, h,
+               what=f"the PLD of an (epsilon={eps:g}, delta) pair (two atoms {2 * eps:g} apart)")
     masses: dict[int, float] = {}
-    for x, a in ((eps, (1.0 - dl) / (1.0 + math.exp(-eps))), (-eps, (1.0 - dl) / (1.0 + math.exp(eps)))):
+    for x, a in atoms:
         for j, m in _atom(x, a, h, method).items():
             masses[j] = masses.get(j, 0.0) + m
     lo, hi = min(masses), max(masses)
     pmf = np.zeros(hi - lo + 1)
     for j, m in masses.items():
         pmf[j - lo] += m
-    return DiscretePLD({d: DirectionPLD(h, lo, pmf, dl, True) for d in DIRECTIONS})
+    return DiscretePLD({d: DirectionPLD(h, lo, pmf, inf, True) for d in DIRECTIONS})

@@ -47,7 +47,7 @@ from mcacct.pld.discrete import DIRECTIONS, DirectionPLD, DiscretePLD, compose, 
 from mcacct.pld.specs import (SPEC_TYPES, CyclicPoissonBandMFSpec, GaussianSpec, GroupFixedBatchSpec,
                               GroupPoissonSpec, MechanismSpec, MixtureOfGaussiansSpec, PoissonGaussianSpec)
 from mcacct.validate import check_int, read_json
-from mcacct.pld.checks import check_delta, check_discretization, check_epsilon, check_value_interval
+from mcacct.pld.checks import check_answer, check_delta, check_discretization, check_epsilon, check_value_interval
 from mcacct.precision import float64
 
 __all__ = ["EVENT_KINDS", "Event", "EventsResult", "as_events", "event_from_dict", "event_to_dict", "load_events",
@@ -241,6 +241,9 @@ class EventsResult:
     discretization: str
     events: tuple
     certified: bool = True
+
+    def __post_init__(self) -> None:
+        check_answer(self)  # never a nan epsilon / delta, nor an infinite delta
 
     def to_dict(self) -> dict:
         """JSON-serialisable fields (infinities as strings, nan as None)."""

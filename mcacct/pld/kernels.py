@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp, ndtr
 
-from mcacct.pld.constants import CMUL_C, FFT_C, LAMBDAS, LAMBDAS_NEG, LAMBDA_SUB, TAIL_TRUNCATION, U, UNDERFLOW
+from mcacct.pld.constants import (CMUL_C, FFT_C, INF_REL, LAMBDAS, LAMBDAS_NEG, LAMBDA_SUB, TAIL_TRUNCATION, U,
+                                  UNDERFLOW)
 
 
 def _interval_probs(x: jax.Array) -> jax.Array:
@@ -106,6 +107,44 @@ def _window(pmf: jax.Array, l: jax.Array, steps: jax.Array):
     return x_lo, x_hi, jnp.concatenate([lm_pos, lm_neg])
 
 
+def _scaled(x: jax.Array, log_factor: jax.Array) -> jax.Array:
+    r""":math:`x\,e^{f}` for :math:`x\ge0`, formed as :math:`e^{\log x+f}` (:math:`0` where :math:`x=0`).
+
+    The plain product overflows to ``inf`` once :math:`f>709.78` even where the result is tiny (and
+    ``inf * 0`` is ``nan``); in log space the exponent is the logarithm of the result itself, so it
+    overflows only if the result does. The relative error is that of ``exp`` at an argument of size
+    :math:`|\log x|+|f|`, the same order as the plain product's :math:`|f|u` from ``exp(f)``.
+    """
+    pos = x > 0
+    return jnp.where(pos, jnp.exp(jnp.log(jnp.where(pos, x, 1.0)) + log_factor), 0.0)
+
+
+def _connect_dots_split(ai: jax.Array, bi: jax.Array, lj: jax.Array, lj1: jax.Array, h) -> tuple[jax.Array, jax.Array]:
+    r"""Masses moved to the *upper* end point of each loss interval by ``connect_dots``.
+
+    On :math:`I_j=(\ell_j,\ell_{j+1}]` with :math:`a_j=P(L\in I_j)`, :math:`b_j=Q(L\in I_j)`:
+
+    .. math::
+
+        \beta_j=\frac{a_j-e^{\ell_j}b_j}{1-e^{-h}}\ \text{(remove, at }\ell_{j+1}),\qquad
+        \beta'_j=\frac{b_j-e^{-\ell_{j+1}}a_j}{1-e^{-h}}\ \text{(add, at }-\ell_j),
+
+    each clipped to :math:`[0,a_j]` resp. :math:`[0,b_j]`. Since :math:`dQ=e^{-L}dP`,
+    :math:`e^{-\ell_{j+1}}a_j\le b_j\le e^{-\ell_j}a_j`, so both products are at most
+    :math:`a_j` resp. :math:`b_j` -- but :math:`e^{\ell_j}` alone overflows for
+    :math:`\ell_j>709.78`, which the power-of-two padding of the loss grid reaches for small
+    :math:`\sigma` (e.g. :math:`\sigma=0.06`, :math:`h=10^{-3}`: the grid runs to 743), and
+    ``inf * 0`` (a :math:`b_j` that underflowed) was ``nan``, poisoning the whole PLD. The products
+    are therefore formed in log space (:func:`_scaled`). Where :math:`b_j` (or :math:`a_j`) has
+    underflowed to 0 the product is 0, which moves *more* mass to the upper end point, i.e.
+    towards ``round_up``: still a dominating pair, so every bound stays an upper bound.
+    """
+    denom = -jnp.expm1(-h)
+    up_r = jnp.clip((ai - _scaled(bi, lj)) / denom, 0.0, ai)
+    up_a = jnp.clip((bi - _scaled(ai, -lj1)) / denom, 0.0, bi)
+    return up_r, up_a
+
+
 def _single_one(s, logp, p, n_lo, steps, h, *, K: int, method: str, solver: str):
     """Discretised single-step PLDs (remove, add) + composition windows."""
     idx = n_lo + jnp.arange(K)
@@ -120,9 +159,7 @@ def _single_one(s, logp, p, n_lo, steps, h, *, K: int, method: str, solver: str)
     if method == "round_up":
         up_r, up_a = ai, bi
     else:
-        denom = -jnp.expm1(-h)
-        up_r = jnp.clip((ai - jnp.exp(lj) * bi) / denom, 0.0, ai)
-        up_a = jnp.clip((bi - jnp.exp(-lj1) * ai) / denom, 0.0, bi)
+        up_r, up_a = _connect_dots_split(ai, bi, lj, lj1, h)
     zero1 = jnp.zeros(1)
     # REMOVE: index j <-> loss l_j
     rem = jnp.concatenate([zero1, up_r]) + jnp.concatenate([ai - up_r, zero1])
@@ -294,7 +331,12 @@ def _tails(lm, a_start, steps, h, inf1, *, N: int):
     t = jnp.asarray(steps, jnp.float64)
     top = (a_start + N).astype(jnp.float64) * h
     bot = (a_start - 1).astype(jnp.float64) * h
-    upper = jnp.minimum(jnp.min(jnp.exp(t * lm[:nl] - jnp.asarray(LAMBDAS) * top)), 1.0)
+    lam_top = jnp.asarray(LAMBDAS) * top
+    # exponent rounded up by a bound on its own rounding (a few ulp of its two terms): at lambda * top ~ 1e6 the
+    # plain evaluation could be ~1e-10 low, relative; this term is part of the mass at infinity
+    upper_arg = t * lm[:nl] - lam_top
+    upper_arg = upper_arg + 4 * U * (jnp.abs(t * lm[:nl]) + jnp.abs(lam_top) + 1.0)
+    upper = jnp.minimum(jnp.min(jnp.exp(upper_arg)), 1.0)
     lower = jnp.minimum(jnp.min(jnp.exp(t * lm[nl:] + jnp.asarray(LAMBDAS_NEG) * bot)), 1.0)
     inf_t = -jnp.expm1(t * jnp.log1p(-inf1))
     return upper, lower, inf_t
@@ -316,22 +358,35 @@ def _compose_one(pmf, off, inf1, lm, a_start, steps, h, *, N: int):
     return out, jnp.minimum(inf_t + upper + l1, 1.0), upper, lower, inf_t
 
 
-def _query_delta(out, inf, a_start, h, eps_q, rb=None, rho=0.0):
+def _query_delta(out, inf, a_start, h, eps_q, rb=None, rho=0.0, rho_inf=None):
     r""":math:`\delta(\varepsilon_q)=\sum_j\omega_j(1-e^{\varepsilon_q-\ell_j})_++\omega_\infty` (grid :math:`(A+i)h`).
 
     With ``rb`` / ``rho`` (see :func:`_query_epsilon`) the certified value
-    :math:`\min\{1,(1+\rho)(\cdot)+r_k\}`, :math:`k` the first index with :math:`\ell_k>\varepsilon_q`,
-    and that :math:`r_k`; else ``(value, 0)``.
+    :math:`\min\{1,(1+\rho)\sum_j(\cdot)+(1+\rho_\infty)\,\omega_\infty+r_k\}`, :math:`k` the first index
+    with :math:`\ell_k>\varepsilon_q`, and that :math:`r_k`; else ``(value, 0)``. ``rho_inf`` is
+    :math:`\rho_\infty` (``None``: :math:`\rho`, i.e. :math:`(1+\rho)(\sum_j(\cdot)+\omega_\infty)`).
+
+    Any finite :math:`\varepsilon_q` is accepted: beyond the window top every weight
+    :math:`(1-e^{\varepsilon_q-\ell_j})_+` is 0 and :math:`k=N` (no round-off term), so the value is the
+    limit :math:`(1+\rho_\infty)\,\omega_\infty` of :math:`\delta(\varepsilon)` as :math:`\varepsilon\to\infty`
+    (the mass at infinity, window tail bound included). :math:`k` is found in floating point and
+    clipped to :math:`[0,N]` before it is cast to an integer, so an :math:`\varepsilon_q/h` beyond
+    :math:`2^{63}` cannot wrap around.
     """
     N = out.shape[0]
     l = (a_start + jnp.arange(N)).astype(jnp.float64) * h
     terms = jnp.where(l > eps_q, out * -jnp.expm1(eps_q - l), 0.0)
     if rb is None:
         return jnp.sum(terms) + inf, 0.0  # (rho covers the summation error, any order: (N - 1) u)
-    kq = jnp.clip(jnp.floor(eps_q / h).astype(jnp.int64) + 1 - a_start, 0, N)  # first l > eps_q
+    # first l > eps_q, clipped in floating point *before* the integer cast: eps_q / h beyond 2^63 (eps_q = 1e15 at
+    # h = 1e-4) wrapped around int64 and picked the round-off bound of the window's bottom cell (up to 1)
+    kqf = jnp.floor(eps_q / h) + 1.0 - a_start.astype(jnp.float64)
+    kq = jnp.clip(kqf, 0.0, float(N)).astype(jnp.int64)
     kq = jnp.where((kq > 0) & (l[jnp.maximum(kq - 1, 0)] > eps_q), kq - 1, kq)  # guard rounding
     rb_d = jnp.concatenate([rb, jnp.zeros(1)])[kq]  # rb is non-increasing: a smaller kq is safe
-    return jnp.minimum((1.0 + rho) * (jnp.sum(terms) + inf) + rb_d, 1.0), rb_d
+    if rho_inf is None:
+        return jnp.minimum((1.0 + rho) * (jnp.sum(terms) + inf) + rb_d, 1.0), rb_d
+    return jnp.minimum((1.0 + rho) * jnp.sum(terms) + (1.0 + rho_inf) * inf + rb_d, 1.0), rb_d
 
 
 def _decayed_suffix(w: jax.Array, r: jax.Array) -> jax.Array:
@@ -350,7 +405,7 @@ def _decayed_suffix(w: jax.Array, r: jax.Array) -> jax.Array:
     return t
 
 
-def _query_epsilon(out, inf, a_start, h, delta_q, rb=None, rho=0.0):
+def _query_epsilon(out, inf, a_start, h, delta_q, rb=None, rho=0.0, rho_inf=None):
     r""":math:`\varepsilon(\delta_q)` of a discrete PLD (grid :math:`\ell_j=(A+j)h`, mass ``inf`` at :math:`+\infty`).
 
     With :math:`S_0(k)=\sum_{j\ge k}\omega_j` and the *decayed* suffix sums
@@ -365,8 +420,10 @@ def _query_epsilon(out, inf, a_start, h, delta_q, rb=None, rho=0.0):
 
     ``rb[k]`` (optional) bounds the round-off of :math:`\delta(\varepsilon)` for
     :math:`\varepsilon\in(\ell_{k-1},\ell_k]` (weights on :math:`j\ge k` only) and ``rho`` its
-    relative part: every value becomes :math:`(1+\rho)(\cdot)+r_k`. The factor :math:`e^{-h}` is rounded
-    *down* (a smaller :math:`T` only raises every :math:`\delta`), and :math:`S_0` is inflated by
+    relative part: every value becomes :math:`(1+\rho)(\cdot)+r_k`, or, with ``rho_inf`` :math:`=\rho_\infty`,
+    :math:`(1+\rho)(S_0-e^{\varepsilon-\ell_k}T)+(1+\rho_\infty)\omega_\infty+r_k` (as :func:`_query_delta`). The
+    factor :math:`e^{-h}` is rounded *down* (a smaller :math:`T` only raises every :math:`\delta`), and :math:`S_0`
+    is inflated by
     :math:`4(N+4)u` plus :data:`~mcacct.pld.constants.UNDERFLOW`: the sum of :math:`S_0` (:math:`\gamma_N`),
     that of :math:`T` (:math:`\gamma_{3N}`, :func:`_decayed_suffix`) and the final products and difference,
     all relative to :math:`S_0`, because :math:`e^{\varepsilon-\ell_k}T(k)\le S_0(k)`. The reported
@@ -390,17 +447,23 @@ def _query_epsilon(out, inf, a_start, h, delta_q, rb=None, rho=0.0):
     zero1 = jnp.zeros(1)
     s0n = jnp.concatenate([s0[1:], jnp.full(1, floor0)])
     vn = r * jnp.concatenate([t[1:], zero1])  # sum_{j>k} w_j e^{-(l_j - l_k)}
-    d_grid = g1 * (jnp.maximum(s0n - vn, 0.0) + inf) + rbv
+    # the mass at infinity, inflated by (1 + rho) with the sums or by its own (1 + rho_inf)
+    def curve(x):
+        return g1 * (x + inf) if rho_inf is None else g1 * x + (1.0 + rho_inf) * inf
+
+    # its share in units of the sums (rounded up: a larger numerator below only raises epsilon)
+    inf_g = inf if rho_inf is None else (1.0 + rho_inf) * inf / g1 * (1.0 + 4 * U)
+    d_grid = curve(jnp.maximum(s0n - vn, 0.0)) + rbv
     k1 = jnp.clip(1 - a_start, 0, N)  # first index with l > 0
     rb0 = jnp.concatenate([rbv, zero1])[k1]
     l1 = (a_start + k1).astype(jnp.float64) * h
     v0 = jnp.exp(-l1) * down * jnp.concatenate([t, zero1])[k1]  # sum_j w_j e^{-l_j}
-    d0 = g1 * (jnp.maximum(s0[0] - v0, 0.0) + inf) + rb0
+    d0 = curve(jnp.maximum(s0[0] - v0, 0.0)) + rb0
     k0 = jnp.clip(-a_start, 0, N - 1)  # first index with l >= 0
     cond = (l >= 0) & (d_grid <= delta_q)
     k = jnp.argmax(cond)
     found = cond[k]
-    num = s0[k] + inf - (delta_q - rbv[k]) / g1
+    num = s0[k] + inf_g - (delta_q - rbv[k]) / g1
     den = t[k]
     # (l_{k-1}, l_k] if l_{k-1} >= 0 is a grid point of the window, else (0, l_k]
     lo_e = jnp.where(k > k0, jnp.maximum(l[k] - h, 0.0), 0.0)
@@ -496,9 +559,9 @@ def _compose_query_one(pmf, off, inf1, lm, a_start, h, eps_q, delta_q, *, steps:
     out, rb, rho, inf, tail, _ = _tilted_one(pmf, off, inf1, lm, a_start, h, s0, steps=steps, N=N)
     nan = jnp.asarray(jnp.nan)
     if for_delta:
-        d_eps, rb_d = _query_delta(out, inf, a_start, h, eps_q, rb, rho)
+        d_eps, rb_d = _query_delta(out, inf, a_start, h, eps_q, rb, rho, INF_REL)
         return d_eps, nan, inf, tail, rb_d, nan, nan
-    eps, rb_e, floor = _query_epsilon(out, inf, a_start, h, delta_q, rb, rho)
+    eps, rb_e, floor = _query_epsilon(out, inf, a_start, h, delta_q, rb, rho, INF_REL)
     return nan, eps, inf, tail, nan, rb_e, floor
 
 

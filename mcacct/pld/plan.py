@@ -183,12 +183,32 @@ def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
                 float(eps_q), float(delta_q), N=int(n_fft), steps=canon.steps, for_delta=target == "delta")
             for name, v in zip(("delta", "epsilon", "inf", "tail", "rb_delta", "rb_epsilon", "floor"), outs):
                 res[name][ids] = np.asarray(v)
+    check_finite(res, target, sigmas, h)
     return res
 
 
+def check_finite(r: dict[str, np.ndarray], target: str, sigmas: np.ndarray, h: float) -> None:
+    """Refuse a result that is not a number: a ``nan`` delta or epsilon (or an infinite delta) of the ``target``
+    query is a numerical failure, never an answer, so it becomes a ``ValueError`` naming sigma and the grid
+    (``epsilon = inf`` stays: it is the answer below the mass at infinity)."""
+    key = "delta" if target == "delta" else "epsilon"
+    v = r[key]
+    bad = np.isnan(v) | (np.isinf(v) if key == "delta" else False) | np.isnan(r["inf"])
+    if bad.any():
+        i, d = np.argwhere(bad)[0]
+        raise ValueError(
+            f"the PLD accountant computed no valid {key} at sigma={sigmas[i]:g} with value_discretization_interval="
+            f"{h:g} ({('remove', 'add')[d]} direction: {key} {v[i, d]!r}, mass at +infinity {r['inf'][i, d]!r}); "
+            "this is a numerical failure, not a bound: try another value_discretization_interval or a larger sigma")
+
+
 def check_certifiable(r: dict[str, np.ndarray], delta: float, sigmas: np.ndarray) -> None:
-    """Refuse an epsilon query whose delta is above the mass at infinity but below the round-off floor."""
-    bad = np.isinf(r["epsilon"]) & (delta >= r["inf"] * (1 + 1e-9))
+    """Refuse an epsilon query whose delta is above the mass at infinity but below the round-off floor (unless the
+    other direction's epsilon is infinite anyway, delta being below its mass at infinity: then ``inf`` is the
+    answer)."""
+    above = delta >= r["inf"] * (1 + 1e-9)
+    legit = np.isinf(r["epsilon"]) & ~above  # epsilon = inf because delta is below the mass at infinity
+    bad = np.isinf(r["epsilon"]) & above & ~legit.any(axis=1, keepdims=True)
     if bad.any():
         i, d = np.argwhere(bad)[0]
         raise ValueError(

@@ -10,7 +10,7 @@ from typing import Union
 
 import numpy as np
 
-from mcacct.pld.checks import check_integer, check_positive, check_probability
+from mcacct.pld.checks import check_answer, check_integer, check_positive, check_probability
 from mcacct.precision import float64
 
 
@@ -506,6 +506,9 @@ class PLDResult:
     compositions: int
     fft_size: int
     roundoff_bound: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_answer(self)  # never a nan epsilon / delta, nor an infinite delta
 
     def to_dict(self) -> dict:
         """Return the fields as a JSON-serialisable ``dict``."""
