@@ -18,7 +18,7 @@ import numpy as np
 from mcacct.validate import check_choice, check_int, check_prob, check_real, is_number
 
 __all__ = ["plain", "check_answer", "check_delta", "check_discretization", "check_epsilon", "check_integer",
-           "check_positive", "check_probability", "check_value_interval", "is_real_number", "DISCRETIZATIONS"]
+           "check_positive", "check_probability", "check_value_interval", "is_real_number", "DISCRETIZATIONS", "half_step"]
 
 #: The discretisations of a privacy loss distribution (:mod:`mcacct.pld.discrete`).
 DISCRETIZATIONS = ("connect_dots", "round_up")
@@ -79,3 +79,14 @@ def check_answer(result: Any) -> None:
 def check_discretization(method: Any) -> str:
     """One of :data:`DISCRETIZATIONS`."""
     return check_choice("discretization", plain(method), DISCRETIZATIONS)
+
+
+def half_step(rerun, h: float):
+    """``rerun()``, the error estimate's second run at ``h / 2``; its refusal names the user's ``h`` and the way out
+    (the first run at ``h`` passed, so only the estimate is out of reach)."""
+    try:
+        return rerun()
+    except ValueError as err:
+        raise ValueError(f"value_discretization_interval={h:g} works, but the error estimate re-runs at h/2 = "
+                         f"{h / 2:g}, which is refused: {err}. Pass estimate_error=False (--no-error-estimate) or a "
+                         "larger value_discretization_interval") from None

@@ -47,7 +47,8 @@ from mcacct.pld.discrete import DIRECTIONS, DirectionPLD, DiscretePLD, compose, 
 from mcacct.pld.specs import (SPEC_TYPES, CyclicPoissonBandMFSpec, GaussianSpec, GroupFixedBatchSpec,
                               GroupPoissonSpec, MechanismSpec, MixtureOfGaussiansSpec, PoissonGaussianSpec)
 from mcacct.validate import check_int, read_json
-from mcacct.pld.checks import check_answer, check_delta, check_discretization, check_epsilon, check_value_interval
+from mcacct.pld.checks import (check_answer, check_delta, check_discretization, check_epsilon, check_value_interval,
+                               half_step)
 from mcacct.precision import float64
 
 __all__ = ["EVENT_KINDS", "Event", "EventsResult", "as_events", "event_from_dict", "event_to_dict", "load_events",
@@ -273,7 +274,7 @@ def _result(events: Any, eps: float | None, dl: float | None, h: float, method: 
     merged = tuple(event_to_dict(e) for e in merge_events(evs))
     err = math.nan
     if estimate_error:
-        r2 = _query(evs, h / 2, method, eps, dl)
+        r2 = half_step(lambda: _query(evs, h / 2, method, eps, dl), h)
         top, top2 = max(r[d] for d in DIRECTIONS), max(r2[d] for d in DIRECTIONS)
         err = 2 * abs(top - top2) if math.isfinite(top) and math.isfinite(top2) else math.nan
     if eps is not None:

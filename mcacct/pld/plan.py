@@ -16,6 +16,7 @@ from mcacct.pld.constants import (BYTES_PER_POINT, CHUNK_BUDGET, ENV_MEMORY_BUDG
                                   Z_TRUNC)
 from mcacct.pld.kernels import compose_query_batch, single_batch
 from mcacct.pld.specs import Canonical, PLDResult
+from mcacct.pld.checks import half_step
 
 
 def bucket(n: int, minimum: int = 1024) -> int:
@@ -224,7 +225,7 @@ def result(canon: Canonical, sigma: float, h: float, method: str, eps_q: float,
         check_certifiable(r, delta_q, np.array([sigma]))
     err = float("nan")
     if estimate_error:
-        r2 = run(canon, np.array([sigma]), h / 2, method, eps_q, delta_q, report)
+        r2 = half_step(lambda: run(canon, np.array([sigma]), h / 2, method, eps_q, delta_q, report), h)
         key = "delta" if report == "delta" else "epsilon"
         x1, x2 = float(r[key][0].max()), float(r2[key][0].max())
         err = 2.0 * abs(x1 - x2) if math.isfinite(x1) and math.isfinite(x2) else float("inf")

@@ -263,3 +263,15 @@ def test_privacy_parameters_pld_large_epsilon():
     assert small["remove"].infinity_mass == 1e-6 and small["remove"].pmf.sum() == pytest.approx(1 - 1e-6)
     with pytest.raises(ValueError, match="value_discretization_interval"):
         discrete.privacy_parameters_pld(1e15, 1e-6, 1e-4)
+
+
+def test_error_estimate_refusal_names_the_users_h(monkeypatch):
+    """#37: when the run at h passes but the error estimate's re-run at h/2 exceeds the grid, the refusal names the
+    user's h (not h/2 alone) and the way out."""
+    import mcacct.pld.plan as plan_module
+    from mcacct.pld import GaussianSpec, pld_epsilon
+    monkeypatch.setattr(plan_module, "MAX_GRID", 4096)
+    pld_epsilon(GaussianSpec(1.0), 1e-5, value_discretization_interval=1e-2, estimate_error=False)
+    with pytest.raises(ValueError, match=r"value_discretization_interval=0.01 works, but the error estimate re-runs "
+                                         r"at h/2 = 0.005.*estimate_error=False"):
+        pld_epsilon(GaussianSpec(1.0), 1e-5, value_discretization_interval=1e-2)
