@@ -95,3 +95,14 @@ def two_sample_chi2(a, b_):
     ea, eb = tot * na / (na + nb), tot * nb / (na + nb)
     stat = float(np.sum(((ca - ea) ** 2 / ea + (cb - eb) ** 2 / eb)[mask]))
     return stat, int(mask.sum()) - 1
+
+
+def run_cli(argv, capsys):
+    """``(exit status, stdout, stderr)`` of ``mcacct argv`` in-process, argparse's refusals (SystemExit) included."""
+    from mcacct.cli.commands import main
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err

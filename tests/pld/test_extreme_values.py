@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcacct import pld
-from mcacct.cli import main
+from helpers import run_cli
 from mcacct.pld import discrete, kernels, plan
 from mcacct.pld.constants import INF_REL
 
@@ -57,13 +57,6 @@ EXACT_DELTA_700 = _exact_delta(700.0, 0.06, 4)  # 6.4580948695e-06
 EXACT_EPS_1E5 = _exact_epsilon(1e-5, 0.06, 4)  # 696.77779154
 
 
-def _run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # argparse
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def _one_error_line(rc, out, err):
@@ -127,12 +120,12 @@ def test_small_sigma_events_and_stateful_accountant():
 def test_cli_small_sigma_delta_and_epsilon(capsys):
     flags = ["--scheme", "gaussian", "--steps", "4", "--sigma", "0.06", "--value-discretization-interval", "1e-3",
              "--no-error-estimate", "--quiet"]
-    rc, out, err = _run(["pld", "delta", *flags, "--epsilon", "700"], capsys)
+    rc, out, err = run_cli(["pld", "delta", *flags, "--epsilon", "700"], capsys)
     assert rc == 0, err
     d = _printed("delta", out)
     assert math.isfinite(d) and d >= EXACT_DELTA_700 * (1 - 1e-5)  # printed to 6 digits
     assert "nan" not in out
-    rc, out, err = _run(["pld", "epsilon", *flags, "--delta", "1e-5"], capsys)
+    rc, out, err = run_cli(["pld", "epsilon", *flags, "--delta", "1e-5"], capsys)
     assert rc == 0, err
     e = _printed("epsilon", out)
     assert math.isfinite(e) and e == pytest.approx(EXACT_EPS_1E5, rel=1e-5)
@@ -158,7 +151,7 @@ def test_poisson_huge_epsilon_is_the_limit(capsys):
     assert d15.delta == d13.delta < 1e-15  # was 1.0 at 1e15 against 4e-20 at 1e13
     assert d15.roundoff_bound == 0.0
     assert d15.delta >= d15.infinity_mass
-    rc, out, err = _run(["pld", "delta", "-q", "0.1", "-T", "10", "--sigma", "1", "--epsilon", "1e15",
+    rc, out, err = run_cli(["pld", "delta", "-q", "0.1", "-T", "10", "--sigma", "1", "--epsilon", "1e15",
                          "--no-error-estimate", "--quiet"], capsys)
     assert rc == 0, err
     assert _printed("delta", out) == pytest.approx(d13.delta, rel=1e-5)
@@ -223,7 +216,7 @@ def test_cli_refuses_a_nan_result(monkeypatch, capsys):
         return dataclasses.replace(real(*a, **k), delta=math.nan)
 
     monkeypatch.setattr(pld, "pld_delta", fake)
-    line = _one_error_line(*_run(["pld", "delta", "-q", "0.1", "-T", "10", "--sigma", "1", "--epsilon", "1",
+    line = _one_error_line(*run_cli(["pld", "delta", "-q", "0.1", "-T", "10", "--sigma", "1", "--epsilon", "1",
                                   "--value-discretization-interval", "1e-3", "--no-error-estimate", "--quiet"],
                                  capsys))
     assert "computed delta = nan at --value-discretization-interval=0.001" in line  # the CLI names its flag
@@ -241,7 +234,7 @@ def test_results_refuse_nan():
 
 
 def test_cli_tiny_delta_is_refused_not_inf(capsys):
-    line = _one_error_line(*_run(["pld", "epsilon", "-q", "0.1", "-T", "10", "--sigma", "1", "--delta", "1e-300",
+    line = _one_error_line(*run_cli(["pld", "epsilon", "-q", "0.1", "-T", "10", "--sigma", "1", "--delta", "1e-300",
                                   "--value-discretization-interval", "1e-3", "--no-error-estimate", "--quiet"],
                                  capsys))
     assert "--delta=1e-300" in line or "delta=1e-300" in line

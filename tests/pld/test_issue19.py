@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mcacct import pld
-from mcacct.cli import main
+from helpers import run_cli
 from mcacct.pld import composition, discrete, group
 
 ENV_BUDGET = "MCACCT_PLD_MEMORY_BUDGET"  # documented in docs/pld.md
@@ -142,17 +142,10 @@ def test_events_require_count_and_messages_have_plain_numbers():
 # ---------------------------------------------------------------------------
 # 8-10. the command line
 # ---------------------------------------------------------------------------
-def _run(argv, capsys):
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # argparse
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def _refused(argv, capsys, *needles):
-    rc, out, err = _run(argv, capsys)
+    rc, out, err = run_cli(argv, capsys)
     assert rc == 2, (rc, out, err)
     lines = [ln for ln in err.splitlines() if "error:" in ln]
     assert len(lines) == 1, err
@@ -254,15 +247,15 @@ def test_cli_events_files(tmp_path, capsys):
 
 
 def test_cli_help_offers_only_what_applies(capsys):
-    rc, out, _ = _run(["pld", "calibrate", "--help"], capsys)
+    rc, out, _ = run_cli(["pld", "calibrate", "--help"], capsys)
     assert rc == 0
     for flag in ("--events", "--sigma", "--no-error-estimate"):
         assert flag not in out
     for flag in ("--epsilon", "--delta", "--scheme", "--steps"):
         assert flag in out
-    rc, out, _ = _run(["pld", "epsilon", "--help"], capsys)
+    rc, out, _ = run_cli(["pld", "epsilon", "--help"], capsys)
     assert rc == 0 and "--delta" in out and "--events" in out and "--epsilon" not in out
-    rc, out, _ = _run(["pld", "delta", "--help"], capsys)
+    rc, out, _ = run_cli(["pld", "delta", "--help"], capsys)
     assert rc == 0 and "--epsilon" in out and "--delta" not in out
 
 
