@@ -8,7 +8,8 @@ One run measures, on the same machine and in the same process (medians of ``--re
   values are not compared here (tests compare values with c of at most two bands);
 * mcacct ``TruncatedBMinSep`` at one sigma (0.47), one direction, through the engine's chunk program;
 * the 4-sigma ladder over both directions on shared draws (the calibration's program): draws/s and
-  (sigma, direction, sample) evaluations/s;
+  (sigma, direction, sample) evaluations/s; and the same with the add direction's provably zero contributions
+  skipped at epsilon 10 (``mcacct_truncated_ladder_skip``, the default of runs at that epsilon: the same sums);
 * mcacct ``BMinSep`` at the same shape and c, one sigma, one direction, and its ladder;
 * the expected one-device time of the 7.5e9-sample verification: from the ladder's measured draws/s, and from
   ``mcacct calibrate --plan-only`` itself (a fresh process: its own probe and projection).
@@ -36,6 +37,7 @@ import numpy as np
 
 from mcacct.engine.problem import Problem, block_keys, block_size, chunk_losses
 from mcacct.engine.losses import ladder_losses
+from mcacct.engine.runner import skip_bound
 from mcacct.precision import x64_scope
 from mcacct.rates import sampling_prob_from_batch_size
 from mcacct.schemes.bminsep import BMinSep
@@ -46,6 +48,7 @@ M, BATCH, B, N, BMAX = 14_745_600, 1793, 256, 7200, 2048
 LADDER = (0.44, 0.47, 0.5, 0.56)
 SIGMA = 0.47
 SAMPLES_7_4 = 7_500_000_000
+EPSILON = 10.0
 
 
 def _median(values):
@@ -89,17 +92,23 @@ def _mcacct_single(problem: Problem, chunk: int, repeats: int, min_seconds: floa
     return _time(fn, chunk, repeats, min_seconds)
 
 
-def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: float) -> dict:
+def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: float, skip: bool = False) -> dict:
+    """The 4-sigma ladder, both directions; ``skip``: with the add direction's provably zero contributions skipped
+    at the production epsilon 10 (mcacct.kernels.shortcuts; the same sums)."""
     sigmas = jnp.asarray(LADDER)
     bsize = block_size(problem, chunk)
+    add_bound = skip_bound(problem, LADDER, (EPSILON,)) if skip else None
+    if skip and add_bound is None:
+        raise AssertionError("the add skip does not apply at the production epsilon")
 
     @jax.jit
     def fn(key):
         keys = block_keys(key, problem, chunk)
         return jax.lax.map(lambda k: ladder_losses(problem.scheme, k, sigmas, problem.strategy, bsize, jnp.float64,
-                                                  problem.dot_method, problem.recursion), keys)
+                                                  problem.dot_method, problem.recursion, add_bound), keys)
 
     out = _time(fn, chunk, repeats, min_seconds)
+    out["add_bound"] = add_bound
     out["draws_per_s"] = out.pop("per_s")
     out["evaluations_per_s"] = out["draws_per_s"] * 2 * len(LADDER)
     out["runs_draws_per_s"] = out.pop("runs_per_s")
@@ -172,11 +181,14 @@ def main() -> None:
             for name, fn, prob in (("mcacct_truncated", _mcacct_single, trunc),
                                    ("mcacct_bminsep", _mcacct_single, untr),
                                    ("mcacct_truncated_ladder", _mcacct_ladder, trunc),
+                                   ("mcacct_truncated_ladder_skip", lambda *a: _mcacct_ladder(*a, skip=True), trunc),
                                    ("mcacct_bminsep_ladder", _mcacct_ladder, untr)):
                 print(f"[{kind}] {name} ...", file=sys.stderr, flush=True)
                 row[name] = fn(prob, args.chunk_size, repeats, min_s)
             t = row["mcacct_truncated"]["per_s"]
-            ratios = {"truncated_vs_bminsep": t / row["mcacct_bminsep"]["per_s"]}
+            ratios = {"truncated_vs_bminsep": t / row["mcacct_bminsep"]["per_s"],
+                      "ladder_skip_vs_full": (row["mcacct_truncated_ladder_skip"]["draws_per_s"]
+                                              / row["mcacct_truncated_ladder"]["draws_per_s"])}
             if "reference_truncated" in row:
                 ref = row["reference_truncated"]["per_s"]
                 ratios["truncated_vs_reference"] = t / ref

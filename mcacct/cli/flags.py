@@ -139,7 +139,8 @@ def given_options(args: argparse.Namespace) -> frozenset[str]:
 def problem_options() -> tuple[str, ...]:
     """The options that define a problem and its Monte Carlo run: ``--scheme``, ``--seed``, ``--chunk-size``,
     ``--dtype``, ``--loss-kernel`` and every scheme flag (refused where a plan fixes them)."""
-    return ("--scheme", "--seed", "--chunk-size", "--dtype", "--loss-kernel") + tuple(f.option for f in all_flags())
+    return (("--scheme", "--seed", "--chunk-size", "--dtype", "--loss-kernel", "--no-skip")
+            + tuple(f.option for f in all_flags()))
 
 
 def refuse_options(args: argparse.Namespace, options, why: str) -> None:
@@ -185,6 +186,10 @@ def add_monte_carlo_flags(p: argparse.ArgumentParser) -> None:
                    help="kernel of the shared-draw ladder: 'fused' (draws, sliding sums and recursion in one pass; "
                         "b-min-sep only), 'unfused', or 'auto' (what the last measurement on this kind of device "
                         "found faster); the resolved kernel is recorded in job files (default auto)")
+    r.add_argument("--no-skip", action="store_true",
+                   help="compute every loss, also those whose contribution is provably 0 at the run's epsilons "
+                        "(by default the add direction of b-min-sep skips them where epsilon exceeds its bound: the "
+                        "sums are the same bit for bit; for A/B timing)")
     r.add_argument("--cpu-devices", type=cpu_devices_type, default="auto",
                    help="on CPU: devices of JAX's CPU backend, one chunk each at a time: an integer >= 1 or 'auto' "
                         "(one per core, at most 16, unless JAX_NUM_CPU_DEVICES or XLA_FLAGS already say); at most "

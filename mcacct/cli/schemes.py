@@ -268,7 +268,8 @@ def _build(args: Any, dtype: str | None):
         scheme, strategy = a.cli.build(a)
         if dtype is None:
             return scheme, strategy, None
-        problem = Problem(scheme, strategy, dtype=dtype, loss_kernel=getattr(args, "loss_kernel", None) or "auto")
+        problem = Problem(scheme, strategy, dtype=dtype, loss_kernel=getattr(args, "loss_kernel", None) or "auto",
+                          skip_zero=not getattr(args, "no_skip", False))
         try:
             resolve_loss_kernel(problem)  # refuses "fused" where it cannot run, naming why
         except ValueError as err:

@@ -25,13 +25,16 @@ def direction_losses(scheme, key, sigma, strategy, num_samples: int, direction: 
 
 
 def ladder_losses(scheme, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
-                  recursion: str = "auto") -> jax.Array:
+                  recursion: str = "auto", add_bound: float | None = None) -> jax.Array:
     """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions
     (``remove``, ``add``) on the draws of ``key``: the scheme's shared-work path when it has one
     (``shares_ladder_work``), else :func:`direction_losses` per candidate and direction on the same key (the
-    same draws, computed per call)."""
+    same draws, computed per call). ``add_bound``: the skip of provably zero add contributions
+    (:mod:`mcacct.kernels.shortcuts`), for schemes that give :meth:`add_loss_bound` only."""
     if scheme.shares_ladder_work:
-        return scheme.ladder_losses(key, sigmas, strategy, num_samples, dtype, dot_method, recursion)
+        return scheme.ladder_losses(key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound)
+    if add_bound is not None:
+        raise ValueError(f"{type(scheme).__name__} has no add-loss shortcut (add_bound must be None)")
 
     def one(sig):
         return jnp.stack([direction_losses(scheme, key, sig, strategy, num_samples, d, dtype, dot_method, recursion)

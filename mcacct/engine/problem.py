@@ -52,7 +52,9 @@ class Problem:
 
     ``scheme`` is any :class:`mcacct.schemes.base.AccountedScheme` (e.g. :class:`BMinSep`). ``loss_kernel``
     (``"auto"``, ``"fused"``, ``"unfused"``) picks the kernel of the shared-draw ladder
-    (:func:`mcacct.engine.kernel_choice.resolve_loss_kernel`).
+    (:func:`mcacct.engine.kernel_choice.resolve_loss_kernel`). ``skip_zero`` (default ``True``): contributions that
+    are provably 0 at the run's epsilons are not computed (:mod:`mcacct.kernels.shortcuts`; the sums are the same
+    bit for bit, the histogram an upper bound); ``False`` computes every loss, for A/B runs.
     """
 
     scheme: AccountedScheme
@@ -61,6 +63,7 @@ class Problem:
     dot_method: str = "auto"
     recursion: str = "auto"
     loss_kernel: str = "auto"
+    skip_zero: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.scheme, AccountedScheme):
@@ -74,6 +77,8 @@ class Problem:
                              "rounds with int32)") from None
         self.scheme.check_strategy(self.strategy)
         check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
+        if not isinstance(self.skip_zero, bool):
+            raise TypeError(f"skip_zero must be True or False; got {self.skip_zero!r}")
         if self.dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}")
 

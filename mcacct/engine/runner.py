@@ -38,7 +38,8 @@ from mcacct.kernels.blocks import map_blocks
 from mcacct.engine.progress import Progress
 from mcacct.engine.statistics import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics,
                                       nonfinite_loss_message)
-from mcacct.engine.systematic import applied_loss_shift
+from mcacct.engine.systematic import applied_loss_shift, loss_error_bound
+from mcacct.kernels.shortcuts import add_skip_bound
 from mcacct.precision import float64
 
 __all__ = ["LadderStats", "block_ladder_losses", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width", "AXIS"]
@@ -54,25 +55,39 @@ def local_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
     return Mesh(np.array(devs), (AXIS,))
 
 
-def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int) -> jax.Array:
+def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bound: float | None = None) -> jax.Array:
     """``(J, 2, num_samples)`` losses of one block: the fused kernel where ``problem.loss_kernel`` resolves to it
-    (:func:`mcacct.engine.kernel_choice.resolve_loss_kernel`), else :func:`mcacct.engine.losses.ladder_losses`."""
+    (:func:`mcacct.engine.kernel_choice.resolve_loss_kernel`), else :func:`mcacct.engine.losses.ladder_losses`
+    (with ``add_bound``: :func:`skip_bound`)."""
     if resolve_loss_kernel(problem).kernel == "fused":
         return fused_block_ladder(problem, key, sigmas, num_samples)
     return ladder_losses(problem.scheme, key, sigmas, problem.strategy, num_samples, jnp.dtype(problem.dtype),
-                         problem.dot_method, problem.recursion)
+                         problem.dot_method, problem.recursion, add_bound)
 
 
-@partial(jax.jit, static_argnames=("problem", "chunk_size", "spec"))
+def skip_bound(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[float]) -> float | None:
+    """The add-loss bound whose contributions are provably 0 at every epsilon of the run for every candidate
+    (:func:`mcacct.kernels.shortcuts.add_skip_bound`, with each candidate's loss-error bound), or ``None``: every
+    loss is computed (``problem.skip_zero`` off, a scheme without the bound, the fused kernel, float32, or an
+    epsilon too small)."""
+    if (not problem.skip_zero or np.dtype(problem.dtype) != np.float64
+            or resolve_loss_kernel(problem).kernel == "fused"):
+        return None
+    etas = [loss_error_bound(problem, s) for s in sigmas]
+    return add_skip_bound(problem.scheme.add_loss_bound(), epsilons, etas)
+
+
+@partial(jax.jit, static_argnames=("problem", "chunk_size", "spec", "add_bound"))
 def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Problem, chunk_size: int,
-                            spec: HistogramSpec):
+                            spec: HistogramSpec, add_bound: float | None = None):
     """Statistics of one chunk for every candidate and direction: ``sums`` ``(J, 2, E)`` (float64) and
     ``hist`` ``(J, 2, bins + 2)`` (int32), over the first ``valid`` samples; candidate ``j``'s losses are
     raised by ``shifts[j]`` (:func:`mcacct.engine.systematic.applied_loss_shift`). On CPU the blocks run one after
-    another (``lax.map``: a block's arrays stay in cache); on accelerators they are batched."""
+    another (``lax.map``: a block's arrays stay in cache); on accelerators they are batched. ``add_bound``: the
+    run's :func:`skip_bound`."""
     bsize = block_size(problem, chunk_size)
     keys = block_keys(key, problem, chunk_size)
-    per_block = partial(block_ladder_losses, sigmas=sigmas, problem=problem, num_samples=bsize)
+    per_block = partial(block_ladder_losses, sigmas=sigmas, problem=problem, num_samples=bsize, add_bound=add_bound)
     out = map_blocks(lambda k: per_block(k), keys)
     losses = jnp.moveaxis(out, 0, 2).reshape(out.shape[1], 2, -1)[:, :, :chunk_size]  # (J, 2, chunk)
 
@@ -96,13 +111,13 @@ def padded_width(j: int) -> int:
 
 
 @lru_cache(maxsize=64)
-def _group_fn(mesh: Mesh, problem: Problem, chunk_size: int, spec: HistogramSpec):
+def _group_fn(mesh: Mesh, problem: Problem, chunk_size: int, spec: HistogramSpec, add_bound: float | None = None):
     """Jitted ``(key, chunk_ids[D], valid[D], sigmas, shifts, eps) -> (sums[D, J, 2, E], hist[D, J, 2, H])``."""
 
     def per_device(key, cids, valid, sigmas, shifts, eps):
         # exactly the single-chunk program: same key, same shapes, same ops on every device count
         sums, hist = ladder_chunk_statistics(jax.random.fold_in(key, cids[0]), sigmas, shifts, valid[0], eps,
-                                             problem, chunk_size, spec)
+                                             problem, chunk_size, spec, add_bound)
         return sums[None], hist[None]
 
     rep, shd = PartitionSpec(), PartitionSpec(AXIS)
@@ -189,7 +204,8 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         raise ValueError(f"mesh must have the single axis {AXIS!r}; got {mesh.axis_names}")
     width = mesh.size
     shd = NamedSharding(mesh, PartitionSpec(AXIS))
-    fn = _group_fn(mesh, problem, chunk_size, spec)
+    # provably zero add contributions are skipped for the whole run (the same sums; mcacct.kernels.shortcuts)
+    fn = _group_fn(mesh, problem, chunk_size, spec, skip_bound(problem, sig, eps))
     eps_arr = jnp.asarray(eps, jnp.float64)
     shifts_all = np.asarray([applied_loss_shift(problem, s) for s in sig], np.float64)
     if stats is None:

@@ -49,7 +49,7 @@ KERNEL_VERSION = "mcacct-kernel/9"
 
 #: The keys :func:`problem_to_dict` writes.
 PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "loss_kernel", "loss_kernel_resolved",
-                  "kernel", "rng")
+                  "kernel", "rng", "skip_zero")
 
 
 def scheme_to_dict(scheme: Any) -> dict:
@@ -105,7 +105,7 @@ def problem_to_dict(problem: Problem) -> dict:
     return {"scheme": scheme_to_dict(problem.scheme), "strategy": {"c_col": list(problem.strategy.c_col)},
             "dtype": problem.dtype, "dot_method": problem.dot_method, "recursion": problem.recursion,
             "loss_kernel": problem.loss_kernel, "loss_kernel_resolved": resolve_loss_kernel(problem).kernel,
-            "kernel": KERNEL_VERSION, "rng": rng_identity()}
+            "kernel": KERNEL_VERSION, "rng": rng_identity(), "skip_zero": problem.skip_zero}
 
 
 def problem_from_dict(d: dict, where: str = "config", remedy: str = "rerun the shards with this version") -> Problem:
@@ -135,7 +135,7 @@ def problem_from_dict(d: dict, where: str = "config", remedy: str = "rerun the s
     try:
         problem = Problem(scheme_from_dict(d["scheme"], f"{where}.scheme"),
                           BandedToeplitz(tuple(d["strategy"]["c_col"])), d["dtype"], d["dot_method"], d["recursion"],
-                          d["loss_kernel"])
+                          d["loss_kernel"], d["skip_zero"])
         drawn_by = d["loss_kernel_resolved"]
     except (KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{where} is missing or has a malformed problem field: {err!r}") from err

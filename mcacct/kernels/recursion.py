@@ -443,7 +443,8 @@ def ladder_losses_t(m_t: jax.Array, z_t: jax.Array, sigmas: jax.Array, min_sep: 
 
 
 def ladder_losses_from_sums_t(s_m: jax.Array, s_z: jax.Array, sigmas: jax.Array, min_sep: int, sampling_prob,
-                              warm_start: bool, c_col: tuple[float, ...], recursion: str = "auto") -> jax.Array:
+                              warm_start: bool, c_col: tuple[float, ...], recursion: str = "auto",
+                              add_bound: float | None = None) -> jax.Array:
     r"""Privacy losses of both directions for every noise multiplier of a ladder from the sliding sums of one set
     of draws, :math:`s^m_i = \langle c^{(i)}, m \rangle` (the output mean ``C x``) and
     :math:`s^z_i = \langle c^{(i)}, z\rangle` (standard normal noise), time-major ``(n, B)``. By linearity, for
@@ -456,6 +457,8 @@ def ladder_losses_from_sums_t(s_m: jax.Array, s_z: jax.Array, sigmas: jax.Array,
     the terms of ``y = m + sigma_j z`` (``y ~ P``) and ``y = sigma_j z`` (``y ~ Q``); only the recursion runs
     per candidate (``lax.map`` over the ladder, so each candidate keeps its exact fallback). Returns
     ``(J, 2, B)``: ``[:, 0]`` is ``ln P/Q`` of the remove outputs, ``[:, 1]`` is ``ln Q/P`` of the add outputs.
+    With ``add_bound`` (static; :func:`mcacct.kernels.shortcuts.add_skip_bound`) the add recursions do not run and
+    every add loss is that bound, an upper bound of it whose contribution is provably 0 at the run's epsilons.
     """
     n = s_z.shape[0]
     dtype = s_z.dtype
@@ -466,6 +469,8 @@ def ladder_losses_from_sums_t(s_m: jax.Array, s_z: jax.Array, sigmas: jax.Array,
         inv_var = 1.0 / sig**2
         base = sig * s_z - half_sq
         rem = recursion_log_ratio_t((s_m + base) * inv_var, min_sep, sampling_prob, warm_start, recursion)
+        if add_bound is not None:
+            return jnp.stack([rem, jnp.full_like(rem, add_bound)])
         add = recursion_log_ratio_t(base * inv_var, min_sep, sampling_prob, warm_start, recursion)
         return jnp.stack([rem, -add])
 

@@ -176,9 +176,17 @@ class AccountedScheme(Protocol):
         ...
 
     def ladder_losses(self, key: Any, sigmas: Any, strategy: Any, num_samples: int, dtype: Any,
-                      dot_method: str = "auto", recursion: str = "auto") -> Any:
+                      dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None) -> Any:
         """``(J, 2, num_samples)`` losses (directions ``remove``, ``add``) for every noise multiplier on the
-        draws of ``key``; called only when :attr:`shares_ladder_work`."""
+        draws of ``key``; called only when :attr:`shares_ladder_work`. With ``add_bound`` (given only where
+        :meth:`add_loss_bound` is not ``None`` and the run's epsilons make every add contribution provably 0) the
+        add losses are that bound instead of their recursions."""
+        ...
+
+    def add_loss_bound(self) -> float | None:
+        """An upper bound ``B`` of every add-direction loss ``ln Q/P`` of the draws :meth:`ladder_losses` computes by
+        the untruncated recursion (:func:`mcacct.kernels.shortcuts.add_loss_bound`), or ``None``: no such
+        shortcut, every add loss is computed."""
         ...
 
     def sensitivity_bound(self, strategy: Any) -> float:
@@ -285,9 +293,13 @@ class Scheme:
         return loss if direction == "remove" else -loss
 
     def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
-                      recursion: str = "auto"):
+                      recursion: str = "auto", add_bound: float | None = None):
         raise NotImplementedError(f"{type(self).__name__} shares no work between ladder candidates "
                                   "(shares_ladder_work is False): the engine runs its generic loss kernel")
+
+    def add_loss_bound(self) -> float | None:
+        """``None``: no proven bound of the add losses, so none is skipped (schemes with one say so)."""
+        return None
 
     # -- defaults that hold for every scheme -------------------------------------------------------------
     def output_coordinate_bound(self, strategy) -> float:

@@ -25,6 +25,7 @@ from mcacct.kernels.output import gaussian_output, standardised_sums_t
 from mcacct.kernels.participation import (participation_cap, participation_mask, participation_blocks_t,
                                           participation_mask_t)
 from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio, recursion_log_ratio_t
+from mcacct.kernels.shortcuts import add_loss_bound
 from mcacct.kernels.sliding import (mean_shift, mean_shift_from_blocks_t, participation_log_ratios,
                                     participation_log_ratios_t)
 from mcacct.pld.accountant import pld_calibrate
@@ -92,7 +93,7 @@ class BMinSep(MinSepAccounting):
         return log_ratio_from_terms_t(ell_t, self, recursion)
 
     def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
-                      recursion: str = "auto"):
+                      recursion: str = "auto", add_bound: float | None = None):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on one
         set of draws (the draws of :meth:`sample_t` for the same key): draws, participation and sliding
         sums once (the mean's from a table, :func:`mcacct.kernels.output.standardised_sums_t`), the recursion per
@@ -102,7 +103,11 @@ class BMinSep(MinSepAccounting):
         s_m, s_z = standardised_sums_t(key, self.iterations, self.min_sep, self.sampling_prob, self.warm_start,
                                        self.participation_rate, strategy.c_col, num_samples, dtype, dot_method)
         return ladder_losses_from_sums_t(s_m, s_z, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
-                                         strategy.c_col, recursion)
+                                         strategy.c_col, recursion, add_bound)
+
+    def add_loss_bound(self) -> float:
+        """``-ln`` of the probability of never participating, rounded up (:mod:`mcacct.kernels.shortcuts`)."""
+        return add_loss_bound(self.iterations, self.min_sep, self.sampling_prob, self.warm_start)
 
     def fused_ladder_args(self, strategy) -> dict:
         """The fused kernel draws :meth:`ladder_losses`'s outputs (:func:`mcacct.kernels.output.standardised_draws_t`)

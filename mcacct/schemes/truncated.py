@@ -49,17 +49,14 @@ blocked for ``j+1..j+b-1``, so
 
 with ``r_j = 0`` for ``j < 1`` (cold start) or, for the warm start, the virtual history
 ``(r_0, r_{-1}, ..., r_{2-b})`` multinomial with ``M - 1`` trials and cell probabilities
-``p / (1 + (b-1) p)`` (the rest stays available). The counts are drawn from integer alias tables
-(:mod:`mcacct.kernels.counts`), and only for the samples that can have a truncated round
-(:mod:`mcacct.kernels.screen`: a sample's rounds can be truncated only if one of ``n`` i.i.d. ``Binom(M-1, p)``
-reaches ``B_max``, and the chain is drawn given that), within a stated total variation of the exact law
-(:meth:`TruncatedBMinSep.draw_law_tv`, added to every reported delta).
+``p / (1 + (b-1) p)``. The counts come from integer tables (:mod:`mcacct.kernels.counts`), only for the samples
+that can have a truncated round (:mod:`mcacct.kernels.screen`), within the total variation
+:meth:`TruncatedBMinSep.draw_law_tv` of the exact law, added to every reported delta.
 
-Engine. A round is *truncated* when ``r_i >= B_max``. Without a truncated round ``ell^Q = 0`` gives ``f = 1``, so
-``ln Q_r/R = 0`` and the loss is that of :class:`mcacct.schemes.bminsep.BMinSep` on the same ``y``: the engine
-computes that for every sample (in cache-sized sub-blocks) and the two mixture recursions only for the samples
-with a truncated round (gathered into a buffer), on one set of draws for every candidate of a ladder and both
-directions (``ladder_losses``). With ``B_max >= M`` truncation never happens, ``Q_r = R`` and ``r`` is not drawn.
+Engine. A round is *truncated* when ``r_i >= B_max``. Without one, ``ell^Q = 0`` gives ``f = 1``, so the loss is
+:class:`~mcacct.schemes.bminsep.BMinSep`'s on the same ``y``: computed for every sample, and the two mixture
+recursions only for the samples with a truncated round (a buffer), on shared draws (``ladder_losses``). With
+``B_max >= M`` truncation never happens, ``Q_r = R`` and ``r`` is not drawn.
 """
 
 from __future__ import annotations
@@ -371,7 +368,7 @@ class TruncatedBMinSep(Scheme):
     shares_ladder_work = True
 
     def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
-                      recursion: str = "auto"):
+                      recursion: str = "auto", add_bound: float | None = None):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on the
         draws of :meth:`sample_t` for the same key: counts, participation, survival coins and noise once; the
         untruncated ladder (:func:`~mcacct.kernels.recursion.ladder_losses_from_sums_t`) for every sample, and
@@ -379,14 +376,18 @@ class TruncatedBMinSep(Scheme):
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
         return self._ladder(key, jnp.asarray(sigmas), strategy, num_samples, jnp.dtype(dtype), dot_method,
-                            recursion)
+                            recursion, add_bound)
 
-    @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion")
-    def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion):
+    def add_loss_bound(self) -> float:
+        """The base scheme's (untruncated draws); a truncated sample keeps its exact loss in both directions."""
+        return self.base.add_loss_bound()
+
+    @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion", "add_bound")
+    def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound=None):
         def per_block(tau, z_t):
             s_m, s_z = ladder_sums_t(tau, z_t, self.iterations, self.min_sep, strategy.c_col, dtype, dot_method)
             return ladder_losses_from_sums_t(s_m, s_z, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
-                                             strategy.c_col, recursion)
+                                             strategy.c_col, recursion, add_bound)
 
         out, _, patch = self._draw_blocks(key, strategy, num_samples, per_block)
 

@@ -1,0 +1,70 @@
+r"""Exact shortcuts: contributions that are provably zero are not computed (issue #39, shortcut 1).
+
+The verifier reads :math:`\max(0, 1 - e^{\varepsilon - L})`, so a draw whose loss is certainly at most
+:math:`\varepsilon` contributes exactly 0, and its recursion need not run.
+
+**The add direction of b-min-sep** (Dong & Ganesh 2026, arXiv:2602.09338, Thm. 5.1). Under ``y ~ Q`` the add loss is
+:math:`L_{add} = \ln Q/P = -\ln f` with :math:`f_i = (1-p) f_{i+1} + p\, e^{\ell_i} f_{i+b}`, :math:`f_i = 1` for
+:math:`i > n`, and :math:`P/Q = f_1` (cold start) or :math:`(f_1 + p \sum_{i=2}^{b} f_i)/(1 + (b-1)p)` (warm
+start). Every term is non-negative, so :math:`f_i \ge (1-p) f_{i+1}` and, by induction from :math:`f_{n+1} = 1`,
+:math:`f_i \ge (1-p)^{\max(0, n-i+1)}` whatever ``y``. Hence, for every output,
+
+.. math::
+    \frac{P}{Q}(y) \ge \pi_0 = (1-p)^n \ \text{(cold)}, \qquad
+    \pi_0 = \frac{(1-p)^n + p \sum_{i=2}^{b} (1-p)^{\max(0, n-i+1)}}{1 + (b-1)p} \ \text{(warm)},
+
+the probability that the example never participates, and :math:`L_{add} \le B = -\ln \pi_0`. The computed loss
+is within :math:`\eta` of the exact one (:func:`mcacct.engine.systematic.loss_error_bound`) and the engine adds
+:math:`\eta` before the contribution, so where :math:`\varepsilon \ge B + 2\eta + m` (``m`` a margin covering the
+float subtraction) the exact path's contribution of every such draw is exactly ``0.0``: skipping it leaves the
+float sums bit for bit as they were, whatever the summation order (adding ``0.0`` changes no float sum). The
+histogram records ``B`` for a skipped draw, an upper bound of its loss, so every :math:`\delta(\varepsilon')` read
+from it at other :math:`\varepsilon'` stays an upper bound. :func:`add_loss_bound` computes ``B`` rounded up: the
+exact rational :math:`\pi_0` of the float ``p``, and the logarithm of its numerator and denominator (big integers,
+each within an ulp) with an absolute allowance of ``1e-9``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from fractions import Fraction
+from typing import Sequence
+
+__all__ = ["add_loss_bound", "add_skip_bound", "SKIP_MARGIN"]
+
+#: absolute margin of the skip condition (nats), beyond the float subtraction's own ulps (``1e-15 eps``)
+SKIP_MARGIN = 1e-9
+
+
+def _log_fraction_up(x: Fraction) -> float:
+    """An upper bound of ``ln x`` for a positive rational (logarithms of big integers, each within an ulp)."""
+    v = math.log(x.numerator) - math.log(x.denominator)
+    return v + 1e-9 + 1e-12 * abs(v)
+
+
+@functools.lru_cache(maxsize=256)
+def add_loss_bound(iterations: int, min_sep: int, sampling_prob: float, warm_start: bool) -> float:
+    """``B >= -ln pi_0``, an upper bound of every add-direction loss ``ln Q/P`` of b-min-sep (module docstring);
+    ``inf`` when ``p = 1`` (the example always participates)."""
+    n, b = int(iterations), int(min_sep)
+    p = Fraction(float(sampling_prob))
+    if p >= 1:
+        return math.inf
+    stay = 1 - p
+    pi0 = stay**n
+    if warm_start and b > 1:
+        pi0 = (pi0 + p * sum(stay ** max(0, n - i + 1) for i in range(2, b + 1))) / (1 + (b - 1) * p)
+    return _log_fraction_up(1 / pi0)
+
+
+def add_skip_bound(bound: float | None, epsilons: Sequence[float], etas: Sequence[float]) -> float | None:
+    """``bound`` when every add-direction contribution at every ``epsilon`` is provably 0 for losses within the
+    largest of ``etas`` of the exact ones, shifted by it (``min(epsilons) >= bound + 2 max(etas) + margin``), else
+    ``None`` (the add losses are computed)."""
+    if bound is None or not math.isfinite(bound) or not epsilons:
+        return None
+    eps_min, eta = min(float(e) for e in epsilons), max([0.0, *(float(e) for e in etas)])
+    if eps_min >= bound + 2.0 * eta + SKIP_MARGIN + 1e-15 * abs(eps_min):
+        return float(bound)
+    return None

@@ -1,0 +1,107 @@
+"""Provably zero contributions are not computed (#39, shortcut 1, the add direction): the bound holds for every
+output, the sums are bit for bit those of the full computation, and the histogram differs only by skipped draws
+moved up to the bound's bin."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import mcacct
+from mcacct.engine.problem import Problem
+from mcacct.engine.runner import run_ladder, skip_bound
+from mcacct.engine.statistics import DIRECTIONS
+from mcacct.engine.systematic import loss_error_bound
+from mcacct.kernels.recursion import recursion_log_ratio_t
+from mcacct.kernels.shortcuts import add_loss_bound, add_skip_bound
+
+C4 = mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5))
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 40), b=st.integers(1, 8), p=st.floats(1e-3, 0.9), warm=st.booleans(),
+       low=st.floats(-700.0, 0.0))
+def test_the_bound_holds_and_is_attained_where_no_term_counts(n, b, p, warm, low):
+    """``ln Q/P = -ln f <= B`` for terms anywhere (``ell`` from ``low`` up), and ``B`` is tight as ``ell -> -inf``
+    (``P/Q -> pi_0``)."""
+    bound = add_loss_bound(n, b, p, warm)
+    rng = np.random.default_rng(n * 1000 + b)
+    ell = jnp.asarray(np.concatenate([rng.uniform(low, 5.0, (n, 64)), np.full((n, 1), -1e4)], axis=1))
+    add = -np.asarray(recursion_log_ratio_t(ell, b, p, warm, "scan"))
+    assert np.all(add <= bound), (add.max(), bound)
+    assert bound - add[-1] <= 1e-8 + 1e-9 * bound  # the all-absent output attains it (up to the rounding up)
+
+
+def test_the_bound_is_the_probability_of_never_participating():
+    # cold: (1-p)^n; warm, b = 2, n = 1: ((1-p) + p * 1) / (1 + p) = 1 / (1 + p)
+    for got, exact in ((add_loss_bound(10, 3, 0.1, False), -10 * math.log1p(-0.1)),
+                       (add_loss_bound(1, 2, 0.25, True), math.log(1.25))):
+        assert exact <= got <= exact + 2e-9  # rounded up by its stated allowance
+    assert add_loss_bound(10, 3, 1.0, True) == math.inf
+    assert add_skip_bound(3.0, [4.0], [0.1]) == 3.0 and add_skip_bound(3.0, [3.1], [0.1]) is None
+    assert add_skip_bound(None, [9.0], [0.0]) is None and add_skip_bound(3.0, [], [0.0]) is None
+
+
+def _run(scheme, skip, eps, sigmas=(0.3, 0.8, 2.0), n=4096):
+    problem = Problem(scheme, C4, skip_zero=skip)
+    return problem, run_ladder(problem, list(sigmas), jax.random.key(5), n, eps, 1024)
+
+
+@pytest.mark.parametrize("scheme", [mcacct.BMinSep(0.05, 4, 48, True), mcacct.BMinSep(0.05, 4, 48, False),
+                                    mcacct.TruncatedBMinSep(0.05, 4, 48, 120, 8, True)],
+                         ids=["warm", "cold", "truncated"])
+def test_sums_bit_identical_and_histogram_an_upper_bound(scheme):
+    bound = scheme.add_loss_bound()
+    eps = (bound + 1.0, bound + 4.0)                       # every untruncated add draw skipped
+    problem, off = _run(scheme, False, eps)
+    assert skip_bound(problem, [0.3, 0.8, 2.0], eps) is None   # skip_zero off
+    on_problem, on = _run(scheme, True, eps)
+    assert skip_bound(on_problem, [0.3, 0.8, 2.0], eps) == bound
+    width = off.stats[0]["add"].spec.width
+    for j in range(3):
+        for d in DIRECTIONS:
+            a, b = off.stats[j][d], on.stats[j][d]
+            assert a.count == b.count and a.sums == b.sums, (j, d)
+            if d == "remove":
+                np.testing.assert_array_equal(a.hist, b.hist)
+                continue
+            # the add histogram: draws moved up to the bin of B + eta, none moved down or above it
+            top = int(math.ceil((bound + loss_error_bound(problem, [0.3, 0.8, 2.0][j])) / width))
+            assert a.hist.sum() == b.hist.sum()
+            assert np.all(b.hist[:top] <= a.hist[:top]) and np.array_equal(b.hist[top + 1:], a.hist[top + 1:])
+            assert np.all(a.hist[top + 1:] == 0) or isinstance(scheme, mcacct.TruncatedBMinSep)
+            assert np.all(np.asarray(b.histogram_delta(np.linspace(0, 3, 7))) >= np.asarray(a.histogram_delta(
+                np.linspace(0, 3, 7))) - 1e-15)
+
+
+def test_below_the_bound_nothing_is_skipped():
+    scheme = mcacct.BMinSep(0.05, 4, 48, True)
+    eps = (0.5, scheme.add_loss_bound() + 5.0)            # the smallest epsilon decides: no skip
+    _, off = _run(scheme, False, eps, sigmas=(0.8,))
+    problem, on = _run(scheme, True, eps, sigmas=(0.8,))
+    assert skip_bound(problem, [0.8], eps) is None
+    for d in DIRECTIONS:
+        np.testing.assert_array_equal(off.stats[0][d].hist, on.stats[0][d].hist)
+
+
+def test_the_switch_is_typed_recorded_and_on_the_cli(tmp_path, capsys):
+    from mcacct.cli.commands import main
+    from mcacct.jobs.problem_file import problem_from_dict, problem_to_dict
+    with pytest.raises(TypeError, match="skip_zero must be True or False"):
+        Problem(mcacct.BMinSep(0.1, 2, 8), skip_zero="yes")
+    off = Problem(mcacct.BMinSep(0.1, 2, 8), skip_zero=False)
+    assert problem_to_dict(off)["skip_zero"] is False and problem_from_dict(problem_to_dict(off)) == off
+    flags = ["delta", "--sigma", "1", "--epsilon", "9", "--iterations", "8", "--min-sep", "2", "--sampling-prob",
+             "0.1", "--c-col", "1", "--samples", "512", "--chunk-size", "512", "--quiet", "--json"]
+    assert main(flags) == 0
+    with_skip = capsys.readouterr().out
+    assert main(flags + ["--no-skip"]) == 0
+    without = capsys.readouterr().out
+    import json
+    a, b = json.loads(with_skip), json.loads(without)
+    assert a["delta_upper"] == b["delta_upper"] and a["delta_estimate"] == b["delta_estimate"]
