@@ -56,3 +56,30 @@ def pytest_sessionfinish(session, exitstatus):
     """Remove the run's compilation cache (in the controller, or in a run without workers)."""
     if not os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("MCACCT_TEST_JAX_CACHE"):
         shutil.rmtree(_JAX_CACHE, ignore_errors=True)
+
+
+#: the backends that run ``@pytest.mark.gpu`` tests
+GPU_BACKENDS = ("gpu", "cuda", "rocm")
+#: set to 1 to run the ``gpu`` tests whatever the backend (to check their code on a CPU, where the fused kernel runs
+#: its interpreted Pallas form and the unfused kernel its CPU recursion; nothing GPU-specific is then checked)
+RUN_GPU_TESTS_ENV = "MCACCT_RUN_GPU_TESTS"
+
+
+def gpu_skip_reason(backend: str) -> str:
+    """The reason a ``gpu`` test is skipped on ``backend`` ("" where it runs)."""
+    if backend in GPU_BACKENDS or os.environ.get(RUN_GPU_TESTS_ENV) == "1":
+        return ""
+    return (f"needs a GPU (jax.default_backend() is {backend!r}); benchmarks/device_session.sh runs them on "
+            "the device")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the tests marked ``gpu`` (pyproject.toml's markers) where JAX has no GPU backend. The backend is asked
+    only when such a test was collected (``jax.default_backend()`` starts JAX's backends)."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    reason = gpu_skip_reason(jax.default_backend())
+    if reason:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
