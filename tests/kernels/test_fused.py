@@ -36,7 +36,9 @@ def test_fused_equals_unfused_and_pallas(n, b, p, c, warm, s):
     got = fused_ladder_losses(key, sigmas, n, b, p, warm, rate, c, s)
     scale = float(np.max(np.abs(np.asarray(want)))) + 1.0
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=1e-11 * scale)
-    pal = fused_ladder_losses(key, sigmas, n, b, p, warm, rate, c, s, pallas=True, tile=8)
+    # Pallas in interpret mode on every platform: on a GPU the default compiles (Triton), which refuses a min_sep
+    # that is not a power of two (3, 40 here) by design; the compiled kernel is checked in tests/gpu (#38)
+    pal = fused_ladder_losses(key, sigmas, n, b, p, warm, rate, c, s, pallas=True, tile=8, interpret=True)
     np.testing.assert_allclose(np.asarray(pal), np.asarray(got), rtol=0, atol=1e-12 * scale)
 
 
