@@ -136,7 +136,7 @@ def test_base_commands_pass_validation(base, capsys):
     assert _run(base, capsys) in ("validated", "ok")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=st.sampled_from(CASES), value=VALUES)
 def test_every_numeric_flag_passes_or_is_refused(case, value, capsys):
     base, flag = case
