@@ -29,10 +29,14 @@ from mcacct.precision import float64
 __all__ = ["BandedToeplitz", "parse_c_col"]
 
 
+#: the largest entry of ``c_col`` (its square, summed over the columns, must stay finite in float64)
+C_COL_MAX = 1e100
+
+
 @float64
 def parse_c_col(c_col: Sequence[float] | np.ndarray | str | float, name: str = "c_col") -> tuple[float, ...]:
     """Turn ``c_col`` (sequence, array, scalar or ``"v1,v2,..."`` string) into a validated tuple: finite entries
-    in ``[0, inf)``, at least one positive; ``ValueError`` naming ``name``."""
+    in ``[0, C_COL_MAX]``, at least one positive; ``ValueError`` naming ``name``."""
     if isinstance(c_col, str):
         values = list(parse_floats(name, c_col))
     else:
@@ -46,6 +50,9 @@ def parse_c_col(c_col: Sequence[float] | np.ndarray | str | float, name: str = "
         raise ValueError(f"{name} entries must be in [0, inf); got {','.join(shown(v) for v in values)}")
     if not np.any(arr > 0):
         raise ValueError(f"{name} must have at least one positive entry; got {','.join(shown(v) for v in values)}")
+    if np.any(arr > C_COL_MAX):
+        raise ValueError(f"{name} entries must be at most {C_COL_MAX:g} (the squared norms of C's columns must stay "
+                         f"finite in float64); got {','.join(shown(v) for v in values)}")
     return tuple(float(v) for v in arr)
 
 

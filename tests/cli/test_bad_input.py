@@ -43,6 +43,7 @@ CASES = [
     (DELTA + ["--chunk-size", "0"], "--chunk-size must be 'auto' or an integer in [1, inf)"),
     (DELTA + ["--c-col", "0.5,0.5,"], "--c-col must be a comma-separated list"),
     (DELTA + ["--c-col", "1,-2"], "--c-col entries must be in [0, inf)"),
+    (DELTA + ["--c-col", "1,1e200"], "--c-col entries must be at most 1e+100"),
     (DELTA + ["--c-col", "0,0"], "--c-col must have at least one positive entry"),
     (DELTA + ["--alpha", "1"], "--alpha must be in (0, 1)"),
     (DELTA + ["--scheme", "cyclic-poisson", "--cold-start"], "--cold-start does not apply"),
