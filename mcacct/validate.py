@@ -32,6 +32,18 @@ def is_number(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
+def is_real_scalar(x: Any) -> bool:
+    """:func:`is_number`, or a 0-d array (NumPy or JAX) of an integer or float dtype; never a bool, text or
+    ``None``."""
+    if is_number(x):
+        return True
+    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+    try:
+        return shape == () and dtype is not None and np.dtype(dtype).kind in "iuf"
+    except TypeError:
+        return False
+
+
 def _as_float(x: Any, strict: bool) -> float | None:
     """``float(x)``, or ``None`` when ``x`` is not a real number (a bool, or with ``strict`` anything but
     :func:`is_number`); may be non-finite."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mcacct.validate import check_real, is_number
+from mcacct.validate import check_real, is_real_scalar
 
 __all__ = ["SystematicBound", "systematic_bound", "loss_error_bound", "normal_coupling_delta", "check_sigma",
            "SIGMA_MIN", "SIGMA_MAX",
@@ -69,18 +69,10 @@ NORMAL_COUPLING_L1 = _NORMAL_QUANT_L1 + 0.8 * NDTRI_REL_ERROR
 UNIFORM_BOUNDARY_MASS = 2.0**-51
 
 
-def _is_real_scalar(value) -> bool:
-    """A Python or NumPy real number, or a 0-d real array (NumPy or JAX); never a bool or text."""
-    if is_number(value):
-        return True
-    return (hasattr(value, "dtype") and hasattr(value, "shape") and tuple(value.shape) == ()
-            and np.dtype(value.dtype).kind in "iuf")
-
-
 def check_sigma(name: str, value) -> float:
     """``value`` as a float after checking it is a real number (``TypeError`` otherwise: text such as ``"1"`` is
     refused, not converted) in ``[SIGMA_MIN, SIGMA_MAX]`` (``ValueError`` naming ``name`` and the range)."""
-    if not _is_real_scalar(value):
+    if not is_real_scalar(value):
         raise TypeError(f"{name} must be a real number (int or float) in [{SIGMA_MIN:g}, {SIGMA_MAX:g}]; got "
                         f"{type(value).__name__} {value!r}")
     v = check_real(name, value, low=0.0, low_open=True)  # nan, inf, <= 0: the usual wording

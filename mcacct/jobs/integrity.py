@@ -38,6 +38,8 @@ import math
 import os
 import numpy as np
 
+from mcacct.engine.statistics import FIXED_BITS
+
 __all__ = ["KEY_ENV", "MIN_KEY_BYTES", "seal", "verify", "shard_key", "check_statistics", "describe", "SUM_REL_SLACK"]
 
 #: The environment variable holding the shared MAC key (any string of at least :data:`MIN_KEY_BYTES` bytes in
@@ -46,7 +48,7 @@ KEY_ENV = "MCACCT_SHARD_KEY"
 MIN_KEY_BYTES = 16
 #: Relative slack of the sum bracket of :func:`check_statistics` (covers float64 rounding of terms and sums).
 SUM_REL_SLACK = 1e-9
-_FIXED_ONE = 2**80  # mcacct.engine.statistics.FIXED_BITS (checked by the tests)
+_FIXED_ONE = 2**FIXED_BITS
 
 
 def shard_key() -> bytes | None:

@@ -36,7 +36,7 @@ import numpy as np
 
 from mcacct.precision import float64
 from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type
-from mcacct.validate import DIRECTIONS, check_call, check_choice, check_fields
+from mcacct.validate import DIRECTIONS, check_call, check_choice, check_fields, is_real_scalar
 
 __all__ = ["AccountedScheme", "Scheme", "MinSepAccounting", "Draws", "LossErrorParams", "jit_method",
            "as_strategy", "check_direction", "check_field_types", "check_scheme_fields", "FieldTypeError"]
@@ -48,24 +48,10 @@ class FieldTypeError(TypeError, ValueError):
     command line, job files) still does."""
 
 
-def _is_real_scalar(value: Any) -> bool:
-    """A real number: a Python or NumPy int or float, or a 0-d array of an integer or float dtype; never a bool,
-    text or ``None``."""
-    if isinstance(value, (bool, np.bool_)):
-        return False
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return True
-    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
-    try:
-        return shape == () and dtype is not None and np.dtype(dtype).kind in "iuf"
-    except TypeError:
-        return False
-
-
 #: the annotation of a scheme field -> (accepts the value, what the message says it must be)
 _FIELD_KINDS = {
-    "float": (_is_real_scalar, "a real number (int or float)"),
-    "int": (_is_real_scalar, "an integer"),
+    "float": (is_real_scalar, "a real number (int or float)"),
+    "int": (is_real_scalar, "an integer"),
     "bool": (lambda v: isinstance(v, (bool, np.bool_)), "a bool (True or False)"),
 }
 

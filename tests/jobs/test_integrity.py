@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 import mcacct
 from mcacct.cli.commands import main
 from mcacct.engine.problem import Problem
-from mcacct.engine.statistics import FIXED_BITS, DirectionStats, HistogramSpec, chunk_statistics
+from mcacct.engine.statistics import DirectionStats, HistogramSpec, chunk_statistics
 from mcacct.evr.calibrate import plan_calibration
 from mcacct.jobs import calibration as cj
 from mcacct.jobs import integrity, shards as jobs
@@ -56,10 +56,6 @@ def _error(capsys):
     lines = [ln for ln in err.splitlines() if ln.startswith("error")]
     assert len(lines) == 1 and "Traceback" not in err, err
     return lines[0]
-
-
-def test_fixed_point_unit_is_the_engines():
-    assert integrity._FIXED_ONE == 2**FIXED_BITS
 
 
 def test_good_shards_merge_bit_identically_and_say_how_they_were_checked(good, capsys, monkeypatch):
