@@ -80,7 +80,9 @@ def plan(canon: Canonical, sigma: float, h: float) -> tuple[int, int]:
     with np.errstate(all="ignore"):  # a tiny sigma overflows here: refused below, naming sigma
         l_lo = _np_loss(-Z_TRUNC, s, logp)
         l_hi = _np_loss(float(s.max()) + Z_TRUNC, s, logp)
-    finite = math.isfinite(l_lo) and math.isfinite(l_hi) and max(abs(l_lo), abs(l_hi)) <= 600
+        span = (l_hi - l_lo) / h  # inf for a subnormal h: refused below, naming h
+    finite = (math.isfinite(l_lo) and math.isfinite(l_hi) and max(abs(l_lo), abs(l_hi)) <= 600
+              and math.isfinite(span) and span <= MAX_GRID)
     k = math.ceil(l_hi / h) - math.floor(l_lo / h) + 3 if finite else math.inf
     if k > MAX_GRID:
         raise ValueError(
