@@ -267,7 +267,7 @@ def sample_count(text: str) -> int:
         v = float(text.replace("_", ""))
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"must be a whole number in [1, 2^63); got {text!r}") from err
-    if not (v >= 1 and v == int(v) and v < 2**63):
+    if not (math.isfinite(v) and v >= 1 and v == int(v) and v < 2**63):
         raise argparse.ArgumentTypeError(f"must be a whole number in [1, 2^63); got {text!r}")
     return int(v)
 

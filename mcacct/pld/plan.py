@@ -75,9 +75,9 @@ def solver_for(c: np.ndarray) -> str:
 
 
 def plan(canon: Canonical, sigma: float, h: float) -> tuple[int, int]:
-    s = canon.c / sigma
-    logp = np.log(canon.p)
     with np.errstate(all="ignore"):  # a tiny sigma overflows here: refused below, naming sigma
+        s = canon.c / sigma
+        logp = np.log(canon.p)
         l_lo = _np_loss(-Z_TRUNC, s, logp)
         l_hi = _np_loss(float(s.max()) + Z_TRUNC, s, logp)
         span = (l_hi - l_lo) / h  # inf for a subnormal h: refused below, naming h

@@ -141,6 +141,8 @@ def test_base_commands_pass_validation(base, capsys):
 # found by a random draw in CI (stop 42): a subnormal loss-grid spacing overflowed the grid count to inf
 @example(case=(COMMANDS[7][0], "--value-discretization-interval"), value="1e-320")
 @example(case=(COMMANDS[7][0], "--value-discretization-interval"), value="5e-324")
+# found by MCACCT_HYPOTHESIS_PROFILE=explore: int(inf) raised OverflowError in the sample-count parser
+@example(case=(COMMANDS[5][0], "--samples"), value="inf")
 def test_every_numeric_flag_passes_or_is_refused(case, value, capsys):
     base, flag = case
     _run(_with(base, flag, value), capsys)
