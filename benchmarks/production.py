@@ -8,8 +8,9 @@ One run measures, on the same machine and in the same process (medians of ``--re
   values are not compared here (tests compare values with c of at most two bands);
 * mcacct ``TruncatedBMinSep`` at one sigma (0.47), one direction, through the engine's chunk program;
 * the 4-sigma ladder over both directions on shared draws (the calibration's program): draws/s and
-  (sigma, direction, sample) evaluations/s; and the same with the add direction's provably zero contributions
-  skipped at epsilon 10 (``mcacct_truncated_ladder_skip``, the default of runs at that epsilon: the same sums);
+  (sigma, direction, sample) evaluations/s, with every loss computed (``mcacct_truncated_ladder``); with the add
+  direction's provably zero contributions skipped at epsilon 10 (``_skip_add``); and with the remove direction's
+  too (``mcacct_truncated_ladder_skip``, the default of runs at that epsilon on CPU: the same sums);
 * mcacct ``BMinSep`` at the same shape and c, one sigma, one direction, and its ladder;
 * the expected one-device time of the 7.5e9-sample verification: from the ladder's measured draws/s, and from
   ``mcacct calibrate --plan-only`` itself (a fresh process: its own probe and projection).
@@ -37,7 +38,8 @@ import numpy as np
 
 from mcacct.engine.problem import Problem, block_keys, block_size, chunk_losses
 from mcacct.engine.losses import ladder_losses
-from mcacct.engine.runner import skip_bound
+from mcacct.engine.runner import remove_skip_arrays, skip_bound
+from mcacct.kernels.shortcuts import RemoveSkip
 from mcacct.precision import x64_scope
 from mcacct.rates import sampling_prob_from_batch_size
 from mcacct.schemes.bminsep import BMinSep
@@ -92,23 +94,27 @@ def _mcacct_single(problem: Problem, chunk: int, repeats: int, min_seconds: floa
     return _time(fn, chunk, repeats, min_seconds)
 
 
-def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: float, skip: bool = False) -> dict:
-    """The 4-sigma ladder, both directions; ``skip``: with the add direction's provably zero contributions skipped
-    at the production epsilon 10 (mcacct.kernels.shortcuts; the same sums)."""
+def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: float, skip: str = "") -> dict:
+    """The 4-sigma ladder, both directions; ``skip``: ``"add"`` with the add direction's provably zero contributions
+    skipped at the production epsilon 10 (mcacct.kernels.shortcuts), ``"both"`` with the remove direction's too
+    (mcacct.kernels.bound, on CPU): the same sums, as the engine runs by default."""
     sigmas = jnp.asarray(LADDER)
     bsize = block_size(problem, chunk)
     add_bound = skip_bound(problem, LADDER, (EPSILON,)) if skip else None
     if skip and add_bound is None:
         raise AssertionError("the add skip does not apply at the production epsilon")
+    arrays = remove_skip_arrays(problem, LADDER, (EPSILON,)) if skip == "both" else None
+    rskip = None if arrays is None else RemoveSkip(jnp.asarray(arrays[:, 0]), jnp.asarray(arrays[:, 1]))
 
     @jax.jit
-    def fn(key):
+    def fn(key, rskip):
         keys = block_keys(key, problem, chunk)
         return jax.lax.map(lambda k: ladder_losses(problem.scheme, k, sigmas, problem.strategy, bsize, jnp.float64,
-                                                  problem.dot_method, problem.recursion, add_bound), keys)
+                                                  problem.dot_method, problem.recursion, add_bound, rskip), keys)
 
-    out = _time(fn, chunk, repeats, min_seconds)
+    out = _time(lambda key: fn(key, rskip), chunk, repeats, min_seconds)
     out["add_bound"] = add_bound
+    out["remove_skip"] = arrays is not None
     out["draws_per_s"] = out.pop("per_s")
     out["evaluations_per_s"] = out["draws_per_s"] * 2 * len(LADDER)
     out["runs_draws_per_s"] = out.pop("runs_per_s")
@@ -181,12 +187,16 @@ def main() -> None:
             for name, fn, prob in (("mcacct_truncated", _mcacct_single, trunc),
                                    ("mcacct_bminsep", _mcacct_single, untr),
                                    ("mcacct_truncated_ladder", _mcacct_ladder, trunc),
-                                   ("mcacct_truncated_ladder_skip", lambda *a: _mcacct_ladder(*a, skip=True), trunc),
+                                   ("mcacct_truncated_ladder_skip_add", lambda *a: _mcacct_ladder(*a, skip="add"),
+                                    trunc),
+                                   ("mcacct_truncated_ladder_skip", lambda *a: _mcacct_ladder(*a, skip="both"), trunc),
                                    ("mcacct_bminsep_ladder", _mcacct_ladder, untr)):
                 print(f"[{kind}] {name} ...", file=sys.stderr, flush=True)
                 row[name] = fn(prob, args.chunk_size, repeats, min_s)
             t = row["mcacct_truncated"]["per_s"]
             ratios = {"truncated_vs_bminsep": t / row["mcacct_bminsep"]["per_s"],
+                      "ladder_skip_add_vs_full": (row["mcacct_truncated_ladder_skip_add"]["draws_per_s"]
+                                                  / row["mcacct_truncated_ladder"]["draws_per_s"]),
                       "ladder_skip_vs_full": (row["mcacct_truncated_ladder_skip"]["draws_per_s"]
                                               / row["mcacct_truncated_ladder"]["draws_per_s"])}
             if "reference_truncated" in row:
@@ -196,9 +206,12 @@ def main() -> None:
                                                              / (ref / (2 * len(LADDER))))
             row["ratios"] = ratios
             draws = row["mcacct_truncated_ladder"]["draws_per_s"]
+            skip_draws = row["mcacct_truncated_ladder_skip"]["draws_per_s"]
             row["plan_7_4"] = {"samples": SAMPLES_7_4, "expected_seconds_one_device": SAMPLES_7_4 / draws,
                                "expected_days_one_device": SAMPLES_7_4 / draws / 86400.0,
-                               "note": "every candidate to the end on shared draws, as calibrate --plan-only projects"}
+                               "expected_days_one_device_skip": SAMPLES_7_4 / skip_draws / 86400.0,
+                               "note": "every candidate to the end on shared draws, as calibrate --plan-only projects;"
+                                       " _skip: with both skips (the default)"}
             if not args.no_plan:
                 print(f"[{kind}] calibrate --plan-only ...", file=sys.stderr, flush=True)
                 row["calibrate_plan_only"] = _plan_only(c)

@@ -198,8 +198,17 @@ def region_production(res: Results) -> list[str]:
         tail = f"{round(ratio)}× the reference's {2 * len(d['ladder'])} jobs" if first else f"{round(ratio)}×"
         return f"{count(lad['draws_per_s'])} ({count(lad['evaluations_per_s'])}): {tail}"
 
+    def skip_cell(r: dict, first: bool) -> str:
+        if "mcacct_truncated_ladder_skip_add" not in r:
+            return "not measured"
+        rat = r["ratios"]
+        return (f"{count(r['mcacct_truncated_ladder_skip']['draws_per_s'])} ({rat['ladder_skip_vs_full']:.2f}×; the add "
+                f"skip alone {rat['ladder_skip_add_vs_full']:.2f}×)")
+
     def plan_cell(r: dict, first: bool) -> str:
         ladder = round(r["plan_7_4"]["expected_days_one_device"])
+        if "expected_days_one_device_skip" in r["plan_7_4"]:
+            ladder = f"{ladder} (every loss computed), {round(r['plan_7_4']['expected_days_one_device_skip'])} (skips)"
         plans = []
         for k in ("calibrate_plan_only_1_device", "calibrate_plan_only"):
             if k in r and (k == "calibrate_plan_only" or not plans):
@@ -217,6 +226,8 @@ def region_production(res: Results) -> list[str]:
             f"{r['ratios']['truncated_vs_bminsep']:.3f}× BMinSep)")),
         row("mcacct `BMinSep`, same shape", lambda r, f: count(r["mcacct_bminsep"]["per_s"])),
         row(f"mcacct truncated {len(d['ladder'])}-σ ladder, both directions: draws (evaluations)", ladder_cell),
+        row("the same ladder with the provably zero contributions skipped at ε = 10 (the default; the same sums): "
+            "draws (× every loss computed)", skip_cell),
         row(f"projected time of the {sci(samples, 1)}-sample verification on this machine (one device's ladder "
             "draws/s; `calibrate --plan-only` with one CPU device and with `--cpu-devices auto`, a device per core)",
             plan_cell),

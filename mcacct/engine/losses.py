@@ -25,13 +25,19 @@ def direction_losses(scheme, key, sigma, strategy, num_samples: int, direction: 
 
 
 def ladder_losses(scheme, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
-                  recursion: str = "auto", add_bound: float | None = None) -> jax.Array:
+                  recursion: str = "auto", add_bound: float | None = None, remove_skip=None) -> jax.Array:
     """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions
     (``remove``, ``add``) on the draws of ``key``: the scheme's shared-work path when it has one
     (``shares_ladder_work``), else :func:`direction_losses` per candidate and direction on the same key (the
     same draws, computed per call). ``add_bound``: the skip of provably zero add contributions
-    (:mod:`mcacct.kernels.shortcuts`), for schemes that give :meth:`add_loss_bound` only."""
+    (:mod:`mcacct.kernels.shortcuts`), for schemes that give :meth:`add_loss_bound` only; ``remove_skip``: the remove
+    direction's (:class:`~mcacct.kernels.shortcuts.RemoveSkip`), for schemes that :attr:`bounds_remove_losses`."""
+    if remove_skip is not None and not scheme.bounds_remove_losses:
+        raise ValueError(f"{type(scheme).__name__} has no remove-loss bound (remove_skip must be None)")
     if scheme.shares_ladder_work:
+        if remove_skip is not None:
+            return scheme.ladder_losses(key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound,
+                                        remove_skip)
         return scheme.ladder_losses(key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound)
     if add_bound is not None:
         raise ValueError(f"{type(scheme).__name__} has no add-loss shortcut (add_bound must be None)")

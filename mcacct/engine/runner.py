@@ -38,11 +38,13 @@ from mcacct.kernels.blocks import map_blocks
 from mcacct.engine.progress import Progress
 from mcacct.engine.statistics import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics,
                                       nonfinite_loss_message)
-from mcacct.engine.systematic import applied_loss_shift, loss_error_bound
-from mcacct.kernels.shortcuts import add_skip_bound
+from mcacct.engine.systematic import applied_loss_shift, loss_error_bound, term_error_bound
+from mcacct.kernels.shortcuts import RemoveSkip, add_skip_bound, remove_thresholds
+from mcacct.platform import target_platform
 from mcacct.precision import float64
 
-__all__ = ["LadderStats", "block_ladder_losses", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width", "AXIS"]
+__all__ = ["LadderStats", "block_ladder_losses", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width",
+           "skip_bound", "remove_skip_arrays", "AXIS"]
 
 AXIS = "chunks"
 
@@ -55,14 +57,21 @@ def local_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
     return Mesh(np.array(devs), (AXIS,))
 
 
-def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bound: float | None = None) -> jax.Array:
+def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bound: float | None = None,
+                        remove_skip: RemoveSkip | None = None) -> jax.Array:
     """``(J, 2, num_samples)`` losses of one block: the fused kernel where ``problem.loss_kernel`` resolves to it
     (:func:`mcacct.engine.kernel_choice.resolve_loss_kernel`), else :func:`mcacct.engine.losses.ladder_losses`
-    (with ``add_bound``: :func:`skip_bound`)."""
+    (with ``add_bound``: :func:`skip_bound`; ``remove_skip``: :func:`remove_skip_arrays`)."""
     if resolve_loss_kernel(problem).kernel == "fused":
         return fused_block_ladder(problem, key, sigmas, num_samples)
     return ladder_losses(problem.scheme, key, sigmas, problem.strategy, num_samples, jnp.dtype(problem.dtype),
-                         problem.dot_method, problem.recursion, add_bound)
+                         problem.dot_method, problem.recursion, add_bound, remove_skip)
+
+
+def _skips(problem: Problem) -> bool:
+    """Whether the skips of provably zero contributions may run: ``problem.skip_zero``, float64, not fused."""
+    return (problem.skip_zero and np.dtype(problem.dtype) == np.float64
+            and resolve_loss_kernel(problem).kernel != "fused")
 
 
 def skip_bound(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[float]) -> float | None:
@@ -70,24 +79,39 @@ def skip_bound(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[flo
     (:func:`mcacct.kernels.shortcuts.add_skip_bound`, with each candidate's loss-error bound), or ``None``: every
     loss is computed (``problem.skip_zero`` off, a scheme without the bound, the fused kernel, float32, or an
     epsilon too small)."""
-    if (not problem.skip_zero or np.dtype(problem.dtype) != np.float64
-            or resolve_loss_kernel(problem).kernel == "fused"):
+    if not _skips(problem):
         return None
     etas = [loss_error_bound(problem, s) for s in sigmas]
     return add_skip_bound(problem.scheme.add_loss_bound(), epsilons, etas)
 
 
+def remove_skip_arrays(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[float]) -> np.ndarray | None:
+    """``(J, 2)`` per candidate: the remove skip's threshold (:func:`mcacct.kernels.shortcuts.remove_thresholds`)
+    and the terms' error bound (:func:`mcacct.engine.systematic.term_error_bound`), or ``None`` where the remove
+    skip does not run (as :func:`skip_bound`, a scheme that does not :attr:`bounds_remove_losses`, or an
+    accelerator: there the engine batches its sub-blocks with ``vmap``, so the exact recursions would run for the
+    whole block whenever one sample needs them, and the bound would only add work; compacting those samples on the
+    device is #39's next step)."""
+    if (not _skips(problem) or not problem.scheme.bounds_remove_losses or not len(epsilons)
+            or target_platform() != "cpu"):
+        return None
+    thr = remove_thresholds(epsilons, [loss_error_bound(problem, s) for s in sigmas])
+    return np.stack([np.asarray(thr, np.float64), [term_error_bound(problem, s) for s in sigmas]], axis=1)
+
+
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "spec", "add_bound"))
 def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Problem, chunk_size: int,
-                            spec: HistogramSpec, add_bound: float | None = None):
+                            spec: HistogramSpec, add_bound: float | None = None, remove_skip=None):
     """Statistics of one chunk for every candidate and direction: ``sums`` ``(J, 2, E)`` (float64) and
     ``hist`` ``(J, 2, bins + 2)`` (int32), over the first ``valid`` samples; candidate ``j``'s losses are
     raised by ``shifts[j]`` (:func:`mcacct.engine.systematic.applied_loss_shift`). On CPU the blocks run one after
     another (``lax.map``: a block's arrays stay in cache); on accelerators they are batched. ``add_bound``: the
-    run's :func:`skip_bound`."""
+    run's :func:`skip_bound`; ``remove_skip``: a :class:`~mcacct.kernels.shortcuts.RemoveSkip` of the candidates'
+    arrays (:func:`remove_skip_arrays`) or ``None``."""
     bsize = block_size(problem, chunk_size)
     keys = block_keys(key, problem, chunk_size)
-    per_block = partial(block_ladder_losses, sigmas=sigmas, problem=problem, num_samples=bsize, add_bound=add_bound)
+    per_block = partial(block_ladder_losses, sigmas=sigmas, problem=problem, num_samples=bsize, add_bound=add_bound,
+                        remove_skip=remove_skip)
     out = map_blocks(lambda k: per_block(k), keys)
     losses = jnp.moveaxis(out, 0, 2).reshape(out.shape[1], 2, -1)[:, :, :chunk_size]  # (J, 2, chunk)
 
@@ -111,17 +135,20 @@ def padded_width(j: int) -> int:
 
 
 @lru_cache(maxsize=64)
-def _group_fn(mesh: Mesh, problem: Problem, chunk_size: int, spec: HistogramSpec, add_bound: float | None = None):
-    """Jitted ``(key, chunk_ids[D], valid[D], sigmas, shifts, eps) -> (sums[D, J, 2, E], hist[D, J, 2, H])``."""
+def _group_fn(mesh: Mesh, problem: Problem, chunk_size: int, spec: HistogramSpec, add_bound: float | None = None,
+              remove: bool = False):
+    """Jitted ``(key, chunk_ids[D], valid[D], sigmas, shifts, eps, skip) -> (sums[D, J, 2, E], hist[D, J, 2, H])``;
+    ``skip`` ``(J, 2)``: :func:`remove_skip_arrays` (read only with ``remove``)."""
 
-    def per_device(key, cids, valid, sigmas, shifts, eps):
+    def per_device(key, cids, valid, sigmas, shifts, eps, skip):
         # exactly the single-chunk program: same key, same shapes, same ops on every device count
+        rskip = RemoveSkip(skip[:, 0], skip[:, 1]) if remove else None
         sums, hist = ladder_chunk_statistics(jax.random.fold_in(key, cids[0]), sigmas, shifts, valid[0], eps,
-                                             problem, chunk_size, spec, add_bound)
+                                             problem, chunk_size, spec, add_bound, rskip)
         return sums[None], hist[None]
 
     rep, shd = PartitionSpec(), PartitionSpec(AXIS)
-    fn = jax.shard_map(per_device, mesh=mesh, in_specs=(rep, shd, shd, rep, rep, rep), out_specs=(shd, shd),
+    fn = jax.shard_map(per_device, mesh=mesh, in_specs=(rep, shd, shd, rep, rep, rep, rep), out_specs=(shd, shd),
                        check_vma=False)
     return jax.jit(fn)
 
@@ -204,8 +231,10 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         raise ValueError(f"mesh must have the single axis {AXIS!r}; got {mesh.axis_names}")
     width = mesh.size
     shd = NamedSharding(mesh, PartitionSpec(AXIS))
-    # provably zero add contributions are skipped for the whole run (the same sums; mcacct.kernels.shortcuts)
-    fn = _group_fn(mesh, problem, chunk_size, spec, skip_bound(problem, sig, eps))
+    # provably zero contributions are skipped for the whole run (the same sums; mcacct.kernels.shortcuts, .bound)
+    rskip = remove_skip_arrays(problem, sig, eps)
+    fn = _group_fn(mesh, problem, chunk_size, spec, skip_bound(problem, sig, eps), rskip is not None)
+    rskip_all = np.zeros((len(sig), 2)) if rskip is None else rskip
     eps_arr = jnp.asarray(eps, jnp.float64)
     shifts_all = np.asarray([applied_loss_shift(problem, s) for s in sig], np.float64)
     if stats is None:
@@ -234,7 +263,8 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         # candidate's statistics do not depend on how many others run beside it
         padded = list(active) + [active[-1]] * (padded_width(len(active)) - len(active))
         res = fn(key, jax.device_put(cids, shd), jax.device_put(vals, shd),
-                 jnp.asarray([sig[j] for j in padded], jnp.float64), jnp.asarray(shifts_all[padded]), eps_arr)
+                 jnp.asarray([sig[j] for j in padded], jnp.float64), jnp.asarray(shifts_all[padded]), eps_arr,
+                 jnp.asarray(rskip_all[padded], jnp.float64))
         return group, list(active), res
 
     def fold(item) -> None:

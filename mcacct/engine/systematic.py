@@ -37,7 +37,7 @@ import numpy as np
 
 from mcacct.validate import check_real, is_real_scalar
 
-__all__ = ["SystematicBound", "systematic_bound", "loss_error_bound", "normal_coupling_delta", "check_sigma",
+__all__ = ["SystematicBound", "systematic_bound", "loss_error_bound", "term_error_bound", "normal_coupling_delta", "check_sigma",
            "SIGMA_MIN", "SIGMA_MAX",
            "participation_mismatch_bound", "chunk_sum_slack", "applied_loss_shift", "NORMAL_COUPLING_L1", "NORMAL_MAX_ABS",
            "NDTRI_REL_ERROR", "UNIFORM_BOUNDARY_MASS"]
@@ -122,6 +122,29 @@ def participation_mismatch_bound(scheme) -> float:
     return int(scheme.participation_boundaries()) * UNIFORM_BOUNDARY_MASS + float(scheme.draw_law_tv())
 
 
+def _term_error(problem, sigma: float) -> tuple[float, float]:
+    """``(e_ell, Lambda)`` of :func:`loss_error_bound`: the float error bound of every computed term and the bound
+    of every term's magnitude."""
+    scheme, strategy = problem.scheme, problem.strategy
+    u = float(np.finfo(np.dtype(problem.dtype)).eps) / 2.0
+    n = scheme.iterations
+    k, c1, c2sq, _ = _c_stats(strategy)
+    m_inf = output_coordinate_bound(scheme, strategy)
+    y_max = NORMAL_MAX_ABS * sigma + m_inf
+    lam = (c1 * y_max + 0.5 * c2sq) / sigma**2
+    size = 1 << int(math.ceil(math.log2(n + k)))
+    e_dot = max((3 * k + 4) * c1 * y_max, 10.0 * math.log2(size) * math.sqrt(c2sq * n) * y_max) * u
+    e_dot += 2.0 * u * c1 * y_max
+    return e_dot / sigma**2 + 4.0 * u * lam, lam
+
+
+def term_error_bound(problem, sigma: float) -> float:
+    r"""Twice :math:`e_\ell` of :func:`loss_error_bound`: a bound on :math:`|\hat\ell_i - \ell_i|`, the float
+    error of every computed per-iteration term against the exact one, doubled for the remove bound's own
+    arrangement of the same sums (:mod:`mcacct.kernels.bound`), which raises every block maximum by it."""
+    return 2.0 * _term_error(problem, check_sigma("sigma", sigma))[0]
+
+
 def loss_error_bound(problem, sigma: float) -> float:
     r"""A bound ``eta`` on :math:`|\hat L - L|` for every sample the engine can draw (nats).
 
@@ -142,19 +165,11 @@ def loss_error_bound(problem, sigma: float) -> float:
     Deliberately generous (1e-8 nats at production sizes in float64, where it moves delta by a relative
     ~1e-8); in float32 it is too large to be useful, which is why certificates need float64.
     """
-    scheme, strategy = problem.scheme, problem.strategy
-    dtype = np.dtype(problem.dtype)
-    u = float(np.finfo(dtype).eps) / 2.0
+    scheme = problem.scheme
+    u = float(np.finfo(np.dtype(problem.dtype)).eps) / 2.0
     sigma = check_sigma("sigma", sigma)
     n = scheme.iterations
-    k, c1, c2sq, _ = _c_stats(strategy)
-    m_inf = output_coordinate_bound(scheme, strategy)
-    y_max = NORMAL_MAX_ABS * sigma + m_inf
-    lam = (c1 * y_max + 0.5 * c2sq) / sigma**2
-    size = 1 << int(math.ceil(math.log2(n + k)))
-    e_dot = max((3 * k + 4) * c1 * y_max, 10.0 * math.log2(size) * math.sqrt(c2sq * n) * y_max) * u
-    e_dot += 2.0 * u * c1 * y_max
-    e_ell = e_dot / sigma**2 + 4.0 * u * lam
+    e_ell, lam = _term_error(problem, sigma)
     params = scheme.loss_error_params()
     b, p, j = int(params.separation), float(params.sampling_prob), int(params.max_participations)
     log_p = abs(math.log(p)) if p > 0 else 0.0

@@ -45,7 +45,7 @@ __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_d
 #: chunk/block key layout and the statistics kept per chunk. It is part of every fingerprint: bump it whenever
 #: a change makes the same key and configuration give other samples, losses or sums, so that files of the old
 #: kernel can no longer be resumed or merged with new ones.
-KERNEL_VERSION = "mcacct-kernel/9"
+KERNEL_VERSION = "mcacct-kernel/10"
 
 #: The keys :func:`problem_to_dict` writes.
 PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "loss_kernel", "loss_kernel_resolved",

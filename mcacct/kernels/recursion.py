@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.bound import remove_loss_bound_from_sums_t
 from mcacct.kernels.control import rare_cond
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
@@ -444,7 +445,7 @@ def ladder_losses_t(m_t: jax.Array, z_t: jax.Array, sigmas: jax.Array, min_sep: 
 
 def ladder_losses_from_sums_t(s_m: jax.Array, s_z: jax.Array, sigmas: jax.Array, min_sep: int, sampling_prob,
                               warm_start: bool, c_col: tuple[float, ...], recursion: str = "auto",
-                              add_bound: float | None = None) -> jax.Array:
+                              add_bound: float | None = None, remove_skip=None) -> jax.Array:
     r"""Privacy losses of both directions for every noise multiplier of a ladder from the sliding sums of one set
     of draws, :math:`s^m_i = \langle c^{(i)}, m \rangle` (the output mean ``C x``) and
     :math:`s^z_i = \langle c^{(i)}, z\rangle` (standard normal noise), time-major ``(n, B)``. By linearity, for
@@ -457,24 +458,53 @@ def ladder_losses_from_sums_t(s_m: jax.Array, s_z: jax.Array, sigmas: jax.Array,
     the terms of ``y = m + sigma_j z`` (``y ~ P``) and ``y = sigma_j z`` (``y ~ Q``); only the recursion runs
     per candidate (``lax.map`` over the ladder, so each candidate keeps its exact fallback). Returns
     ``(J, 2, B)``: ``[:, 0]`` is ``ln P/Q`` of the remove outputs, ``[:, 1]`` is ``ln Q/P`` of the add outputs.
-    With ``add_bound`` (static; :func:`mcacct.kernels.shortcuts.add_skip_bound`) the add recursions do not run and
-    every add loss is that bound, an upper bound of it whose contribution is provably 0 at the run's epsilons.
+
+    The two skips of provably zero contributions (:mod:`mcacct.kernels.shortcuts`): with ``add_bound`` (static;
+    :func:`~mcacct.kernels.shortcuts.add_skip_bound`) the add recursions do not run and every add loss is that
+    bound. With ``remove_skip`` (a :class:`~mcacct.kernels.shortcuts.RemoveSkip` of per-candidate arrays,
+    float64, ``B`` a single axis) every sample's remove loss is first bounded, :math:`U \ge L`
+    (:func:`mcacct.kernels.bound.remove_loss_bound_from_sums_t`); a sample whose ``U`` is at most every
+    candidate's threshold keeps ``U`` (its contribution is provably 0); where any sample of the batch does not,
+    the exact recursions run for the batch (the same program and bits as without the skip) and those samples
+    take their exact losses.
     """
     n = s_z.shape[0]
     dtype = s_z.dtype
     half_sq = jnp.asarray(0.5 * column_sq_norms(c_col, n), dtype).reshape((n,) + (1,) * (s_z.ndim - 1))
 
-    def one(sig):
+    def rem_one(s_m, s_z, sig):
         sig = sig.astype(dtype)
-        inv_var = 1.0 / sig**2
-        base = sig * s_z - half_sq
-        rem = recursion_log_ratio_t((s_m + base) * inv_var, min_sep, sampling_prob, warm_start, recursion)
-        if add_bound is not None:
-            return jnp.stack([rem, jnp.full_like(rem, add_bound)])
-        add = recursion_log_ratio_t(base * inv_var, min_sep, sampling_prob, warm_start, recursion)
-        return jnp.stack([rem, -add])
+        return recursion_log_ratio_t((s_m + (sig * s_z - half_sq)) * (1.0 / sig**2), min_sep, sampling_prob,
+                                     warm_start, recursion)
 
-    return jax.lax.map(one, jnp.asarray(sigmas))
+    def add_one(s_z, sig):
+        sig = sig.astype(dtype)
+        return -recursion_log_ratio_t((sig * s_z - half_sq) * (1.0 / sig**2), min_sep, sampling_prob, warm_start,
+                                      recursion)
+
+    sigmas = jnp.asarray(sigmas)
+    if remove_skip is None or s_z.ndim != 2 or dtype != jnp.float64:
+        def one(sig):
+            rem = rem_one(s_m, s_z, sig)
+            return jnp.stack([rem, jnp.full_like(rem, add_bound) if add_bound is not None else add_one(s_z, sig)])
+
+        return jax.lax.map(one, sigmas)
+    rem = _remove_with_skip(s_m, s_z, half_sq, sigmas, remove_skip, min_sep, float(sampling_prob), warm_start,
+                            lambda sm, sz: jax.lax.map(lambda sig: rem_one(sm, sz, sig), sigmas))
+    add = (jnp.full_like(rem, add_bound) if add_bound is not None
+           else jax.lax.map(lambda sig: add_one(s_z, sig), sigmas))
+    return jnp.stack([rem, add], axis=1)
+
+
+def _remove_with_skip(s_m, s_z, half_sq, sigmas, remove_skip, min_sep, p, warm_start, exact):
+    """``(J, B)`` remove losses: ``U`` where every candidate's ``U`` is at most its threshold, else ``exact``
+    (:func:`ladder_losses_from_sums_t`), which runs for the whole batch, at its full width, when any sample needs it
+    (the same program as without the skip, so the same bits: XLA's CPU code for a narrower, compacted batch
+    rounds some products differently, its multiply-adds fused or not)."""
+    u = remove_loss_bound_from_sums_t(s_m, s_z, half_sq, sigmas, remove_skip.term_errors, min_sep, p, warm_start)
+    need = jnp.any(~(u <= jnp.asarray(remove_skip.thresholds, u.dtype)[:, None]), axis=0)
+    return rare_cond(jnp.any(need), lambda need, u, s_m, s_z: jnp.where(need, exact(s_m, s_z), u),
+                     lambda need, u, s_m, s_z: u, need, u, s_m, s_z)
 
 
 def shift_mixture_log_ratio(ell: jax.Array, period: int, sampling_prob: float, random_phase: bool) -> jax.Array:

@@ -29,9 +29,13 @@ from __future__ import annotations
 import functools
 import math
 from fractions import Fraction
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
-__all__ = ["add_loss_bound", "add_skip_bound", "SKIP_MARGIN"]
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["add_loss_bound", "add_skip_bound", "remove_loss_bound_t", "SKIP_MARGIN", "BOUND_BLOCK"]
 
 #: absolute margin of the skip condition (nats), beyond the float subtraction's own ulps (``1e-15 eps``)
 SKIP_MARGIN = 1e-9
@@ -68,3 +72,24 @@ def add_skip_bound(bound: float | None, epsilons: Sequence[float], etas: Sequenc
     if eps_min >= bound + 2.0 * eta + SKIP_MARGIN + 1e-15 * abs(eps_min):
         return float(bound)
     return None
+
+
+
+class RemoveSkip(NamedTuple):
+    """The remove direction's skip (:mod:`mcacct.kernels.bound`), per candidate of a ladder (arrays ``(J,)``, traced):
+    a sample whose bound ``U`` is at most ``thresholds[j]`` for every candidate keeps ``U`` as its loss; the bound
+    raises every block maximum of the terms by ``term_errors[j]``, the terms' float error."""
+
+    thresholds: object
+    term_errors: object
+
+
+def remove_thresholds(epsilons: Sequence[float], etas: Sequence[float]) -> list[float]:
+    r"""Per candidate, the largest ``U`` whose contribution is provably 0 at every ``epsilon``:
+    :math:`\min\varepsilon - 2\eta_j - m - 10^{-15}|\min\varepsilon|` (the exact path's loss is within
+    :math:`\eta_j` of the exact loss, itself at most ``U``, and the engine adds :math:`\eta_j` before the
+    contribution; ``m`` = :data:`SKIP_MARGIN`). ``-inf`` without epsilons: nothing is skipped."""
+    if not epsilons:
+        return [-math.inf for _ in etas]
+    eps_min = min(float(e) for e in epsilons)
+    return [eps_min - 2.0 * float(eta) - SKIP_MARGIN - 1e-15 * abs(eps_min) for eta in etas]

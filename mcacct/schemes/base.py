@@ -124,6 +124,13 @@ class AccountedScheme(Protocol):
         ...
 
     @property
+    def bounds_remove_losses(self) -> bool:
+        """Whether :meth:`ladder_losses` takes a ``remove_skip`` (:class:`~mcacct.kernels.shortcuts.RemoveSkip`): a
+        cheap certified bound of every remove loss (:mod:`mcacct.kernels.bound`), the exact recursion only where
+        the bound could reach the run's epsilons."""
+        ...
+
+    @property
     def block_floor(self) -> int:
         """The smallest number of samples per engine block the scheme wants (its draws vectorise over a
         block); the engine's blocks are at least this large, up to the chunk size."""
@@ -162,11 +169,14 @@ class AccountedScheme(Protocol):
         ...
 
     def ladder_losses(self, key: Any, sigmas: Any, strategy: Any, num_samples: int, dtype: Any,
-                      dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None) -> Any:
+                      dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None,
+                      remove_skip: Any = None) -> Any:
         """``(J, 2, num_samples)`` losses (directions ``remove``, ``add``) for every noise multiplier on the
         draws of ``key``; called only when :attr:`shares_ladder_work`. With ``add_bound`` (given only where
         :meth:`add_loss_bound` is not ``None`` and the run's epsilons make every add contribution provably 0) the
-        add losses are that bound instead of their recursions."""
+        add losses are that bound instead of their recursions. With ``remove_skip`` (given only where
+        :attr:`bounds_remove_losses`) a remove loss whose bound is at most its candidate's threshold is that bound
+        (:func:`mcacct.kernels.recursion.ladder_losses_from_sums_t`)."""
         ...
 
     def add_loss_bound(self) -> float | None:
@@ -239,6 +249,8 @@ class Scheme:
 
     #: no shared-work ladder unless the scheme implements one
     shares_ladder_work = False
+    #: no remove-loss bound unless the scheme gives one (:attr:`AccountedScheme.bounds_remove_losses`)
+    bounds_remove_losses = False
     #: the smallest engine block (samples) the scheme wants (:func:`mcacct.engine.problem.block_size`)
     block_floor = 16
 
@@ -279,7 +291,7 @@ class Scheme:
         return loss if direction == "remove" else -loss
 
     def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
-                      recursion: str = "auto", add_bound: float | None = None):
+                      recursion: str = "auto", add_bound: float | None = None, remove_skip=None):
         raise NotImplementedError(f"{type(self).__name__} shares no work between ladder candidates "
                                   "(shares_ladder_work is False): the engine runs its generic loss kernel")
 

@@ -74,6 +74,8 @@ class BMinSep(MinSepAccounting):
 
     # -- the contract (check_strategy, sensitivity_bound, output_coordinate_bound: MinSepAccounting) -------
     shares_ladder_work = True
+    #: remove losses bounded first (:mod:`mcacct.kernels.bound`), the exact recursion only where needed
+    bounds_remove_losses = True
 
     def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
         """Row-major outputs (:func:`sample_y`'s draws); no auxiliary data."""
@@ -93,7 +95,7 @@ class BMinSep(MinSepAccounting):
         return log_ratio_from_terms_t(ell_t, self, recursion)
 
     def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
-                      recursion: str = "auto", add_bound: float | None = None):
+                      recursion: str = "auto", add_bound: float | None = None, remove_skip=None):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on one
         set of draws (the draws of :meth:`sample_t` for the same key): draws, participation and sliding
         sums once (the mean's from a table, :func:`mcacct.kernels.output.standardised_sums_t`), the recursion per
@@ -103,7 +105,7 @@ class BMinSep(MinSepAccounting):
         s_m, s_z = standardised_sums_t(key, self.iterations, self.min_sep, self.sampling_prob, self.warm_start,
                                        self.participation_rate, strategy.c_col, num_samples, dtype, dot_method)
         return ladder_losses_from_sums_t(s_m, s_z, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
-                                         strategy.c_col, recursion, add_bound)
+                                         strategy.c_col, recursion, add_bound, remove_skip)
 
     def add_loss_bound(self) -> float:
         """``-ln`` of the probability of never participating, rounded up (:mod:`mcacct.kernels.shortcuts`)."""

@@ -366,28 +366,28 @@ class TruncatedBMinSep(Scheme):
         return loss if positive else -loss
 
     shares_ladder_work = True
+    bounds_remove_losses = True  # the untruncated draws' (mcacct.kernels.bound); truncated ones stay exact
 
     def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
-                      recursion: str = "auto", add_bound: float | None = None):
-        """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on the
-        draws of :meth:`sample_t` for the same key: counts, participation, survival coins and noise once; the
-        untruncated ladder (:func:`~mcacct.kernels.recursion.ladder_losses_from_sums_t`) for every sample, and
-        the two mixture recursions per candidate only for the samples with a truncated round."""
+                      recursion: str = "auto", add_bound: float | None = None, remove_skip=None):
+        """``(J, 2, num_samples)`` losses for every ``sigmas`` and both directions on the draws of :meth:`sample_t`:
+        counts, participation, coins and noise once; the untruncated ladder (:func:`~mcacct.kernels.recursion.
+        ladder_losses_from_sums_t`) for every sample, the mixture recursions only for those with a truncated round."""
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
         return self._ladder(key, jnp.asarray(sigmas), strategy, num_samples, jnp.dtype(dtype), dot_method,
-                            recursion, add_bound)
+                            recursion, add_bound, remove_skip)
 
     def add_loss_bound(self) -> float:
         """The base scheme's (untruncated draws); a truncated sample keeps its exact loss in both directions."""
         return self.base.add_loss_bound()
 
     @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion", "add_bound")
-    def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound=None):
+    def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound, remove_skip):
         def per_block(tau, z_t):
             s_m, s_z = ladder_sums_t(tau, z_t, self.iterations, self.min_sep, strategy.c_col, dtype, dot_method)
             return ladder_losses_from_sums_t(s_m, s_z, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
-                                             strategy.c_col, recursion, add_bound)
+                                             strategy.c_col, recursion, add_bound, remove_skip)
 
         out, _, patch = self._draw_blocks(key, strategy, num_samples, per_block)
 

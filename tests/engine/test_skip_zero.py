@@ -67,8 +67,8 @@ def test_sums_bit_identical_and_histogram_an_upper_bound(scheme):
         for d in DIRECTIONS:
             a, b = off.stats[j][d], on.stats[j][d]
             assert a.count == b.count and a.sums == b.sums, (j, d)
+            assert_moved_up_only(a.hist, b.hist)
             if d == "remove":
-                np.testing.assert_array_equal(a.hist, b.hist)
                 continue
             # the add histogram: draws moved up to the bin of B + eta, none moved down or above it
             top = int(math.ceil((bound + loss_error_bound(problem, [0.3, 2.0][j])) / width))
@@ -79,14 +79,23 @@ def test_sums_bit_identical_and_histogram_an_upper_bound(scheme):
                 np.linspace(0, 3, 7))) - 1e-15)
 
 
-def test_below_the_bound_nothing_is_skipped():
+def assert_moved_up_only(off_hist, on_hist):
+    """``on`` is ``off`` with some draws moved to higher bins: equal totals, every upper tail at least as heavy."""
+    off_hist, on_hist = np.asarray(off_hist), np.asarray(on_hist)
+    assert off_hist.sum() == on_hist.sum()
+    assert np.all(np.cumsum(on_hist[::-1]) >= np.cumsum(off_hist[::-1]))
+
+
+def test_below_the_bound_no_add_loss_is_skipped():
     scheme = mcacct.BMinSep(0.05, 4, 48, True)
-    eps = (0.5, scheme.add_loss_bound() + 5.0)            # the smallest epsilon decides: no skip
+    eps = (0.5, scheme.add_loss_bound() + 5.0)            # the smallest epsilon decides: no add skip
     _, off = _run(scheme, False, eps, sigmas=(0.8,))
     problem, on = _run(scheme, True, eps, sigmas=(0.8,))
     assert skip_bound(problem, [0.8], eps) is None
+    np.testing.assert_array_equal(off.stats[0]["add"].hist, on.stats[0]["add"].hist)
     for d in DIRECTIONS:
-        np.testing.assert_array_equal(off.stats[0][d].hist, on.stats[0][d].hist)
+        assert off.stats[0][d].sums == on.stats[0][d].sums
+        assert_moved_up_only(off.stats[0][d].hist, on.stats[0][d].hist)
 
 
 def test_the_switch_is_typed_recorded_and_on_the_cli(tmp_path, capsys):
@@ -105,3 +114,28 @@ def test_the_switch_is_typed_recorded_and_on_the_cli(tmp_path, capsys):
     import json
     a, b = json.loads(with_skip), json.loads(without)
     assert a["delta_upper"] == b["delta_upper"] and a["delta_estimate"] == b["delta_estimate"]
+
+
+@pytest.mark.parametrize("eps", [(10.0,), (2.0, 3.0, 4.0)], ids=["eps10", "eps2-4"])
+@pytest.mark.parametrize("scheme", [mcacct.BMinSep(0.05, 4, 48, True), mcacct.BMinSep(0.05, 4, 48, False),
+                                    mcacct.TruncatedBMinSep(0.05, 4, 48, 60, 8, True)],  # some draws untruncated
+                         ids=["warm", "cold", "truncated"])
+def test_remove_skip_same_sums_and_an_upper_bound_histogram(scheme, eps):
+    """The remove direction's skip (mcacct.kernels.bound): at epsilon 10 almost every remove draw keeps its bound, at
+    2-4 many are exact; either way count and sums are bit for bit those of the full computation and the histogram
+    only moves draws up (to their bound's bin)."""
+    from mcacct.engine.runner import remove_skip_arrays
+    problem, off = _run(scheme, False, eps, sigmas=(0.5, 2.0), n=1024)
+    on_problem, on = _run(scheme, True, eps, sigmas=(0.5, 2.0), n=1024)
+    assert remove_skip_arrays(problem, [0.5, 2.0], eps) is None
+    assert remove_skip_arrays(on_problem, [0.5, 2.0], eps) is not None
+    moved = 0
+    for j in range(2):
+        for d in DIRECTIONS:
+            a, b = off.stats[j][d], on.stats[j][d]
+            assert a.count == b.count and a.sums == b.sums, (j, d)
+            assert_moved_up_only(a.hist, b.hist)
+            assert np.all(np.asarray(b.histogram_delta(np.linspace(0, 3, 7)))
+                          >= np.asarray(a.histogram_delta(np.linspace(0, 3, 7))))
+        moved += int(np.sum(np.abs(off.stats[j]["remove"].hist - on.stats[j]["remove"].hist)))
+    assert moved > 0   # the skip ran

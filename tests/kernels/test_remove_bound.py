@@ -1,0 +1,97 @@
+"""The remove direction's cheap bound (#39, shortcut 1; mcacct.kernels.bound): U >= L for every output, from terms
+anywhere and from the schemes' own draws (over 10^6 (draw, sigma) pairs across sigma in [0.2, 2], warm and cold
+start, participation forced by p near 1, a block length that does not divide b), and the ladder keeps exact,
+bit-identical losses wherever U could reach a threshold."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from mcacct.kernels.bound import remove_loss_bound_from_sums_t, remove_loss_bound_t
+from mcacct.kernels.output import standardised_sums_t
+from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio_t
+from mcacct.kernels.shortcuts import RemoveSkip
+from mcacct.kernels.sliding import column_sq_norms
+from mcacct.schemes.bminsep import expected_participation_rate
+
+
+@settings(max_examples=30, deadline=None)  # each example compiles its shapes: 30 keep it near 10 s
+@given(n=st.integers(1, 60), b=st.integers(1, 24), p=st.sampled_from([1e-4, 0.01, 0.2, 0.7, 0.99, 1.0]),
+       warm=st.booleans(), block=st.integers(1, 20), scale=st.sampled_from([0.1, 1.0, 8.0, 60.0]),
+       walk=st.booleans(), seed=st.integers(0, 2**16))
+def test_the_bound_holds_for_terms_anywhere(n, b, p, warm, block, scale, walk, seed):
+    rng = np.random.default_rng(seed)
+    ell = rng.normal(rng.normal() * scale, scale, (n, 32))
+    if walk:  # smooth terms, as sliding sums give
+        ell = np.cumsum(ell, axis=0) / np.sqrt(n)
+    ell = jnp.asarray(ell)
+    exact = np.asarray(recursion_log_ratio_t(ell, b, p, warm, "scan"))
+    u = np.asarray(remove_loss_bound_t(ell, b, p, warm, 0.0, block))
+    assert not np.any(np.isnan(u))
+    finite = np.isfinite(exact)
+    assert np.all(u[finite] >= exact[finite] - 1e-12 * (1 + np.abs(exact[finite]))), (u - exact).min()
+
+
+def test_the_term_error_raises_the_bound_by_at_least_itself():
+    ell = jnp.asarray(np.random.default_rng(1).normal(-1.0, 2.0, (40, 16)))
+    u0 = np.asarray(remove_loss_bound_t(ell, 4, 0.1, True, 0.0))
+    u1 = np.asarray(remove_loss_bound_t(ell + 0.01, 4, 0.1, True, 0.0))
+    np.testing.assert_allclose(np.asarray(remove_loss_bound_t(ell, 4, 0.1, True, 0.01)), u1, rtol=1e-12)
+    assert np.all(u1 >= u0)
+
+
+@pytest.mark.parametrize("n,b,p,warm,block", [(48, 4, 0.05, True, 16), (48, 4, 0.05, False, 16),
+                                              (40, 7, 0.9, True, 3), (100, 20, 0.02, True, 16)],
+                         ids=["warm", "cold", "forced-p0.9-block3", "b20-block16"])
+def test_the_bound_holds_on_the_schemes_draws(n, b, p, warm, block):
+    """2^17 draws x 8 sigmas in [0.2, 2] per case (over 10^6 pairs in all), remove outputs of b-min-sep with the
+    ladder's sliding sums: U >= the exact loss (log-space scan) wherever the latter is finite."""
+    sigmas = jnp.asarray(np.geomspace(0.2, 2.0, 8))
+    c = tuple(np.full(min(b, 3), 1 / np.sqrt(min(b, 3))))
+    half = jnp.asarray(0.5 * column_sq_norms(c, n))[:, None]
+    rate = expected_participation_rate(p, b)
+
+    @jax.jit
+    def one(key):
+        s_m, s_z = standardised_sums_t(key, n, b, p, warm, rate, c, 1 << 14, jnp.float64, "direct")
+        u = remove_loss_bound_from_sums_t(s_m, s_z, half, sigmas, jnp.zeros(8), b, p, warm, block)
+        exact = jax.lax.map(lambda s: recursion_log_ratio_t((s_m + (s * s_z - half)) / s**2, b, p, warm, "scan"),
+                            sigmas)
+        ok = jnp.isfinite(exact)
+        return jnp.min(jnp.where(ok, u - exact + 1e-12 * (1 + jnp.abs(exact)), jnp.inf)), jnp.mean(u - exact)
+
+    worst, gaps = zip(*[one(jax.random.key(i)) for i in range(8)])
+    assert min(float(w) for w in worst) >= 0.0
+    assert float(np.mean(gaps)) > 0.0
+
+
+def _sums(n=48, b=4, p=0.05, num=512):
+    c = (0.5, 0.5, 0.5, 0.5)
+    return standardised_sums_t(jax.random.key(7), n, b, p, True, expected_participation_rate(p, b), c, num,
+                               jnp.float64, "auto") + (c,)
+
+
+@pytest.mark.parametrize("threshold", [-np.inf, 2.0, 4.0, 60.0])
+def test_the_ladder_keeps_exact_bits_where_the_bound_could_count(threshold):
+    s_m, s_z, c = _sums()
+    sig = jnp.asarray([0.3, 0.7, 2.0])
+    ladder = jax.jit(lambda sm, sz, rs: ladder_losses_from_sums_t(sm, sz, sig, 4, 0.05, True, c, "auto", None, rs))
+    off = np.asarray(ladder(s_m, s_z, None))
+    on = np.asarray(ladder(s_m, s_z, RemoveSkip(jnp.full(3, threshold), jnp.zeros(3))))
+    np.testing.assert_array_equal(on[:, 1], off[:, 1])          # the add direction untouched
+    rem_on, rem_off = on[:, 0], off[:, 0]
+    exact = np.all(rem_on == rem_off, axis=0)                   # per sample, every candidate
+    skipped = ~exact
+    # a sample keeps U only where every candidate's U is at most the threshold, and U bounds the exact loss
+    assert np.all(rem_on[:, skipped] <= threshold) and np.all(rem_on[:, skipped] >= rem_off[:, skipped] - 1e-12)
+    half = jnp.asarray(0.5 * column_sq_norms(c, 48))[:, None]
+    u = np.asarray(remove_loss_bound_from_sums_t(s_m, s_z, half, sig, jnp.zeros(3), 4, 0.05, True))
+    np.testing.assert_array_equal(skipped, np.all(u <= threshold, axis=0))  # exactly the samples U lets go
+    if threshold == -np.inf:
+        assert exact.all()
+    if threshold == 60.0:
+        assert skipped.all()
