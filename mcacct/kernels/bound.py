@@ -89,13 +89,10 @@ def block_maxima_t(x_t: jax.Array, block: int, k_pad: int) -> jax.Array:
     blocks padded in front with ``-inf`` (block ``k_pad - K`` holds rounds ``1..n - (K-1) block``)."""
     n, lead = x_t.shape[0], x_t.shape[1:]
     front = k_pad * block - n
-    x = jnp.concatenate([jnp.full((front,) + lead, -jnp.inf, x_t.dtype), x_t], axis=0) if front else x_t
-    x = x.reshape((k_pad, block) + lead)
-    # a tree of elementwise maxima of the block's rows (XLA's CPU reduce over a middle axis is ~10x slower)
-    rows = [x[:, j] for j in range(block)]
-    while len(rows) > 1:
-        rows = [jnp.maximum(rows[i], rows[i + 1]) if i + 1 < len(rows) else rows[i] for i in range(0, len(rows), 2)]
-    return rows[0]
+    # one reduce_window pass, the front padding its -inf init (a tree of row slices, or a reduce over the middle
+    # axis of a reshape, cost XLA's CPU code 9x and 1.6x as much at n = 7200, 256 lanes)
+    return jax.lax.reduce_window(x_t, -jnp.inf, jax.lax.max, (block,) + (1,) * len(lead),
+                                 (block,) + (1,) * len(lead), ((front, 0),) + ((0, 0),) * len(lead))
 
 
 def _bound_from_exponents(m: jax.Array, n: int, b: int, p: float, warm_start: bool, block: int) -> jax.Array:
