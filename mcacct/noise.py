@@ -21,10 +21,15 @@ The released :class:`NoiseMultiplier` is a certificate: ``sigma`` is :math:`(\va
 :math:`\delta + q(1-\delta)` plus the proven systematic terms, where ``failure_probability`` :math:`q` bounds the
 chance that a noise multiplier that is *not* :math:`(\varepsilon, \delta)`-DP passes verification
 (Theorem A.1); for the PLD accountant it is 0.
+
+**Opacus' call** (issue #41): ``get_noise_multiplier(target_epsilon=..., target_delta=..., sample_rate=...,
+steps=None, epochs=None, accountant=None, epsilon_tolerance=...)`` works as a drop-in, and ``float(result)`` is
+the noise multiplier; the translation of Opacus' arguments is :mod:`mcacct.interop.opacus`.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -36,16 +41,25 @@ from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import CalibrationResult, calibrate, check_ladder_options
 from mcacct.evr.cost import CostEstimate, estimate_cost
 from mcacct.evr import bounds as evr
+from mcacct.interop.opacus import (OPACUS_KEYWORDS, check_accountant, check_epsilon_tolerance, check_keywords,
+                                   opacus_sampling_and_steps)
 from mcacct.validate import check_count, check_prob, check_real
 from mcacct.precision import float64
 
 __all__ = ["NoiseMultiplier", "get_noise_multiplier", "default_strategy"]
 
+#: The options :func:`mcacct.calibrate` takes through ``**calibrate_options`` (Monte Carlo only).
+MONTE_CARLO_OPTIONS = tuple(n for n in inspect.signature(calibrate).parameters
+                            if n not in ("problem", "epsilon", "delta", "key", "num_samples", "progress"))
+#: The options of the PLD accountant (Poisson DP-SGD only).
+PLD_OPTIONS = ("value_discretization_interval", "discretization")
+
 
 @float64
 @dataclass(frozen=True)
 class NoiseMultiplier:
-    """A certified noise multiplier (:func:`get_noise_multiplier`).
+    """A certified noise multiplier (:func:`get_noise_multiplier`); ``float(result)`` is ``sigma`` (Opacus'
+    ``get_noise_multiplier`` returns a float).
 
     Attributes
     ----------
@@ -86,6 +100,11 @@ class NoiseMultiplier:
     seconds: float
     cost: CostEstimate | None = None
     calibration: CalibrationResult | None = field(default=None, repr=False)
+
+    def __float__(self) -> float:
+        """``float(result)`` is ``sigma``, as Opacus' ``get_noise_multiplier`` returns (no ``__index__``: a noise
+        multiplier is no integer)."""
+        return float(self.sigma)
 
     def to_dict(self) -> dict:
         """Plain fields (scheme and strategy by ``repr``; the calibration record as its own dict)."""
@@ -157,7 +176,9 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
                          dataset_size: int | None = None, c_col=None, max_batch_size: int | None = None,
                          warm_start: bool | None = None, batch_selection: Any = None, problem: Problem | None = None,
                          key: jax.Array | None = None, num_samples: int | None = None, dry_run: bool = False,
-                         progress: bool = True, **calibrate_options) -> NoiseMultiplier | CostEstimate:
+                         progress: bool = True, sample_rate: float | None = None, epochs: float | None = None,
+                         accountant: str | None = None, epsilon_tolerance: float | None = None,
+                         **calibrate_options) -> NoiseMultiplier | CostEstimate:
     r"""The smallest certified noise multiplier for :math:`(\varepsilon, \delta)`-DP, in one call.
 
     Parameters
@@ -194,31 +215,74 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
         Return the :class:`~mcacct.evr.cost.CostEstimate` of the Monte Carlo run and run nothing else.
     progress : bool, default True
         The cost statement and progress on stderr.
+    sample_rate : float, optional
+        Opacus' name: the expected fraction of the data per step (batch size over dataset size), the
+        *participation rate* :math:`r`, instead of ``sampling_prob`` (giving both, or ``sample_rate`` and
+        ``batch_size``, is a ``ValueError``). Poisson DP-SGD: ``sampling_prob = sample_rate``. b-min-sep
+        (``min_sep = b``): :math:`r` is the stationary rate :math:`1/(1/p + b - 1)` of the sampling probability
+        :math:`p` of an available example, and :math:`p = r / (1 - r (b - 1)) > r` is its exact inverse
+        (:func:`mcacct.interop.opacus.sampling_prob_from_sample_rate`); taking :math:`r` for :math:`p` would
+        certify fewer participations than the training has (optimistic, unsound). ``sample_rate`` must be in
+        ``(0, 1/b]``: no :math:`p \in (0, 1]` gives a larger rate.
+    epochs : float, optional
+        Opacus' alternative to ``steps``: ``steps = ceil(epochs / rate)``, rounded up (a quotient within a
+        relative 1e-9 of an integer is that integer). ``epochs > 0``; the rate is ``sample_rate``, else
+        ``batch_size / dataset_size``, else for Poisson DP-SGD ``sampling_prob``. Giving ``steps`` too is a
+        ``ValueError``.
+    accountant : {None, "pld", "prv"}, optional
+        Opacus' accountant. ``None`` (the default, unlike Opacus' ``"rdp"``) keeps mcacct's choice; ``"pld"`` and
+        ``"prv"`` (mcacct's PLD accountant is the analogue of Opacus' PRV accountant) give the same PLD
+        calibration of Poisson DP-SGD. ``"rdp"`` and ``"gdp"`` are refused (``ValueError``): mcacct certifies with
+        the PLD accountant, tighter than RDP and sound, unlike the GDP (central limit) approximation. With
+        ``min_sep``, ``problem`` or ``batch_selection`` (Monte Carlo) any value but ``None`` is refused.
+    epsilon_tolerance : float, optional
+        Opacus' search tolerance: a positive real if given, and otherwise unused. mcacct's result is the
+        smallest sigma it certifies on its own grid (PLD: :func:`mcacct.pld.pld_calibrate`'s ladder bisection to
+        a relative 1e-4, rounded up; Monte Carlo: the ladder), always certified: it is ``target_epsilon``-DP
+        with a delta never above ``target_delta`` (Opacus' search stops within ``epsilon_tolerance`` below the
+        target epsilon).
     **calibrate_options
         Passed to :func:`mcacct.calibrate` (``ladder_ratio``, ``above``, ``below``, ``chunk_size``,
         ``systematic_reserve``, ``sigmas``, ...), or for Poisson DP-SGD to :func:`mcacct.pld.pld_calibrate`
-        (``value_discretization_interval``, ``discretization``).
+        (``value_discretization_interval``, ``discretization``). Any other name is a ``ValueError`` suggesting the
+        closest accepted name; a Monte Carlo option for Poisson DP-SGD and a PLD option for Monte Carlo are
+        refused as such.
 
     Returns
     -------
     NoiseMultiplier or CostEstimate
-        The certificate, or with ``dry_run`` the cost estimate.
+        The certificate (``float(result)`` is its ``sigma``), or with ``dry_run`` the cost estimate.
 
     Examples
     --------
     >>> mcacct.get_noise_multiplier(2.0, 1e-5, sampling_prob=0.01, steps=1000).sigma        # doctest: +SKIP
     >>> mcacct.get_noise_multiplier(2.0, 1e-5, 0.05, 1024, min_sep=8, key=jax.random.key(0))  # doctest: +SKIP
+    >>> float(mcacct.get_noise_multiplier(target_epsilon=2.0, target_delta=1e-5, sample_rate=0.01,  # doctest: +SKIP
+    ...                                   epochs=10, accountant="prv"))                             # Opacus' call
     """
     t0 = time.perf_counter()
+    check_keywords(calibrate_options, KEYWORDS)
     eps = check_real("target_epsilon", target_epsilon, low=0.0)
     dl = check_real("target_delta", target_delta, low=0.0, high=1.0, low_open=True, high_open=True)
-    monte_carlo = problem is not None or batch_selection is not None or min_sep is not None
+    route = next((n for n, v in (("problem", problem), ("batch_selection", batch_selection), ("min_sep", min_sep))
+                  if v is not None), None)
+    monte_carlo = route is not None
+    check_accountant(accountant, route)
+    check_epsilon_tolerance(epsilon_tolerance)
+    sampling_prob, steps = opacus_sampling_and_steps(
+        sample_rate=sample_rate, epochs=epochs, sampling_prob=sampling_prob, steps=steps, batch_size=batch_size,
+        dataset_size=dataset_size, min_sep=min_sep, truncated=max_batch_size is not None,
+        fixed_by=route if route in ("problem", "batch_selection") else None)
     if not monte_carlo:
         return _poisson_pld(eps, dl, sampling_prob, steps, batch_size, dataset_size, c_col, max_batch_size,
                             warm_start, key, dry_run, t0, calibrate_options)
     if key is None:
         raise ValueError("key is required for a Monte Carlo calibration (the result is a function of it): pass "
                          "key=jax.random.key(seed)")
+    pld_only = sorted(set(calibrate_options) & set(PLD_OPTIONS))
+    if pld_only:
+        raise ValueError(f"{', '.join(pld_only)}: options of the PLD accountant (Poisson DP-SGD, no min_sep); the "
+                         f"Monte Carlo calibration takes {', '.join(MONTE_CARLO_OPTIONS)}")
     check_ladder_options(**{k: v for k, v in calibrate_options.items()
                             if k in ("ladder_ratio", "above", "below", "pilot_samples", "sigmas")})
     if problem is not None:
@@ -247,10 +311,15 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
                            float(q), int(res.num_samples), bool(res.verified), problem.scheme, problem.strategy, time.perf_counter() - t0, cost, res)
 
 
+#: Every keyword :func:`get_noise_multiplier` takes: its own (mcacct's and Opacus' names) and the options.
+KEYWORDS = tuple(sorted({*inspect.signature(get_noise_multiplier).parameters, *OPACUS_KEYWORDS,
+                         *MONTE_CARLO_OPTIONS, *PLD_OPTIONS} - {"calibrate_options"}))
+
+
 def _poisson_pld(eps, dl, sampling_prob, steps, batch_size, dataset_size, c_col, max_batch_size, warm_start, key,
                  dry_run, t0, options: dict) -> NoiseMultiplier:
     from mcacct import pld
-    unknown = sorted(set(options) - {"value_discretization_interval", "discretization"})
+    unknown = sorted(set(options) - set(PLD_OPTIONS))  # names no route takes were refused before
     if unknown:
         raise ValueError(f"{', '.join(unknown)}: Monte Carlo options; Poisson DP-SGD uses the PLD accountant, which "
                          "takes value_discretization_interval and discretization")
