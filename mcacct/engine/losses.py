@@ -35,10 +35,8 @@ def ladder_losses(scheme, key, sigmas, strategy, num_samples: int, dtype, dot_me
     if remove_skip is not None and not scheme.bounds_remove_losses:
         raise ValueError(f"{type(scheme).__name__} has no remove-loss bound (remove_skip must be None)")
     if scheme.shares_ladder_work:
-        if remove_skip is not None:
-            return scheme.ladder_losses(key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound,
-                                        remove_skip)
-        return scheme.ladder_losses(key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound)
+        return scheme.ladder_losses(key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound,
+                                    remove_skip)
     if add_bound is not None:
         raise ValueError(f"{type(scheme).__name__} has no add-loss shortcut (add_bound must be None)")
 
