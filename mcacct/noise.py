@@ -1,9 +1,12 @@
 r"""One call from a privacy target to a certified noise multiplier: :func:`get_noise_multiplier`.
 
-Three cases, by what the caller gives:
+Four cases, by what the caller gives:
 
 * **DP-SGD with Poisson sampling** (``sampling_prob`` and ``steps``, no ``min_sep``): the deterministic FFT PLD
   accountant (:func:`mcacct.pld.pld_calibrate`, pessimistic discretisation), in seconds; no key.
+* **A scheme with an exact PLD** (``method="auto"``, the default): b-min-sep with ``min_sep=1`` and cyclic
+  Poisson with a public partition and complete columns (each scheme's ``exact_pld``) go to the same PLD
+  accountant, for the strategy given or the default one below. ``method="monte-carlo"`` forces Monte Carlo.
 * **b-min-sep BandMF** (``min_sep=b``; ``max_batch_size`` adds App. D's truncation; or any ``problem``, or a
   ``jax_privacy.batch_selection`` object through :func:`mcacct.from_jax_privacy`): Monte Carlo
   Estimate-Verify-Release (Dong & Ganesh 2026, arXiv:2602.09338, App. A, Alg. 5). The strategy is ``c_col`` when
@@ -29,6 +32,7 @@ the noise multiplier; the translation of Opacus' arguments is :mod:`mcacct.inter
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import time
@@ -43,7 +47,7 @@ from mcacct.evr.cost import CostEstimate, estimate_cost
 from mcacct.evr import bounds as evr
 from mcacct.interop.opacus import (OPACUS_KEYWORDS, check_accountant, check_epsilon_tolerance, check_keywords,
                                    opacus_sampling_and_steps)
-from mcacct.validate import check_count, check_prob, check_real
+from mcacct.validate import check_choice, check_count, check_prob, check_real
 from mcacct.precision import float64
 
 __all__ = ["NoiseMultiplier", "get_noise_multiplier", "default_strategy"]
@@ -53,6 +57,9 @@ MONTE_CARLO_OPTIONS = tuple(n for n in inspect.signature(calibrate).parameters
                             if n not in ("problem", "epsilon", "delta", "key", "num_samples", "progress"))
 #: The options of the PLD accountant (Poisson DP-SGD only).
 PLD_OPTIONS = ("value_discretization_interval", "discretization")
+#: ``method`` of :func:`get_noise_multiplier`: the PLD accountant wherever the scheme has an exact PLD (``auto``),
+#: only there (``pld``), or Monte Carlo EVR in every case (``monte-carlo``).
+METHODS = ("auto", "pld", "monte-carlo")
 
 
 @float64
@@ -116,13 +123,21 @@ class NoiseMultiplier:
         return out
 
 
+@functools.lru_cache(maxsize=64)
 @float64
-def default_strategy(iterations: int, bands: int):
-    """mcacct's MSE-optimised banded Toeplitz strategy (``||c|| = 1``) with ``bands`` bands over ``iterations``
-    steps, as a :class:`mcacct.BandedToeplitz`."""
-    from mcacct.schemes.strategy import BandedToeplitz
+def _optimised_c_col(iterations: int, bands: int) -> tuple[float, ...]:
     from mcacct.strategies import optimize_banded_toeplitz
-    return BandedToeplitz(optimize_banded_toeplitz(iterations, min(bands, iterations)).c_col)
+    return optimize_banded_toeplitz(iterations, bands).c_col
+
+
+def default_strategy(iterations: int, bands: int):
+    """mcacct's MSE-optimised banded Toeplitz strategy (``||c|| = 1``) with ``min(bands, iterations)`` bands over
+    ``iterations`` steps, as a :class:`mcacct.BandedToeplitz`: the default ``C`` of the Python API and of the
+    command line. Remembered per shape in the process (the fit is an L-BFGS run compiled per shape, a few
+    seconds; the persistent compilation cache keeps the program between processes)."""
+    from mcacct.schemes.strategy import BandedToeplitz
+    n, k = check_count("iterations", iterations), check_count("bands", bands)
+    return BandedToeplitz(_optimised_c_col(n, min(k, n)))
 
 
 def _sampling_prob(sampling_prob, batch_size, dataset_size, min_sep: int, truncated: bool = False) -> float:
@@ -178,7 +193,7 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
                          key: jax.Array | None = None, num_samples: int | None = None, dry_run: bool = False,
                          progress: bool = True, sample_rate: float | None = None, epochs: float | None = None,
                          accountant: str | None = None, epsilon_tolerance: float | None = None,
-                         **calibrate_options) -> NoiseMultiplier | CostEstimate:
+                         method: str = "auto", **calibrate_options) -> NoiseMultiplier | CostEstimate:
     r"""The smallest certified noise multiplier for :math:`(\varepsilon, \delta)`-DP, in one call.
 
     Parameters
@@ -241,6 +256,13 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
         a relative 1e-4, rounded up; Monte Carlo: the ladder), always certified: it is ``target_epsilon``-DP
         with a delta never above ``target_delta`` (Opacus' search stops within ``epsilon_tolerance`` below the
         target epsilon).
+    method : {"auto", "pld", "monte-carlo"}, default "auto"
+        ``"auto"``: a scheme whose privacy curve the PLD accountant gives exactly goes to it (deterministic,
+        seconds, no key): Poisson DP-SGD, b-min-sep with ``min_sep = 1`` (``C = c_0 I``), cyclic Poisson with a
+        public partition (jax-privacy's ``EQUAL_SPLIT``) whose class-0 columns are complete (e.g. ``b | n``)
+        -- each scheme's ``exact_pld``; every other scheme goes to Monte Carlo. ``"pld"``: the same, and a
+        ``ValueError`` for a scheme without an exact PLD. ``"monte-carlo"``: Monte Carlo EVR in every case
+        (Poisson DP-SGD as b-min-sep with ``min_sep = 1``), e.g. to cross-check the two.
     **calibrate_options
         Passed to :func:`mcacct.calibrate` (``ladder_ratio``, ``above``, ``below``, ``chunk_size``,
         ``systematic_reserve``, ``sigmas``, ...), or for Poisson DP-SGD to :func:`mcacct.pld.pld_calibrate`
@@ -264,27 +286,20 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
     check_keywords(calibrate_options, KEYWORDS)
     eps = check_real("target_epsilon", target_epsilon, low=0.0)
     dl = check_real("target_delta", target_delta, low=0.0, high=1.0, low_open=True, high_open=True)
+    check_choice("method", method, METHODS)
     route = next((n for n, v in (("problem", problem), ("batch_selection", batch_selection), ("min_sep", min_sep))
                   if v is not None), None)
-    monte_carlo = route is not None
+    if route is None and method == "monte-carlo":
+        min_sep, route = 1, "min_sep"  # Poisson DP-SGD is b-min-sep with b = 1
     check_accountant(accountant, route)
     check_epsilon_tolerance(epsilon_tolerance)
     sampling_prob, steps = opacus_sampling_and_steps(
         sample_rate=sample_rate, epochs=epochs, sampling_prob=sampling_prob, steps=steps, batch_size=batch_size,
         dataset_size=dataset_size, min_sep=min_sep, truncated=max_batch_size is not None,
         fixed_by=route if route in ("problem", "batch_selection") else None)
-    if not monte_carlo:
+    if route is None:
         return _poisson_pld(eps, dl, sampling_prob, steps, batch_size, dataset_size, c_col, max_batch_size,
                             warm_start, key, dry_run, t0, calibrate_options)
-    if key is None:
-        raise ValueError("key is required for a Monte Carlo calibration (the result is a function of it): pass "
-                         "key=jax.random.key(seed)")
-    pld_only = sorted(set(calibrate_options) & set(PLD_OPTIONS))
-    if pld_only:
-        raise ValueError(f"{', '.join(pld_only)}: options of the PLD accountant (Poisson DP-SGD, no min_sep); the "
-                         f"Monte Carlo calibration takes {', '.join(MONTE_CARLO_OPTIONS)}")
-    check_ladder_options(**{k: v for k, v in calibrate_options.items()
-                            if k in ("ladder_ratio", "above", "below", "pilot_samples", "sigmas")})
     if problem is not None:
         given = [n for n, v in (("sampling_prob", sampling_prob), ("steps", steps), ("min_sep", min_sep),
                                 ("c_col", c_col), ("batch_selection", batch_selection), ("batch_size", batch_size),
@@ -295,6 +310,22 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
     else:
         problem = _problem(steps, sampling_prob, batch_size, dataset_size, min_sep, c_col, max_batch_size,
                            warm_start, batch_selection)
+    spec = None if method == "monte-carlo" else problem.scheme.exact_pld(problem.strategy)
+    if spec is not None:
+        return _exact_pld(eps, dl, problem, spec, num_samples, dry_run, t0, calibrate_options)
+    if method == "pld":
+        raise ValueError(f"method='pld' needs a scheme with an exact PLD (Poisson DP-SGD, b-min-sep with min_sep = 1, "
+                         f"cyclic Poisson with a public partition and complete columns); {problem.scheme!r} has "
+                         "none: use method='auto' or 'monte-carlo'")
+    if key is None:
+        raise ValueError("key is required for a Monte Carlo calibration (the result is a function of it): pass "
+                         "key=jax.random.key(seed)")
+    pld_only = sorted(set(calibrate_options) & set(PLD_OPTIONS))
+    if pld_only:
+        raise ValueError(f"{', '.join(pld_only)}: options of the PLD accountant (Poisson DP-SGD, no min_sep); the "
+                         f"Monte Carlo calibration takes {', '.join(MONTE_CARLO_OPTIONS)}")
+    check_ladder_options(**{k: v for k, v in calibrate_options.items()
+                            if k in ("ladder_ratio", "above", "below", "pilot_samples", "sigmas")})
     # the probe's draws only time the program: a key of their own, so the result is calibrate(problem, ..., key)'s
     probe_key = jax.random.fold_in(key, 0x434F5354)
     cost_options = {k: v for k, v in calibrate_options.items() if k in (
@@ -314,6 +345,23 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
 #: Every keyword :func:`get_noise_multiplier` takes: its own (mcacct's and Opacus' names) and the options.
 KEYWORDS = tuple(sorted({*inspect.signature(get_noise_multiplier).parameters, *OPACUS_KEYWORDS,
                          *MONTE_CARLO_OPTIONS, *PLD_OPTIONS} - {"calibrate_options"}))
+
+
+def _exact_pld(eps, dl, problem: Problem, spec, num_samples, dry_run, t0, options: dict) -> NoiseMultiplier:
+    """``method="auto"|"pld"`` for a scheme with an exact PLD (``spec`` at sigma = 1): the PLD accountant's
+    certified sigma, for that scheme and strategy."""
+    from mcacct import pld
+    force = "; pass method='monte-carlo' to calibrate it by Monte Carlo instead"
+    mc_only = sorted(set(options) - set(PLD_OPTIONS)) + (["num_samples"] if num_samples is not None else [])
+    if mc_only:
+        raise ValueError(f"{', '.join(mc_only)}: Monte Carlo options; {problem.scheme!r} has an exact PLD and goes to "
+                         f"the PLD accountant, which takes {', '.join(PLD_OPTIONS)}{force}")
+    if dry_run:
+        raise ValueError(f"dry_run applies to Monte Carlo calibrations; {problem.scheme!r} has an exact PLD and goes "
+                         f"to the deterministic PLD accountant (seconds){force}")
+    sigma = float(pld.pld_calibrate(spec, eps, dl, **options))
+    return NoiseMultiplier(sigma, eps, dl, dl, "pld", 0.0, 0, True, problem.scheme, problem.strategy,
+                           time.perf_counter() - t0)
 
 
 def _poisson_pld(eps, dl, sampling_prob, steps, batch_size, dataset_size, c_col, max_batch_size, warm_start, key,

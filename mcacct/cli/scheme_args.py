@@ -3,8 +3,12 @@ r"""The common scheme flags of the command line and the parsed flags every schem
 :class:`Flag` defines a flag once for argparse and the absl launchers; :data:`COMMON_FLAGS` are the flags shared
 by the schemes (each scheme accepts a subset, :class:`mcacct.cli.schemes.SchemeCLI`); :class:`SchemeArgs` gives
 the builders of :mod:`mcacct.cli.schemes` the parsed values with the demo defaults (:data:`DEFAULTS`) and the
-rules shared by every scheme: ``--sampling-prob`` or ``--batch-size`` with ``--dataset-size``, the demo batch 32
-of 1024 and ``c_col = 0.5 x 4`` when no sampling flag is given, ``c_col = 1.0`` otherwise.
+rules shared by every scheme: ``--sampling-prob`` or ``--batch-size`` with ``--dataset-size``; with no sampling
+flag, the demo configuration (batch 32 of 1024 and its own ``c_col = 0.5 x 4``). Without ``--c-col``, a setting
+the user gives gets the default of the Python API (:func:`mcacct.get_noise_multiplier`): the MSE-optimised banded
+Toeplitz ``C`` (:func:`mcacct.noise.default_strategy`, ``||c|| = 1``) with as many bands as the scheme's
+separation (``--min-sep``; the cycle length of cyclic Poisson, the number of bins of balls-in-bins), so that
+``C`` never has more bands than participations are apart; banded-inverse states its own (``C = I``).
 """
 
 from __future__ import annotations
@@ -85,8 +89,10 @@ COMMON_FLAGS = (
     Flag("--dataset-size", int, "dataset size (>= 1, with --batch-size; truncated: the scheme's M, also with "
                                 "--sampling-prob)", check=check_count),
     Flag("--c-col", str, "comma-separated non-zeros of C's first column, each >= 0 (length <= min-sep except "
-                         "balls-in-bins and banded-inverse); default 1.0 (DP-SGD) when any sampling flag is "
-                         "given, else the demo's 0.5,0.5,0.5,0.5", check=_c_col),
+                         "balls-in-bins and banded-inverse); default: the MSE-optimised banded Toeplitz C "
+                         "(||c|| = 1) with min-sep bands (cyclic-poisson: cycle length, balls-in-bins: bins; "
+                         "banded-inverse: 1.0), as get_noise_multiplier; the demo (no sampling flag) spells out "
+                         "its own 0.5,0.5,0.5,0.5", check=_c_col),
     Flag("--cold-start", bool, "Alg. 1 (all examples available at step 1) instead of the warm start of Alg. 2"),
 )
 COMMON_DESTS = frozenset(f.dest for f in COMMON_FLAGS)
@@ -158,7 +164,28 @@ class SchemeArgs:
                              f"every example can take part; got {bs:g}{demo}")
         return sampling_prob_from_batch_size(bs, m, min_sep)
 
-    def strategy(self) -> BandedToeplitz:
-        """``BandedToeplitz(--c-col)`` (default 1.0, or the demo's when no sampling flag is given)."""
-        c_col = self.get("c_col", "1.0" if self.explicit else DEFAULTS["c_col"])
-        return BandedToeplitz(c_col)
+    def strategy(self, bands: int | None = None, default: tuple[float, ...] | None = None) -> BandedToeplitz:
+        """The strategy ``C`` of the command line.
+
+        Parameters
+        ----------
+        bands : int, optional
+            Bands of the default ``C`` (default ``--min-sep``): the scheme's separation of participations.
+        default : tuple of float, optional
+            A scheme's own default ``c_col``, used instead of the MSE-optimised one.
+
+        Returns
+        -------
+        BandedToeplitz
+            ``--c-col`` when given; the demo's ``0.5 x 4`` when no sampling flag is given (the demo configuration
+            spells out its own); else ``default`` when given, else the MSE-optimised banded Toeplitz ``C`` with
+            ``min(bands, iterations)`` bands (:func:`mcacct.noise.default_strategy`, as the Python API).
+        """
+        if self.given("c_col"):
+            return BandedToeplitz(self.get("c_col"))
+        if not self.explicit:
+            return BandedToeplitz(DEFAULTS["c_col"])
+        if default is not None:
+            return BandedToeplitz(default)
+        from mcacct.noise import default_strategy  # the API's default (an L-BFGS fit, compiled once per shape)
+        return default_strategy(self.iterations, self.min_sep if bands is None else int(bands))

@@ -13,7 +13,8 @@ Scheme flags (``--scheme`` picks the entry, default ``bminsep``; :class:`Flag`, 
 
 * common: ``--iterations N --min-sep B (--sampling-prob P | --batch-size S --dataset-size M) [--c-col v1,...]
   [--cold-start]`` -- each scheme accepts the subset in its entry's ``common``; with none of the sampling flags
-  the demo batch 32 of 1024 and ``c_col = 0.5 x 4`` are used, otherwise ``c_col`` defaults to ``1.0``;
+  the demo batch 32 of 1024 and its ``c_col = 0.5 x 4`` are used, otherwise ``c_col`` defaults to the API's
+  MSE-optimised banded Toeplitz ``C`` with the scheme's separation as bands (:meth:`SchemeArgs.strategy`);
 * ``truncated``: ``--max-batch-size`` (default ``ceil(1.25 x expected batch)``), and ``--dataset-size`` is the
   scheme's ``M`` (also with ``--sampling-prob``);
 * ``multi-attribution``: ``--max-examples-per-user`` (default 1); always the cold start (Alg. 3);
@@ -143,7 +144,7 @@ def _build_bins(a: SchemeArgs):
     elif a.given("batch_size") or a.given("dataset_size"):
         raise ValueError("give either --bins or --batch-size with --dataset-size for --scheme balls-in-bins, "
                          "not both")
-    return BallsInBins(bins, a.iterations), a.strategy()
+    return BallsInBins(bins, a.iterations), a.strategy(bands=bins)  # participations are exactly `bins` apart
 
 
 def _build_inverse(a: SchemeArgs):
@@ -154,8 +155,8 @@ def _build_inverse(a: SchemeArgs):
             raise ValueError("give either --c-col (C's first column) or --inverse-bands (the bands of C^-1) for "
                              "--scheme banded-inverse, not both")
         strategy = strategy_from_inverse(parse_floats("inverse_bands", bands), a.iterations)
-    else:
-        strategy = a.strategy()
+    else:  # its own default: C = I (DP-SGD), whose inverse has one band
+        strategy = a.strategy(default=(1.0,))
     return BandedInverse(a.min_sep_prob(r), r, a.iterations, a.warm_start), strategy
 
 

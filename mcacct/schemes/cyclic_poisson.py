@@ -133,6 +133,23 @@ class CyclicPoisson(Scheme):
         ell = _log_terms(y, sigma, strategy, dot_method)
         return shift_mixture_log_ratio(ell, self.cycle_length, self.sampling_prob, self.random_phase)
 
+    def exact_pld(self, strategy):
+        r"""The public partition (``random_phase=False``) when every column of class 0 is complete: the
+        composition of :math:`m = \lceil n/b \rceil` Poisson-subsampled Gaussian mechanisms of sensitivity
+        :math:`\|c\|` (:class:`mcacct.pld.CyclicPoissonBandMFSpec` at ``sigma = 1``), which is then exactly
+        the loss of the module docstring. Class 0's last column starts at row :math:`b (m - 1)` and ends at
+        :math:`b (m - 1) + k - 1`, complete iff :math:`b (m - 1) + k \le n` (always when ``b | n``, as
+        :math:`k \le b`). ``None`` otherwise: a secret random phase (the mixture over shifts is tighter than the
+        composition) or a truncated last column (the composition only dominates it)."""
+        self.check_strategy(strategy)
+        b, n = self.cycle_length, self.iterations
+        m = -(-n // b)
+        if self.random_phase or b * (m - 1) + strategy.bands > n:
+            return None
+        from mcacct.pld.specs import CyclicPoissonBandMFSpec
+        return CyclicPoissonBandMFSpec(iterations=n, min_sep=b, sampling_prob=self.sampling_prob,
+                                       c_col=tuple(strategy.c_col), sigma=1.0)
+
     def sensitivity_bound(self, strategy) -> float:
         """``sqrt(ceil(n/b)) ||c||``: at most ``ceil(n/b)`` participations (one per cycle), touching disjoint
         rows since ``len(c_col) <= b``."""

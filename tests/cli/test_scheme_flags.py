@@ -18,6 +18,7 @@ from mcacct.cli import schemes as cli_schemes
 from mcacct.cli.commands import build_parser, main
 from mcacct.engine.problem import Problem
 from mcacct.jobs.problem_file import scheme_to_dict
+from mcacct.noise import default_strategy
 from mcacct.schemes import registry
 from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse
 from mcacct.schemes.bminsep import BMinSep, sampling_prob_from_batch_size
@@ -61,27 +62,34 @@ def _parse(name: str, argv: list[str], cmd: str = "delta"):
     return build_parser().parse_args([cmd, *extra, "--scheme", name, *argv])
 
 
-ONE = BandedToeplitz((1.0,))
+
+
+def mse(scheme, n: int, bands: int, *rest):
+    """The problem of a setting without --c-col: C is the API's MSE-optimised default (issue #41), fitted when
+    the case runs."""
+    return lambda: Problem(scheme, default_strategy(n, bands), *rest)
+
+
 DEMO = BandedToeplitz((0.5, 0.5, 0.5, 0.5))
 FLAG_CASES = [
     ("bminsep", [], Problem(BMinSep(sampling_prob_from_batch_size(32, 1024, 4), 4, 128, True), DEMO)),
     ("bminsep", ["--iterations", "8", "--min-sep", "2", "--sampling-prob", "0.3", "--cold-start", "--c-col",
                  "1,0.5"], Problem(BMinSep(0.3, 2, 8, False), BandedToeplitz((1.0, 0.5)))),
     ("bminsep", ["--batch-size", "2", "--dataset-size", "16", "--min-sep", "2", "--iterations", "8", "--dtype",
-                 "float32"], Problem(BMinSep(sampling_prob_from_batch_size(2, 16, 2), 2, 8), ONE, "float32")),
+                 "float32"], mse(BMinSep(sampling_prob_from_batch_size(2, 16, 2), 2, 8), 8, 2, "float32")),
     ("truncated", ["--sampling-prob", "0.2", "--dataset-size", "40", "--max-batch-size", "8", "--iterations",
-                   "32"], Problem(TruncatedBMinSep(0.2, 4, 32, 40, 8), ONE)),
+                   "32"], mse(TruncatedBMinSep(0.2, 4, 32, 40, 8), 32, 4)),
     ("truncated", ["--batch-size", "4", "--dataset-size", "40", "--iterations", "32", "--cold-start"],
-     Problem(TruncatedBMinSep(sampling_prob_from_batch_size(4, 40, 4), 4, 32, 40, 5, False), ONE)),
+     mse(TruncatedBMinSep(sampling_prob_from_batch_size(4, 40, 4), 4, 32, 40, 5, False), 32, 4)),
     ("multi-attribution", ["--sampling-prob", "0.2", "--iterations", "32", "--max-examples-per-user", "3"],
-     Problem(MultiAttribution(0.2, 4, 32, 3), ONE)),
+     mse(MultiAttribution(0.2, 4, 32, 3), 32, 4)),
     ("multi-attribution", ["--batch-size", "2", "--dataset-size", "16", "--min-sep", "2", "--iterations", "8"],
-     Problem(MultiAttribution(sampling_prob_from_batch_size(2, 16, 2), 2, 8), ONE)),
+     mse(MultiAttribution(sampling_prob_from_batch_size(2, 16, 2), 2, 8), 8, 2)),
     ("cyclic-poisson", ["--sampling-prob", "0.5", "--iterations", "32", "--public-phase"],
-     Problem(CyclicPoisson(0.5, 4, 32, random_phase=False), ONE)),
+     mse(CyclicPoisson(0.5, 4, 32, random_phase=False), 32, 4)),
     ("cyclic-poisson", ["--batch-size", "4", "--dataset-size", "64", "--iterations", "32"],
-     Problem(CyclicPoisson(0.25, 4, 32), ONE)),
-    ("balls-in-bins", ["--bins", "4", "--iterations", "32"], Problem(BallsInBins(4, 32), ONE)),
+     mse(CyclicPoisson(0.25, 4, 32), 32, 4)),
+    ("balls-in-bins", ["--bins", "4", "--iterations", "32"], mse(BallsInBins(4, 32), 32, 4)),
     ("balls-in-bins", ["--batch-size", "8", "--dataset-size", "64", "--iterations", "32", "--c-col",
                        ",".join(["1"] * 9)], Problem(BallsInBins(8, 32), BandedToeplitz((1.0,) * 9))),
     ("banded-inverse", ["--sampling-prob", "0.2", "--min-sep", "2", "--iterations", "16", "--inverse-bands",
@@ -104,6 +112,7 @@ def test_cli_flags_build_the_python_dataclass(name, argv, expected):
         else:
             args = _parse(name, argv, cmd)
         got = cli_schemes.problem_from_args(args)
+        expected = expected() if callable(expected) else expected
         assert got == expected and type(got.scheme) is type(expected.scheme)
         assert type(got.scheme) is registry.get(name).cls
 
@@ -111,7 +120,7 @@ def test_cli_flags_build_the_python_dataclass(name, argv, expected):
 def test_scheme_defaults_to_bminsep():
     args = build_parser().parse_args(["delta", "--sigma", "1", "--epsilon", "1", "--sampling-prob", "0.1"])
     assert args.scheme == cli_schemes.DEFAULT_SCHEME == "bminsep"
-    assert cli_schemes.problem_from_args(args) == Problem(BMinSep(0.1, 4, 128), ONE)
+    assert cli_schemes.problem_from_args(args) == Problem(BMinSep(0.1, 4, 128), default_strategy(128, 4))
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -234,6 +243,7 @@ _flags.define_scheme_flags()
 flags.FLAGS(["prog", "--scheme=truncated", "--sampling_prob=0.2", "--dataset_size=40", "--max_batch_size=8",
              "--iterations=32"])
 from mcacct.jobs.problem_file import scheme_to_dict
+from mcacct.noise import default_strategy
 print(scheme_to_dict(_flags.problem_from_flags().scheme))
 flags.FLAGS.unparse_flags()
 flags.FLAGS(["prog", "--scheme=balls-in-bins", "--min_sep=3"])
