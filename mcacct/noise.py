@@ -48,6 +48,7 @@ from mcacct.evr import bounds as evr
 from mcacct.interop.opacus import (OPACUS_KEYWORDS, check_accountant, check_epsilon_tolerance, check_keywords,
                                    opacus_sampling_and_steps)
 from mcacct.validate import check_choice, check_count, check_prob, check_real
+from mcacct.platform import ensure_compilation_cache
 from mcacct.precision import float64
 
 __all__ = ["NoiseMultiplier", "get_noise_multiplier", "default_strategy"]
@@ -283,6 +284,7 @@ def get_noise_multiplier(target_epsilon: float, target_delta: float, sampling_pr
     ...                                   epochs=10, accountant="prv"))                             # Opacus' call
     """
     t0 = time.perf_counter()
+    ensure_compilation_cache()  # a new process reads what an earlier one compiled (MCACCT_CACHE_DIR=off: none)
     check_keywords(calibrate_options, KEYWORDS)
     eps = check_real("target_epsilon", target_epsilon, low=0.0)
     dl = check_real("target_delta", target_delta, low=0.0, high=1.0, low_open=True, high_open=True)

@@ -12,6 +12,11 @@ XLA:CPU runs a program's sequential steps (the recursions' and the count chain's
 device leaves the other cores idle, while the engine's mesh runs one chunk per device at a time with the same
 statistics bit for bit whatever the device count (:mod:`mcacct.engine.runner`).
 
+The persistent compilation cache (:func:`enable_compilation_cache`) keeps compiled XLA programs between processes:
+the command line turns it on for every command, the Python API at its first computation
+(:func:`ensure_compilation_cache`, called by :func:`mcacct.get_noise_multiplier`, the engine's runner and
+:func:`mcacct.pld.pld_calibrate`), both in ``$MCACCT_CACHE_DIR`` (``off`` disables it).
+
 This module imports only ``jax`` (layer 0).
 """
 
@@ -21,7 +26,8 @@ import os
 
 import jax
 
-__all__ = ["target_platform", "PLATFORM_ENV", "cpu_cores", "use_cpu_cores", "AUTO_CPU_DEVICES_MAX"]
+__all__ = ["target_platform", "PLATFORM_ENV", "cpu_cores", "use_cpu_cores", "AUTO_CPU_DEVICES_MAX", "ENV_CACHE",
+           "compilation_cache_dir", "enable_compilation_cache", "ensure_compilation_cache"]
 
 PLATFORM_ENV = "MCACCT_TARGET_PLATFORM"
 _ALIASES = {"cuda": "gpu", "rocm": "gpu", "gpu": "gpu", "cpu": "cpu", "tpu": "tpu"}
@@ -79,3 +85,66 @@ def use_cpu_cores(count: int | None = None) -> int | None:
         raise ValueError(f"--cpu-devices {count} must be set before JAX starts (this process already runs "
                          f"{len(jax.devices('cpu'))} CPU devices)") from err
     return count
+
+
+#: The environment variable naming the persistent compilation cache's directory (``off``, ``0`` or empty: none).
+ENV_CACHE = "MCACCT_CACHE_DIR"
+_OFF = ("", "0", "off", "none", "false")
+_ensured: list[bool] = []
+
+
+def compilation_cache_dir() -> str | None:
+    """Where compiled XLA programs are kept between runs: ``$MCACCT_CACHE_DIR`` (``off``, ``0`` or empty: no
+    cache), else ``$XDG_CACHE_HOME/mcacct/jax`` (default ``~/.cache/mcacct/jax``)."""
+    v = os.environ.get(ENV_CACHE)
+    if v is not None:
+        return None if v.strip().lower() in _OFF else v
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "mcacct", "jax")
+
+
+def enable_compilation_cache(respect_existing: bool = False) -> str | None:
+    """Turn on JAX's persistent compilation cache in :func:`compilation_cache_dir` (programs that took at least
+    0.2 s to compile), so repeated commands, calls in new processes and shard jobs skip most of their start-up.
+
+    Entries are keyed by the program, the compile options, the backend and the JAX/XLA versions, and written
+    atomically, so concurrent jobs may share the directory; a cached program is the same executable, so results
+    are bit-identical with or without it. JAX decides whether a process uses the cache at its first compilation,
+    so the decision is reset (``jax.experimental.compilation_cache``) for a process that compiled before.
+
+    Parameters
+    ----------
+    respect_existing : bool, default False
+        Leave a cache directory the application already configured (``jax_compilation_cache_dir``) as it is and
+        return it: the Python API's setting, so mcacct never moves a user's cache.
+
+    Returns
+    -------
+    str or None
+        The directory in use, or ``None`` when disabled (``MCACCT_CACHE_DIR=off``) or not writable (the run goes
+        on without).
+    """
+    current = jax.config.jax_compilation_cache_dir
+    if respect_existing and current:
+        return current
+    d = compilation_cache_dir()
+    if d is None:
+        return None
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError:
+        return None
+    if current != d:
+        from jax.experimental.compilation_cache import compilation_cache as cc
+        jax.config.update("jax_compilation_cache_dir", d)
+        cc.reset_cache()  # a process that already compiled has decided "no cache": decide again
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    return d
+
+
+def ensure_compilation_cache() -> None:
+    """The Python API's switch: :func:`enable_compilation_cache` with ``respect_existing=True``, once per process
+    (later calls return at once)."""
+    if not _ensured:
+        _ensured.append(True)
+        enable_compilation_cache(respect_existing=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from mcacct.cli.schemes import add_scheme_flags, all_flags, problem_from_args
 from mcacct.engine.kernel_choice import resolve_loss_kernel
+from mcacct.platform import ENV_CACHE, compilation_cache_dir, enable_compilation_cache  # the API uses them too
 from mcacct.jobs.problem_file import scheme_to_dict
 from mcacct.schemes.registry import entry_for
 from mcacct.validate import LOSS_KERNELS, check_int, check_real, interval, parse_floats
@@ -316,40 +317,6 @@ def sigma_list(text: str) -> list[float]:
     if errors:
         raise errors[0]
     return vals
-
-
-ENV_CACHE = "MCACCT_CACHE_DIR"
-
-
-def compilation_cache_dir() -> str | None:
-    """Where compiled XLA programs are kept between runs: ``$MCACCT_CACHE_DIR`` (``off``, ``0`` or empty: no
-    cache), else ``$XDG_CACHE_HOME/mcacct/jax`` (default ``~/.cache/mcacct/jax``)."""
-    import os
-    v = os.environ.get(ENV_CACHE)
-    if v is not None:
-        return None if v.strip().lower() in ("", "0", "off", "none", "false") else v
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "mcacct", "jax")
-
-
-def enable_compilation_cache() -> str | None:
-    """Turn on JAX's persistent compilation cache in :func:`compilation_cache_dir` (programs that took at least
-    0.2 s to compile), so repeated commands and shard jobs skip most of their start-up. Entries are keyed by the
-    program, the compile options, the backend and the JAX/XLA versions, and written atomically, so concurrent
-    jobs may share the directory; a cached program is the same executable, so results are bit-identical with or
-    without it. Returns the directory, or ``None`` when disabled or not writable (the run goes on without)."""
-    import os
-    d = compilation_cache_dir()
-    if d is None:
-        return None
-    try:
-        os.makedirs(d, exist_ok=True)
-    except OSError:
-        return None
-    import jax
-    jax.config.update("jax_compilation_cache_dir", d)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
-    return d
 
 
 def add_distributed_flags(p: argparse.ArgumentParser) -> None:

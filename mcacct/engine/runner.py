@@ -40,7 +40,7 @@ from mcacct.engine.statistics import (DIRECTIONS, DirectionStats, HistogramSpec,
                                       nonfinite_loss_message)
 from mcacct.engine.systematic import applied_loss_shift, loss_error_bound, term_error_bound
 from mcacct.kernels.shortcuts import RemoveSkip, add_skip_bound, remove_thresholds
-from mcacct.platform import target_platform
+from mcacct.platform import ensure_compilation_cache, target_platform
 from mcacct.precision import float64
 
 __all__ = ["LadderStats", "block_ladder_losses", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width",
@@ -209,6 +209,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
     active:
         Candidates to run (default all); the others keep ``stats`` as given (resumed runs).
     """
+    ensure_compilation_cache()  # the Python API's persistent cache (a no-op where the application set its own)
     sig = tuple(check_real("sigmas", s, low=0.0, low_open=True) for s in sigmas)
     if not sig:
         raise ValueError("sigmas must contain at least one noise multiplier")

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
+from mcacct.platform import ensure_compilation_cache
 from mcacct.pld.constants import DEFAULT_H, Discretization
 from mcacct.pld.plan import check_certifiable, result, run
 from mcacct.pld.specs import Canonical, MechanismOrFactory, MechanismSpec, PLDResult, SPEC_TYPES, canonical
@@ -316,6 +317,7 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
         bound at the top of the range, the message says so ("is below what the PLD
         accountant can certify here").
     """
+    ensure_compilation_cache()  # the Python API's persistent cache (a no-op where the application set its own)
     canon, _ = _ladder_canonical(mechanism)
     eps = check_epsilon(epsilon)
     dl = check_delta(delta)
