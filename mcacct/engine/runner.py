@@ -30,6 +30,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from mcacct.validate import check_int, check_real
+from mcacct.engine.compile_notice import CompileNotice
 from mcacct.engine.distributed import allreduce_stats
 from mcacct.engine.kernel_choice import fused_block_ladder, resolve_loss_kernel
 from mcacct.engine.losses import ladder_losses
@@ -252,6 +253,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
 
     todo = sum(valid_of(c) for c in ids)
     prog = Progress(f"{label}: {len(sig)} candidate(s) x 2 directions", todo, progress)
+    notice = CompileNotice(label, bool(progress) and bool(ids)).start()  # a line if compiling takes > 10 s
     done = 0
 
     def dispatch(group: list[int], active: list[int]):
@@ -274,6 +276,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         nonlocal done
         group, active, (sums, hist) = item
         sums, hist = np.asarray(sums), np.asarray(hist)
+        notice.done()
         live = set(out.active)
         for g, c in enumerate(group):
             v = valid_of(c)
@@ -305,6 +308,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         pending = item
     if pending is not None and out.active:
         fold(pending)
+    notice.done()
     prog.close(done)
     if distributed:
         out.stats = [{d: allreduce_stats(st[d]) for d in DIRECTIONS} for st in out.stats]
