@@ -15,6 +15,7 @@ from mcacct.cli.flags import (Parser, add_distributed_flags, configure_cpu_devic
                               enable_compilation_cache, flag_message, int_in, join_distributed, json_text,
                               problem_from_args, real_in, problem_options, record_given, refuse_options,
                               resolve_chunk_size, sample_count, scheme_json, sigma_list, sigma_value)
+from mcacct.cli.exact import METHODS, calibrate_exact
 from mcacct.cli.schemes import DEFAULTS as SCHEME_DEFAULTS
 from mcacct.precision import float64
 
@@ -83,6 +84,9 @@ def cmd_calibrate(args) -> dict | int:
             baselines = baseline_sigmas(problem, res.epsilon, res.target_delta)
     else:
         problem = problem_from_args(args)
+        exact = calibrate_exact(args, problem)  # a scheme with an exact PLD: the PLD accountant (--method)
+        if exact is not None:
+            return exact
         resolve_chunk_size(args, problem)
         if args.plan_only:
             from mcacct.cli.plan import plan_only
@@ -152,18 +156,12 @@ def cmd_delta(args) -> dict:
     return out
 
 
-def _note_fields(notes) -> dict:
-    """``notes`` (why the result is not a certificate; empty when it is one) and, when there are any, ``note``:
-    them joined, as ``mcacct merge`` reports them."""
-    return {**({"note": "; ".join(notes)} if notes else {}), "notes": list(notes)}
-
-
 def _estimate_report(args, problem, est, t0: float) -> dict:
     """The fields every estimate report shares: confidence, samples, scheme, systematic term, certification,
     seed, the resolved chunk size (with the seed it fixes the draws), timing and devices."""
     seconds = time.perf_counter() - t0
     return {"confidence": 1 - args.alpha, "num_samples": est.num_samples, "scheme": scheme_json(problem),
-            "systematic_delta": est.systematic, "certified": est.certified, **_note_fields(est.notes),
+            "systematic_delta": est.systematic, "certified": est.certified, "notes": list(est.notes),
             "seed": args.seed, "chunk_size": args.chunk_size, "seconds": seconds,
             "samples_per_second": 2 * est.num_samples / max(seconds, 1e-9), **device_info()}
 
@@ -185,9 +183,9 @@ def cmd_epsilon(args) -> dict:
     out = {"sigma": args.sigma, "delta": args.delta, **fields, **_estimate_report(args, problem, est, t0)}
     if not math.isfinite(e["epsilon_upper"]):  # an infinite upper bound certifies nothing
         out["certified"] = False
-        out.update(_note_fields(out["notes"] + [
+        out["notes"] = out["notes"] + [
             f"epsilon_upper is infinite: {fields['epsilon_upper_reason']}, so it certifies nothing (more --samples, "
-            "a larger --sigma or a larger --delta may give a finite bound)"]))
+            "a larger --sigma or a larger --delta may give a finite bound)"]
     if not args.json:
         print(f"epsilon({args.delta:g}) ~ {e['epsilon_estimate']:.4g}, upper {e['epsilon_upper']:.4g} "
               f"({100 * (1 - args.alpha):g}% confidence), {est.num_samples:,} samples per direction")
@@ -250,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-baselines", action="store_true",
                    help="skip the scheme's PLD baselines in the report (bminsep: the sigmas of Poisson DP-SGD "
                         "and cyclic-Poisson BandMF at the same expected batch size)")
+    p.add_argument("--method", choices=METHODS, default="auto",
+                   help="auto (default): a scheme with an exact PLD (--min-sep 1; cyclic-poisson --public-phase "
+                        "with complete columns) goes to the deterministic PLD accountant, every other to Monte "
+                        "Carlo; pld: refuse a scheme without one; monte-carlo: Estimate-Verify-Release always")
     add_problem_flags(p)
     add_distributed_flags(p)
     p.set_defaults(func=cmd_calibrate)
@@ -340,8 +342,17 @@ def main(argv: list[str] | None = None) -> int:
         if jax.process_index() != 0:  # every process holds the same result; process 0 reports it
             return 0
     if getattr(args, "json", False):
-        print(json_text(out))  # valid JSON: a non-finite number is null with a reason (flags.json_text)
+        from mcacct.report.schema import report
+        # the one schema of every report (docs/json.md); a non-finite number is null (flags.json_text)
+        print(json_text(report(command_name(args), out)))
     return 0
+
+
+def command_name(args: argparse.Namespace) -> str:
+    """The subcommand of ``args`` as typed, sub-commands joined by a space (``"pld epsilon"``): a report's
+    ``command``."""
+    return " ".join(str(v) for v in (getattr(args, "command", None), getattr(args, "pld_command", None),
+                                     getattr(args, "dpis_command", None)) if v)
 
 
 if __name__ == "__main__":
