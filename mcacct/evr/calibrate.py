@@ -217,10 +217,13 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
                      ladder_ratio: float = 1.01, above: int = 3, below: int = 4, pilot_samples: int | None = None,
                      chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False,
                      sigmas=None, bracket: tuple[float, float] | None = None,
-                     systematic_reserve: float = SYSTEMATIC_RESERVE) -> CalibrationPlan:
+                     systematic_reserve: float = SYSTEMATIC_RESERVE,
+                     announce_verification: bool = True) -> CalibrationPlan:
     """Steps 1-3 and 5 of :func:`calibrate` (module docstring): budget, top candidate, pilot (unless
     ``sigmas`` gives the ladder), the fixed sorted ladder and its systematic terms. Parameters as
-    :func:`calibrate`."""
+    :func:`calibrate`; ``announce_verification=False`` leaves out the progress line with the verification's
+    time from the pilot's rate (``calibrate --plan-only`` states the time its probe measures instead: one figure,
+    not two)."""
     check_problem("problem", problem)
     check_ladder_options(ladder_ratio, above, below, pilot_samples, sigmas)
     b = calibration_budget(problem, epsilon, delta, num_samples, ladder_ratio, above, below, chunk_size,
@@ -254,7 +257,7 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     # exceeds the reserve are dropped (lowest sigmas first: the term decreases with sigma)
     sys_terms = [systematic_bound(problem, sig).delta for sig in ladder]
     dropped = sum(1 for d in sys_terms if d > reserve)
-    if progress and drawn and len(ladder) > dropped:
+    if progress and announce_verification and drawn and len(ladder) > dropped:
         # before the long part: its expected time from the pilot's rate (PILOT_GRID sigmas per draw there,
         # compilation included, so rather an overestimate), scaled to the ladder's candidates
         verify = -(-s // chunk_size) * chunk_size
