@@ -166,8 +166,9 @@ form) -> :mod:`~mcacct.pld.kernels` (jitted discretisation, window, tilt, FFT po
 :mod:`~mcacct.pld.group` (group privacy by conversion), :mod:`~mcacct.pld.discrete` (discrete PLDs and their
 convolution, with round-off bounds), :mod:`~mcacct.pld.events` (heterogeneous compositions of events, and
 :mod:`~mcacct.pld.interop` for ``dp_accounting`` events, both ways: :func:`from_dp_event`, :func:`to_dp_event`),
-:mod:`~mcacct.pld.stateful` (:class:`PLDAccountant`: a stateful accountant with ``dp_accounting``'s method names,
-``compose``, ``get_epsilon``, ``get_delta``, ``supports``, over the certified composition of events) and
+:mod:`~mcacct.pld.stateful` (:class:`PLDAccountant`: a ``dp_accounting.PrivacyAccountant``, ``compose``,
+``get_epsilon``, ``get_delta``, ``supports``, ``ledger``, over the certified composition of events; loaded on first
+use, as importing ``dp_accounting`` takes about a second) and
 :mod:`~mcacct.pld.composition` (compositions with Monte Carlo estimates). References: Koskela, Jälkö & Honkela 2020
 (arXiv:1906.03049) for the FFT accountant; Ganesh 2024 (arXiv:2401.10294) for the group-level mixtures; Dong &
 Ganesh 2026 (arXiv:2602.09338) for cyclic-Poisson BandMF.
@@ -181,7 +182,6 @@ from mcacct.pld.group import group_privacy_conversion_epsilon
 from mcacct.pld.events import (EVENT_KINDS, Event, EventsResult, composed_pld, event_from_dict, events_delta,
                                events_epsilon, load_events)
 from mcacct.pld.interop import from_dp_event, to_dp_event
-from mcacct.pld.stateful import PLDAccountant
 
 __all__ = [
     "GaussianSpec",
@@ -211,3 +211,12 @@ __all__ = [
     "to_dp_event",
     "PLDAccountant",
 ]
+
+
+def __getattr__(name: str) -> type:
+    """``PLDAccountant`` on first use (PEP 562): it subclasses ``dp_accounting.PrivacyAccountant``, and importing
+    ``dp_accounting`` (scipy.signal with it) would add about 0.8 s to every ``import mcacct``."""
+    if name == "PLDAccountant":
+        from mcacct.pld.stateful import PLDAccountant
+        return PLDAccountant
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

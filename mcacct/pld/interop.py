@@ -1,16 +1,21 @@
 """``dp_accounting`` interoperability: its ``DpEvent`` descriptions as mcacct events, and back.
 
 Users who already describe a training run as a ``dp_accounting`` ``DpEvent`` get mcacct's JAX PLD accountant
-by one call (``dp_accounting`` is an optional extra: ``pip install dp-accounting``)::
+by one call (``dp_accounting`` is a dependency of mcacct; this module itself never imports it at import time)::
 
     events = mcacct.pld.from_dp_event(event)
     eps = mcacct.pld.events_epsilon(events, delta=1e-6).epsilon
 
+or compose it into :class:`mcacct.pld.PLDAccountant`, a ``dp_accounting.PrivacyAccountant``.
+
 :func:`from_dp_event` supports ``GaussianDpEvent`` (sensitivity 1, noise multiplier as sigma),
-``PoissonSampledDpEvent`` of a ``GaussianDpEvent``, ``MixtureOfGaussiansDpEvent`` (non-negative sensitivities),
-``SelfComposedDpEvent``, ``ComposedDpEvent`` and ``NoOpDpEvent``; it never imports ``dp_accounting`` (the classes
-are recognised by name). Anything else raises ``ValueError`` naming the event; so does a mixture with a negative
-sensitivity (its privacy loss is not monotone, which the accountant needs).
+``PoissonSampledDpEvent`` of a ``GaussianDpEvent``, ``MixtureOfGaussiansDpEvent`` (non-negative sensitivities;
+all of them 0 is no mechanism), ``SelfComposedDpEvent``, ``ComposedDpEvent`` and ``NoOpDpEvent``; it never
+imports ``dp_accounting`` (the classes are recognised by name). Anything else raises ``ValueError`` naming the
+event; so does a mixture with a negative sensitivity (its privacy loss is not monotone, which the accountant
+needs). A mechanism without privacy (``NonPrivateDpEvent``, or one of the above with zero noise) has no mcacct
+event: :func:`from_dp_event` refuses it, :func:`dp_event_parts` reports it (the accountant's epsilon is then
+``inf``, as ``dp_accounting``'s).
 
 :func:`to_dp_event` goes the other way, for the specs with a ``dp_accounting`` counterpart: ``GaussianSpec`` ->
 ``GaussianDpEvent`` (noise multiplier ``sigma / sensitivity``), ``PoissonGaussianSpec`` ->
@@ -18,6 +23,8 @@ sensitivity (its privacy loss is not monotone, which the accountant needs).
 ``steps`` times ``count`` compositions become one ``SelfComposedDpEvent`` and a sequence a ``ComposedDpEvent``.
 The group and cyclic-Poisson BandMF specs have no ``dp_accounting`` mechanism; ``dominating=True`` exports the
 dominating pair their analysis reduces them to instead (same privacy curve, mechanism and adjacency not named).
+A Monte Carlo sampling scheme (``mcacct.BMinSep(...)``, an ``mcacct.Problem``) has neither an mcacct event nor a
+``DpEvent``: :func:`refuse_monte_carlo` says so and names the Monte Carlo calls and commands that account it.
 It imports ``dp_accounting`` when called (``ImportError`` saying how to install it where it is missing).
 """
 
@@ -32,7 +39,7 @@ from mcacct.pld.specs import (SPEC_TYPES, CyclicPoissonBandMFSpec, GaussianSpec,
 from mcacct.precision import float64
 from mcacct.validate import check_bool
 
-__all__ = ["from_dp_event", "to_dp_event", "is_dp_event"]
+__all__ = ["from_dp_event", "to_dp_event", "is_dp_event", "dp_event_parts", "refuse_monte_carlo"]
 
 _EXPORTED = "GaussianSpec, PoissonGaussianSpec, MixtureOfGaussiansSpec"
 
@@ -41,11 +48,25 @@ def _name(event: Any) -> str:
     return type(event).__name__
 
 
-def _walk(event: Any, mult: int) -> list[Event]:
+def _non_private(event: Any, found: list[Any] | None) -> list[Event]:
+    """A mechanism without privacy (``NonPrivateDpEvent``, or zero noise): recorded in ``found`` where the caller
+    accounts it (its epsilon is ``inf``), else refused."""
+    if found is None:
+        raise ValueError(f"{_name(event)} is not private (no noise: epsilon = inf), so it has no mcacct event; "
+                         "mcacct.pld.PLDAccountant accounts it (get_epsilon gives inf, get_delta 1)")
+    found.append(event)
+    return []
+
+
+def _walk(event: Any, mult: int, found: list[Any] | None) -> list[Event]:
     name = _name(event)
     if name == "NoOpDpEvent":
         return []
+    if name == "NonPrivateDpEvent":
+        return _non_private(event, found)
     if name == "GaussianDpEvent":
+        if float(event.noise_multiplier) == 0.0:
+            return _non_private(event, found)
         return [Event(GaussianSpec(sigma=float(event.noise_multiplier)), mult)]
     if name == "PoissonSampledDpEvent":
         inner = event.event
@@ -54,23 +75,29 @@ def _walk(event: Any, mult: int) -> list[Event]:
         q = float(event.sampling_probability)
         if q == 0.0:
             return []
+        if float(inner.noise_multiplier) == 0.0:
+            return _non_private(event, found)
         return [Event(PoissonGaussianSpec(sampling_prob=q, sigma=float(inner.noise_multiplier)), mult)]
     if name == "MixtureOfGaussiansDpEvent":
         c = tuple(float(v) for v in event.sensitivities)
         if any(v < 0 for v in c):
             raise ValueError(f"MixtureOfGaussiansDpEvent with a negative sensitivity is not supported: {c!r}")
+        if c and all(v == 0.0 for v in c):  # P = Q: no privacy loss at all
+            return []
+        if float(event.standard_deviation) == 0.0:
+            return _non_private(event, found)
         return [Event(MixtureOfGaussiansSpec(sigma=float(event.standard_deviation), sensitivities=c,
                                              probs=tuple(float(v) for v in event.sampling_probs)), mult)]
     if name == "SelfComposedDpEvent":
         count = int(event.count)
         if count < 0:
             raise ValueError(f"SelfComposedDpEvent count must be >= 0; got {event.count!r}")
-        return _walk(event.event, mult * count) if count else []
+        return _walk(event.event, mult * count, found) if count else []
     if name == "ComposedDpEvent":
-        return [e for sub in event.events for e in _walk(sub, mult)]
+        return [e for sub in event.events for e in _walk(sub, mult, found)]
     raise ValueError(f"{name} is not supported by mcacct's PLD accountant (supported: GaussianDpEvent, "
                      "PoissonSampledDpEvent(GaussianDpEvent), MixtureOfGaussiansDpEvent, SelfComposedDpEvent, "
-                     "ComposedDpEvent, NoOpDpEvent)")
+                     "ComposedDpEvent, NoOpDpEvent; PLDAccountant also NonPrivateDpEvent)")
 
 
 @float64
@@ -89,10 +116,84 @@ def from_dp_event(event: Any, *, allow_empty: bool = False) -> list[Event]:
     ValueError
         For an unsupported event (named), or (without ``allow_empty``) an event that composes nothing.
     """
-    out = merge_events(_walk(event, 1))
+    out = merge_events(_walk(event, 1, None))
     if not out and not check_bool("allow_empty", allow_empty):
         raise ValueError(f"{_name(event)} composes no mechanism (nothing to account)")
     return out
+
+
+@float64
+def dp_event_parts(event: Any) -> tuple[list[Event], bool]:
+    """What :class:`~mcacct.pld.stateful.PLDAccountant` accounts of a ``DpEvent``: its mcacct events (as
+    :func:`from_dp_event`, possibly none) and whether it runs a mechanism without privacy (``NonPrivateDpEvent``,
+    or a Gaussian, Poisson-sampled Gaussian or mixture with zero noise, as ``dp_accounting`` reads them), whose
+    epsilon is ``inf``.
+
+    Raises
+    ------
+    ValueError
+        For an unsupported event (named), as :func:`from_dp_event`.
+    """
+    found: list[Any] = []
+    out = merge_events(_walk(event, 1, found))
+    return out, bool(found)
+
+
+def _monte_carlo_scheme(obj: Any) -> Any:
+    """The sampling scheme ``obj`` is or holds (an ``mcacct.Problem``'s), else ``None``: recognised by the
+    methods of the scheme contract, never by importing :mod:`mcacct.schemes` (a layer above this one)."""
+    for cand in (obj, getattr(obj, "scheme", None)):
+        if cand is not None and not isinstance(cand, type) and all(
+                callable(getattr(cand, m, None)) for m in ("exact_pld", "sample", "losses_t")):
+            return cand
+    return None
+
+
+@float64
+def refuse_monte_carlo(obj: Any, where: str) -> None:
+    """Raise a ``ValueError`` pointing to the Monte Carlo route where ``obj`` is, or a list or tuple ``obj`` holds, a
+    sampling scheme such as ``mcacct.BMinSep(...)`` or an ``mcacct.Problem`` (nothing for anything else).
+
+    Such a scheme has no exact PLD in general, hence no mcacct PLD event and no ``dp_accounting`` ``DpEvent``;
+    the message names the scheme, the Python calls and the commands that account it, and the exact PLD where a
+    ``Problem``'s scheme has one (``scheme.exact_pld(strategy)``).
+
+    Parameters
+    ----------
+    obj : Any
+        What the caller was given.
+    where : str
+        The caller, named in the message (e.g. ``"mcacct.pld.to_dp_event"``).
+    """
+    if isinstance(obj, (list, tuple)):  # a sequence of events (or a (spec, count) pair): each element
+        for item in obj:
+            refuse_monte_carlo(item, where)
+        return
+    scheme = _monte_carlo_scheme(obj)
+    if scheme is None:
+        return
+    name = type(scheme).__name__
+    strategy = getattr(obj, "strategy", None) if scheme is not obj else None
+    if strategy is not None:
+        try:
+            spec = scheme.exact_pld(strategy)
+        except ValueError:
+            spec = None
+        if spec is not None:
+            raise ValueError(
+                f"{where} takes mcacct.pld events, not a Problem: this {name} with this strategy has an exact PLD, "
+                f"{spec!r} (at noise multiplier 1): pass dataclasses.replace(spec, sigma=<noise multiplier>) "
+                f"instead (Problem.scheme.exact_pld(Problem.strategy))")
+    raise ValueError(
+        f"{name} is a sampling scheme of mcacct's Monte Carlo accountant: it has no exact PLD (b-min-sep BandMF "
+        f"and the other schemes in general), hence no mcacct.pld event and no dp_accounting DpEvent for {where}. "
+        "Account it by Monte Carlo: mcacct.get_noise_multiplier(target_epsilon, target_delta, "
+        "problem=mcacct.Problem(scheme, strategy), key=key) calibrates the noise multiplier, "
+        "mcacct.estimate(mcacct.Problem(scheme, strategy), sigma, key, num_samples, epsilons=(epsilon,)) bounds "
+        "delta(epsilon), mcacct.calibrate runs Estimate-Verify-Release; on the command line `mcacct calibrate`, "
+        "`mcacct delta` and `mcacct epsilon` (--scheme ...). The exceptions with an exact PLD (b-min-sep with "
+        "min_sep = 1, cyclic Poisson with a public partition and complete columns) give it by "
+        "scheme.exact_pld(strategy): an mcacct.pld spec at noise multiplier 1, accepted here once its sigma is set")
 
 
 @float64
@@ -164,6 +265,7 @@ def to_dp_event(events: Any, *, dominating: bool = False) -> Any:
         Where ``dp_accounting`` is not installed.
     """
     dom = check_bool("dominating", dominating)
+    refuse_monte_carlo(events, "mcacct.pld.to_dp_event")
     single = isinstance(events, (Event, dict, tuple)) or isinstance(events, SPEC_TYPES)
     if isinstance(events, list) and not events:
         return _dp_event_module().NoOpDpEvent()

@@ -113,13 +113,14 @@ def test_supports_says_what_compose_accepts_without_composing():
                de.NoOpDpEvent(), de.SelfComposedDpEvent(de.PoissonSampledDpEvent(0.1, de.GaussianDpEvent(1.0)), 5),
                [pld.GaussianSpec(1.0), pld.GaussianSpec(2.0)], {"mechanism": "gaussian", "sigma": 1.0, "count": 2}):
         assert acc.supports(ok), ok
-    for bad in (de.LaplaceDpEvent(1.0), de.NonPrivateDpEvent(), de.UnsupportedDpEvent(),
+    assert acc.supports(de.NonPrivateDpEvent())  # accounted as epsilon = inf, as dp_accounting does
+    for bad in (de.LaplaceDpEvent(1.0), de.UnsupportedDpEvent(),
                 de.PoissonSampledDpEvent(0.1, de.LaplaceDpEvent(1.0)), "gaussian", 3.0, object(), []):
         assert not acc.supports(bad), bad
-    assert acc.ledger == []
+    assert acc.ledger_events == [] and acc.ledger == de.NoOpDpEvent()
     with pytest.raises(ValueError, match="LaplaceDpEvent is not supported"):
         acc.compose(de.ComposedDpEvent([de.GaussianDpEvent(1.0), de.LaplaceDpEvent(1.0)]))
-    assert acc.ledger == []  # nothing of a refused event is composed
+    assert acc.ledger_events == [] and acc.ledger == de.NoOpDpEvent()  # nothing of a refused event is composed
 
 
 def test_compose_with_count_keeps_a_ledger_and_merges_for_the_composition():
@@ -128,11 +129,16 @@ def test_compose_with_count_keeps_a_ledger_and_merges_for_the_composition():
     assert acc.compose(g, count=3) is acc
     acc.compose(pld.Event(g, 2), count=2).compose(de.SelfComposedDpEvent(de.GaussianDpEvent(2.0), 5), count=2)
     acc.compose(p, count=0).compose(de.NoOpDpEvent()).compose([p, (g, 1)])
-    assert acc.ledger == [pld.Event(g, 3), pld.Event(g, 4), pld.Event(g, 10), pld.Event(p, 1), pld.Event(g, 1)]
+    assert acc.ledger_events == [pld.Event(g, 3), pld.Event(g, 4), pld.Event(g, 10), pld.Event(p, 1),
+                                 pld.Event(g, 1)]
     assert acc.events == [pld.Event(g, 18), pld.Event(p, 1)]
-    ledger = acc.ledger
+    ledger = acc.ledger_events
     ledger.clear()  # a copy
-    assert len(acc.ledger) == 5
+    assert len(acc.ledger_events) == 5
+    # dp_accounting's ledger: consecutive equal events merged by its DpEventBuilder, counts multiplied out
+    assert acc.ledger == de.ComposedDpEvent([de.SelfComposedDpEvent(de.GaussianDpEvent(2.0), 17),
+                                             de.PoissonSampledDpEvent(0.1, de.GaussianDpEvent(1.0)),
+                                             de.GaussianDpEvent(2.0)])
     assert acc.to_dp_event() == de.ComposedDpEvent([de.SelfComposedDpEvent(de.GaussianDpEvent(2.0), n)
                                                     for n in (3, 4, 10)]
                                                    + [de.PoissonSampledDpEvent(0.1, de.GaussianDpEvent(1.0)),
@@ -153,7 +159,7 @@ def test_empty_ledger_is_the_no_op_mechanism_like_dp_accounting():
     r = acc.get_delta_result(2.0, estimate_error=False)
     assert (r.epsilon, r.delta, r.delta_add, r.delta_remove) == (2.0, 0.0, 0.0, 0.0) and math.isnan(r.error_estimate)
     acc.compose(de.NoOpDpEvent(), count=10)
-    assert acc.ledger == [] and acc.get_delta(0.0) == 0.0
+    assert acc.ledger_events == [] and acc.ledger == de.NoOpDpEvent() and acc.get_delta(0.0) == 0.0
 
 
 @pytest.mark.parametrize("call, match", [
@@ -231,7 +237,7 @@ def _check_epsilon(ours, theirs):
 def test_upper_bounds_close_to_dp_accounting(event, epsilons, deltas):
     exported = pld.to_dp_event(event)
     acc = pld.PLDAccountant(H).compose(exported)
-    assert acc.ledger == [event]
+    assert acc.ledger_events == [event] and acc.ledger == exported
     for eps in epsilons:
         _check_delta(acc.get_delta(eps), _oracle(exported, epsilon=eps))
     for delta in deltas:
