@@ -131,6 +131,7 @@ def _optimised_c_col(iterations: int, bands: int) -> tuple[float, ...]:
     return optimize_banded_toeplitz(iterations, bands).c_col
 
 
+@float64
 def default_strategy(iterations: int, bands: int):
     """mcacct's MSE-optimised banded Toeplitz strategy (``||c|| = 1``) with ``min(bands, iterations)`` bands over
     ``iterations`` steps, as a :class:`mcacct.BandedToeplitz`: the default ``C`` of the Python API and of the
