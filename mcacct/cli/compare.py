@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcacct.cli.flags import SEED_MAX, c_col_arg, int_in, real_in, sample_count
+from mcacct.cli.flags import SEED_MAX, c_col_arg, device_info, int_in, real_in, sample_count
 from mcacct.cli.schemes import Flag, flag_for
 from mcacct.report.compare import compare_schemes, row_names
 from mcacct.report.compare_plans import compare_options
@@ -58,6 +58,7 @@ def cmd_compare(args) -> dict:
                           args.dataset_size, args.c_col, schemes=args.schemes, num_samples=args.samples,
                           seed=args.seed, ladder_ratio=args.ladder_ratio, chunk_size=args.chunk_size,
                           pld=not args.no_pld, progress=not args.quiet, options=options)
+    out.update(device_info())  # the rows' Monte Carlo samples were drawn here
     if not args.json:
         print_compare(out)
     return out

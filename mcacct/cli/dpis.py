@@ -13,6 +13,7 @@ input.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from mcacct.cli.flags import int_in, real_in, refuse_options
@@ -95,13 +96,14 @@ def cmd_dpis_epsilon(args: argparse.Namespace) -> dict:
     delta = check_real("delta", args.delta, low=0.0, high=1.0, low_open=True, high_open=True)
     run = load_run(args.run)
     out: dict = {"delta": delta, "iterations": run.iterations, "epochs": len(run.epochs),
-                 "events": [event_to_dict(e) for e in dpis_events(run)], "note": _NOTE}
+                 "events": [event_to_dict(e) for e in dpis_events(run)],
+                 "certified": False, "notes": [_NOTE]}
     if args.accountant in ("both", "pld"):
         with stage("dpis epsilon: PLD accounting", not args.quiet):
             r = dpis_epsilon(run, delta, value_discretization_interval=args.value_discretization_interval,
                              estimate_error=not args.no_error_estimate)
         out["epsilon_pld"] = r.epsilon
-        out["pld"] = {k: v for k, v in r.to_dict().items() if k != "events"}
+        out["pld"] = {k: v for k, v in dataclasses.asdict(r).items() if k != "events"}  # floats: strict JSON
     if args.accountant in ("both", "rdp"):
         rr = dpis_rdp_epsilon(run, delta)
         out["epsilon_rdp"], out["rdp_order"] = rr.epsilon, rr.order
@@ -157,7 +159,8 @@ def cmd_dpis_calibrate(args: argparse.Namespace) -> dict:
                   k_star_releases=args.k_star_releases)
     out: dict = {"dataset_size": n, "batch_size": args.batch_size, "epochs": e_count, "epsilon": args.epsilon,
                  "delta": args.delta, "clip": clip, "kappas": list(kappas), "rule": args.rule,
-                 "runtime_rule": "k_tilde <- max(k_tilde, kappa_e * N * C); sigma_g = s_e * k_tilde / (n_tilde * C)"}
+                 "runtime_rule": "k_tilde <- max(k_tilde, kappa_e * N * C); sigma_g = s_e * k_tilde / (n_tilde * C)",
+                 "certified": True}  # each plan's epsilon is a certified bound of its accountant
     plans = {}
     for acc in ("pld", "rdp"):
         if args.accountant in ("both", acc):
@@ -174,8 +177,8 @@ def cmd_dpis_calibrate(args: argparse.Namespace) -> dict:
         ps = paper_schedule(kappas, n, args.batch_size, e_count, args.epsilon, args.delta, a_e=args.a_e, **rest)
         out["paper_rdp"] = {"sigma_g": list(ps.sigma_g), "phases": list(ps.phases), "order": ps.order,
                             "epsilon": ps.epsilon, "guarantee": ps.guarantee,
-                            "note": "Sec. 4.2 of the paper on the anticipated kappas, budget checked at one fixed "
-                                    "RDP order (a Renyi filter)"}
+                            "notes": ["Sec. 4.2 of the paper on the anticipated kappas, budget checked at one "
+                                      "fixed RDP order (a Renyi filter)"]}
     if not args.json:
         _print_schedule(out, plans, e_count)
     return out

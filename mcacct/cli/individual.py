@@ -10,7 +10,7 @@ import numpy as np
 
 from mcacct.cli.flags import check_out_file, int_in, real_in
 
-__all__ = ["add_individual_parser", "cmd_individual", "individual_title", "PLOT_SUFFIXES"]
+__all__ = ["add_individual_parser", "cmd_individual", "individual_title", "PLOT_SUFFIXES", "KIND_WORDS"]
 
 #: Image formats of ``--plot`` (matplotlib picks the format from the suffix).
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
@@ -23,8 +23,10 @@ def add_individual_parser(subparsers):
         description="Individual epsilon(delta) of every example of a Poisson-subsampled DP-SGD run (Koskela, "
                     "Tobaben & Honkela, arXiv:2209.15596): row i of --norms holds example i's gradient norm at "
                     "every step (whether or not it was sampled); ratios r = min(norm / clip-norm, 1) are rounded "
-                    "UP to --buckets edges, so every epsilon is an upper bound. Labelled approximative when the "
-                    "norms depend on the training trajectory (unless q = 1 or --ratios-fixed).")
+                    "UP to --buckets edges, so every epsilon is an upper bound on the composition with those "
+                    "ratios. It is a guarantee of the run (certified: true) for q = 1 or --ratios-fixed; otherwise "
+                    "the norms depend on the training trajectory and the result is labelled approximative "
+                    "(certified: false), in the JSON and on the --plot alike.")
     p.add_argument("--norms", required=True, help=".npy file, shape (examples, steps): per-step gradient norms")
     p.add_argument("--clip-norm", type=real_in(0, low_open=True), default=1.0,
                    help="clip bound C > 0 (default 1: the file holds the ratios norm / C)")
@@ -73,8 +75,14 @@ def _load(path: str, clip: float) -> np.ndarray:
     return np.minimum(norms / clip, 1.0)
 
 
+#: What the individual epsilons are, per :func:`mcacct.individual.accountant.accountant_kind`: the word of the
+#: plot's title and axis, as the JSON's ``accountant`` and ``certified`` say it.
+KIND_WORDS = {"gdp": "rigorous upper bounds", "fixed": "rigorous upper bounds",
+              "approximative": "approximative, not a guarantee"}
+
+
 def individual_title(delta: float, sigma: float, sampling_prob: float, steps: int, examples: int,
-                     clip_norm: float, buckets: int) -> str:
+                     clip_norm: float, buckets: int, kind: str = "approximative") -> str:
     """Title of the ``--plot`` histogram: what is shown and every parameter it depends on.
 
     Parameters
@@ -85,13 +93,17 @@ def individual_title(delta: float, sigma: float, sampling_prob: float, steps: in
         Shape of the norms file.
     clip_norm, buckets:
         Clip bound C and ratio buckets K.
+    kind:
+        :func:`mcacct.individual.accountant.accountant_kind` of the result: ``"gdp"`` or ``"fixed"`` (rigorous
+        upper bounds) or ``"approximative"`` (the ratios depend on the training: not a guarantee), as the JSON's
+        ``accountant_kind`` and ``certified``.
 
     Returns
     -------
     str
         Two lines, Greek letters for δ, σ and ε.
     """
-    return (f"Individual ε at δ = {delta:g} of {examples:,} examples (upper bounds)\n"
+    return (f"Individual ε at δ = {delta:g} of {examples:,} examples ({KIND_WORDS[kind]})\n"
             f"σ = {sigma:g}, q = {sampling_prob:g}, {steps:,} steps, clip norm C = {clip_norm:g}, "
             f"{buckets} ratio buckets")
 
@@ -106,9 +118,10 @@ def _bins(eps: np.ndarray) -> tuple[np.ndarray | int, bool]:
     return count, False
 
 
-def _plot(path: str, eps: np.ndarray, worst: float, title: str) -> None:
+def _plot(path: str, eps: np.ndarray, worst: float, title: str, kind: str = "approximative") -> None:
     """Histogram of the individual epsilons ``eps`` with the worst case and the median marked, written to
-    ``path`` (format from its suffix) through a temporary file."""
+    ``path`` (format from its suffix) through a temporary file; ``kind`` (:data:`KIND_WORDS`) names what the
+    epsilons are on the axis."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -121,7 +134,8 @@ def _plot(path: str, eps: np.ndarray, worst: float, title: str) -> None:
     ax.axvline(worst, color="tab:red", ls="--", label=f"worst case (all ratios 1): {worst:.3g}")
     if log:
         ax.set_xscale("log")
-    ax.set_xlabel("individual ε (upper bound)" + (", log scale" if log else ""))
+    what = "upper bound" if kind in ("gdp", "fixed") else "approximative"
+    ax.set_xlabel(f"individual ε ({what})" + (", log scale" if log else ""))
     ax.set_ylabel("number of examples")
     ax.set_ylim(0, ax.get_ylim()[1] * 1.35)  # headroom: the legend sits above the bars
     ax.set_title(title, fontsize=9)
@@ -151,7 +165,8 @@ def _check_plot(path: str | None) -> None:
 
 
 def cmd_individual(args) -> dict:
-    from mcacct.individual.accountant import individual_epsilons
+    from mcacct.individual.accountant import accountant_kind, individual_epsilons
+    from mcacct.individual.gdp import gdp_epsilon
     _check_plot(args.plot)  # before any work
     from mcacct.engine.progress import Progress
     ratios = _load(args.norms, args.clip_norm)
@@ -171,19 +186,24 @@ def cmd_individual(args) -> dict:
                               ratios_fixed=args.ratios_fixed, bucketing_bound=not args.no_bucketing_bound,
                               progress=progress)
     bar.close()
+    kind = accountant_kind(res.accountant)
+    notes = [] if kind != "approximative" else [f"epsilon is {res.accountant}"]
+    if args.sampling_prob < 1:
+        notes.append(f"mu_full_batch and epsilon_full_batch are those of the same norms without subsampling (q = 1, "
+                     f"every example in every step), not of this run at sampling_prob = {args.sampling_prob:g}: "
+                     "they leave out the amplification by sampling")
     out = {"epsilon": res.epsilon.tolist(), "delta": args.delta, "sigma": args.sigma,
            "sampling_prob": args.sampling_prob, "examples": int(ratios.shape[0]), "steps": int(ratios.shape[1]),
+           "certified": kind != "approximative", "accountant_kind": kind, "accountant": res.accountant,
            "worst_case_epsilon": res.worst_case_epsilon, "bucketing_bound": res.bucketing_bound,
            "epsilon_lower_bucket": None if res.epsilon_lower_bucket is None else res.epsilon_lower_bucket.tolist(),
-           "mu": res.mu.tolist(), "buckets": res.buckets, "additive_delta": res.additive_delta,
-           "fft_size": res.fft_size, "accountant": res.accountant}
-    if args.sampling_prob == 1.0:
-        from mcacct.individual.gdp import gdp_epsilon
-        out["epsilon_gdp"] = np.asarray(gdp_epsilon(res.mu, args.delta)).tolist()
+           "mu_full_batch": res.mu.tolist(),
+           "epsilon_full_batch": np.atleast_1d(np.asarray(gdp_epsilon(res.mu, args.delta))).tolist(),
+           "buckets": res.buckets, "additive_delta": res.additive_delta, "fft_size": res.fft_size, "notes": notes}
     if args.plot:
         _plot(args.plot, res.epsilon, res.worst_case_epsilon,
               individual_title(args.delta, args.sigma, args.sampling_prob, int(ratios.shape[1]),
-                               int(ratios.shape[0]), args.clip_norm, res.buckets))
+                               int(ratios.shape[0]), args.clip_norm, res.buckets, kind), kind)
         out["plot"] = args.plot
     if not args.json:
         e = res.epsilon
@@ -191,4 +211,6 @@ def cmd_individual(args) -> dict:
         print(f"individual epsilon at delta={args.delta:g}: {e.size} examples, min {e.min():.4g}, median "
               f"{np.median(e):.4g}, max {e.max():.4g}; worst case {res.worst_case_epsilon:.4g}")
         print(f"  bucketing bound (max gap to the rounded-down pass) {gap}; {res.accountant}")
+        for note in notes[1 if kind == "approximative" else 0:]:
+            print(f"note: {note}")
     return out

@@ -100,8 +100,7 @@ def cmd_sample(args) -> dict:
         raise ValueError(f"--out {args.out}: cannot write the shard file ({err})") from err
     out.update(device_info())
     notes = certification_notes(cfg.problem.dtype, cfg.directions)  # what a merge of this plan will say
-    if notes:
-        out["note"] = "; ".join(notes)
+    out["notes"] = list(notes)
     if not args.json:
         state = "complete" if out["complete"] else "incomplete (run again to resume)"
         print(f"shard {out['shard']}/{out['num_shards']} (chunks [{out['chunks'][0]}, {out['chunks'][1]}) of "
@@ -190,7 +189,7 @@ def cmd_plot(args) -> dict:
     except OSError as err:
         raise ValueError(f"--out {args.out}: cannot write the figure ({err})") from err
     out = {"out": os.path.abspath(args.out), "num_samples": rep["num_samples"], "sigma": res.config.sigma,
-           "directions_run": dirs, "certified": rep["certified"], **({"note": rep["note"]} if "note" in rep else {}),
+           "directions_run": dirs, "certified": rep["certified"], "notes": list(rep["notes"]),
            "floor": curve["floor"], "epsilon": curve["epsilon"].tolist(),
            "delta_estimate": curve["delta_estimate"].tolist(), "delta_lower": curve["delta_lower"].tolist(),
            "delta_upper": curve["delta_upper"].tolist()}
@@ -254,7 +253,8 @@ def add_parsers(sub) -> None:
 
     q = sub.add_parser("plot", help="plot delta-hat(epsilon) with its confidence band (needs matplotlib)",
                        description="Plot the histogram estimate of delta(epsilon) with its Chernoff-KL band "
-                                   "from merged (or shard) statistics; values below 0.5/n are drawn at 0.5/n.")
+                                   "from merged (or shard) statistics; values below the resolution floor 0.5/N "
+                                   "(N: samples per direction) are drawn on it, a dashed line.")
     q.add_argument("dirs", nargs="+", help="merged directory (or shard directories / statistics files)")
     q.add_argument("--out", required=True,
                    help="figure file (png, pdf, svg, ...: the extension picks the format; its directory must exist)")

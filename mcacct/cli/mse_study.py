@@ -7,7 +7,8 @@ import dataclasses
 import os
 
 from mcacct.report.mse_study import FULL_GRID, QUICK_GRID, SMOKE_GRID, plot_ratios, run_study
-from mcacct.cli.flags import SEED_MAX, check_out_dir, int_in, json_text, sample_count
+from mcacct.cli.flags import SEED_MAX, check_out_dir, device_info, int_in, json_text, sample_count
+from mcacct.report.schema import report
 from mcacct.validate import check_int
 
 __all__ = ["add_mse_study_parser", "cmd_mse_study"]
@@ -45,10 +46,11 @@ def cmd_mse_study(args) -> dict:
     check_out_dir("--cache" if args.cache else "--out", cache)
     os.makedirs(args.out, exist_ok=True)
     study = run_study(grid, cache, args.seed, progress=not args.quiet)
+    study.update(device_info())  # the calibrations' Monte Carlo samples were drawn here
     path = os.path.join(args.out, "study.json")
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(json_text(study, indent=1))  # valid JSON (flags.json_text: a non-finite number is null)
+    with open(tmp, "w") as f:  # the --json report's schema (docs/json.md), without `plots`
+        f.write(json_text(report("mse-study", study), indent=1))
     os.replace(tmp, path)
     if not args.no_plot:
         try:

@@ -39,10 +39,10 @@ def _estimate_only(args, problem, baselines_bracket) -> dict:
            "expected_seconds_at_most": {"pilot": cost.pilot_seconds, "verification": cost.verification_seconds,
                                         "total": cost.total_seconds,
                                         "verification_one_device": cost.verification_seconds * cost.devices,
-                                        "note": "from a probe of a few chunks; every candidate to the end (candidates "
-                                                "that fail leave early); one_device: the same work on one device "
-                                                "of this kind (shard jobs divide it by their number)"},
-           "note": "no pilot ran: --pilot places the ladder and shows its systematic terms (--out needs it)"}
+                                        "notes": ["from a probe of a few chunks; every candidate to the end "
+                                                  "(candidates that fail leave early); one_device: the same work on "
+                                                  "one device of this kind (shard jobs divide it by their number)"]},
+           "notes": ["no pilot ran: --pilot places the ladder and shows its systematic terms (--out needs it)"]}
     if not args.json:
         print(f"plan: {cost.num_samples:,} samples per direction per candidate, base delta {cost.base_delta:.4g}, "
               f"top sigma {cost.top_sigma:.6g} ({cost.top_certifier})")
@@ -59,16 +59,17 @@ def _with_ladder(args, problem, bracket) -> dict:
     plan = plan_calibration(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
                             ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
                             chunk_size=args.chunk_size, progress=not args.quiet, sigmas=args.sigmas,
-                            bracket=bracket, systematic_reserve=args.systematic_reserve)
+                            bracket=bracket, systematic_reserve=args.systematic_reserve,
+                            announce_verification=False)  # the probe below states the time: one figure
     out = {"pilot_ran": args.sigmas is None,
            "plan": {k: getattr(plan, k) for k in ("epsilon", "target_delta", "base_delta", "num_samples",
                                                   "top_sigma", "top_certifier", "pilot_sigma", "chunk_size")},
            "ladder": list(plan.ladder), "overall_delta": plan.overall_delta,
            "systematic": list(plan.systematic), "systematic_reserve": plan.systematic_reserve,
            "dropped": plan.dropped, "pilot_samples_drawn": plan.pilot_samples_drawn,
-           "pilot_seconds": plan.pilot_seconds}
+           "pilot_seconds": plan.pilot_seconds, "notes": []}
     if not plan.ladder:
-        out["note"] = _empty_ladder_note(args, plan)
+        out["notes"].append(_empty_ladder_note(args, plan))
     devices = jax.local_device_count()
     chunks = -(-plan.num_samples // plan.chunk_size) if plan.ladder else 0  # no candidate: nothing is drawn
     out["verification"] = {"chunks": chunks, "samples_drawn": chunks * plan.chunk_size,
@@ -81,9 +82,9 @@ def _with_ladder(args, problem, bracket) -> dict:
                         "devices": devices, "candidates": len(plan.ladder), "seconds": probe_seconds}
         out["expected_seconds_at_most"] = {"verification": chunks * plan.chunk_size / rate,
                                            "verification_one_device": chunks * plan.chunk_size * devices / rate,
-                                           "note": "every candidate to the end; candidates that fail leave early; "
-                                                   "one_device: the same work on one device of this kind (shard "
-                                                   "jobs divide it by their number)"}
+                                           "notes": ["every candidate to the end; candidates that fail leave "
+                                                     "early; one_device: the same work on one device of this kind "
+                                                     "(shard jobs divide it by their number)"]}
     if args.out:
         from mcacct.jobs.calibration import write_plan
         out["plan_path"] = write_plan(args.out, plan, problem)
@@ -95,8 +96,8 @@ def _with_ladder(args, problem, bracket) -> dict:
                   f"[{plan.ladder[0]:.6g} .. {plan.ladder[-1]:.6g}], {chunks:,} chunks of {plan.chunk_size}")
         else:
             print("plan: 0 candidates to verify (note below): the verification draws no Monte Carlo sample")
-        if "note" in out:
-            print(f"note: {out['note']}")
+        for note in out["notes"]:
+            print(f"note: {note}")
         if "probe" in out:
             print(f"probe: {out['probe']['draws_per_second']:,.0f} draws/s on {devices} device(s); verification "
                   f"at most {format_seconds(out['expected_seconds_at_most']['verification'])} here, "

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import sys
 from typing import Any
@@ -312,16 +311,6 @@ def _fmt(x: float) -> str:
     return "inf" if not math.isfinite(x) else f"{x:.6g}"
 
 
-def _jsonable(d: dict) -> dict:
-    out = {}
-    for key, v in d.items():
-        if isinstance(v, float) and not math.isfinite(v):
-            out[key] = None if math.isnan(v) else ("inf" if v > 0 else "-inf")
-        else:
-            out[key] = v
-    return out
-
-
 def _describe(spec) -> dict:
     d = dataclasses.asdict(spec)
     d["type"] = type(spec).__name__
@@ -362,8 +351,8 @@ def _run(args: argparse.Namespace, mode: str) -> dict:
         eps, dl = args.epsilon, args.delta
         spec = build_spec(args, 1.0)
         sigma = pld.pld_calibrate(spec, eps, dl, **opts)
-        out = {"sigma": sigma, "epsilon": eps, "delta": dl,
-               "mechanism": _jsonable(_describe(dataclasses.replace(spec, sigma=sigma)))}
+        out = {"sigma": sigma, "epsilon": eps, "delta": dl, "certified": True,
+               "mechanism": _describe(dataclasses.replace(spec, sigma=sigma))}
         if not args.json:
             print(f"sigma = {sigma:.6g}  (certified: ({_fmt(eps)}, {dl:g})-DP, "
                   f"{spec.compositions} compositions, {type(spec).__name__})")
@@ -380,8 +369,8 @@ def _run(args: argparse.Namespace, mode: str) -> dict:
                 "no finite epsilon can be certified, increase delta")
     else:
         res = pld.pld_delta(spec, args.epsilon, estimate_error=not args.no_error_estimate, **opts)
-    out = _jsonable(dataclasses.asdict(res))
-    out["mechanism"] = _jsonable(_describe(spec))
+    out = {**dataclasses.asdict(res), "certified": True}  # non-finite numbers: the report's encoding (docs/json.md)
+    out["mechanism"] = _describe(spec)
     if not args.json:
         what = "epsilon" if cmd == "epsilon" else "delta"
         val = res.epsilon if cmd == "epsilon" else res.delta
@@ -412,7 +401,7 @@ def _run_events(args: argparse.Namespace, cmd: str, opts: dict) -> dict:
                 "delta")
     else:
         res = pld.events_delta(events, args.epsilon, estimate_error=not args.no_error_estimate, **opts)
-    out = res.to_dict()
+    out = {**dataclasses.asdict(res), "events": [dict(e) for e in res.events]}  # floats: docs/json.md
     if not args.json:
         err = "n/a" if math.isnan(res.error_estimate) else f"{res.error_estimate:.2g}"
         val = f"epsilon = {_fmt(res.epsilon)} at delta={res.delta:g}" if cmd == "epsilon" else \
@@ -441,7 +430,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     if args.json:
-        print(json.dumps(out))
+        from mcacct.cli.flags import json_text
+        from mcacct.report.schema import report
+        print(json_text(report(f"pld {args.pld_command}", out)))
     return 0
 
 

@@ -89,7 +89,8 @@ class Progress:
         if self.bar is not None:
             if force or done == self.total or now - self.last_time >= 0.5:
                 self.bar.n = done
-                self.bar.set_postfix_str(", " + tail if done else "compiling", refresh=True)
+                # tqdm writes ", " before a postfix itself: "8192/600000, 28,422 samples/s, ETA ..."
+                self.bar.set_postfix_str(tail if done else "compiling", refresh=True)
                 self.last_time, self.last_done = now, done
             return
         due = force or self.last_done < 0 and done > 0 or now - self.last_time >= self.every

@@ -72,7 +72,7 @@ from mcacct.pld.specs import Canonical, PoissonGaussianSpec
 from mcacct.validate import check_int, check_prob, check_real
 from mcacct.precision import float64
 
-__all__ = ["IndividualResult", "bucket_counts", "individual_epsilons", "ACCOUNTANT_LABELS"]
+__all__ = ["IndividualResult", "bucket_counts", "individual_epsilons", "ACCOUNTANT_LABELS", "accountant_kind"]
 
 #: Labels of :attr:`IndividualResult.accountant`.
 ACCOUNTANT_LABELS = {
@@ -83,6 +83,23 @@ ACCOUNTANT_LABELS = {
                      "arXiv:2209.15596, Sec. 5); rigorous only if they were fixed in advance or a GDP filter "
                      "enforces the budget",
 }
+
+
+def accountant_kind(label: str) -> str:
+    """The key of :data:`ACCOUNTANT_LABELS` whose label is ``label`` (:attr:`IndividualResult.accountant`):
+    ``"gdp"`` or ``"fixed"`` (rigorous upper bounds) or ``"approximative"`` (not a guarantee).
+
+    Raises
+    ------
+    ValueError
+        ``label`` is none of the labels.
+    """
+    for kind, text in ACCOUNTANT_LABELS.items():
+        if label == text:
+            return kind
+    raise ValueError(f"label must be one of the ACCOUNTANT_LABELS; got {label!r}")
+
+
 _TAU = 1e-18          # Chernoff tail target per side when placing windows
 _BIG = 1e300          # stands in for a log-MGF without a bound (avoids 0 * inf)
 
@@ -91,7 +108,8 @@ class IndividualResult(NamedTuple):
     """Per-example results of :func:`individual_epsilons` (arrays have one entry per row of the ratios)."""
     epsilon: np.ndarray          # upper bound (ratios rounded up to the buckets, min with the worst case)
     epsilon_lower_bucket: np.ndarray | None  # the same with ratios rounded down (the bucketing bound)
-    mu: np.ndarray | None        # sqrt(sum r^2) / sigma (the GDP parameter; rigorous for q = 1)
+    mu: np.ndarray | None        # sqrt(sum r^2) / sigma: the GDP mu of the same ratios at q = 1 (no subsampling);
+    #                              the run's own (rigorous) only when sampling_prob = 1
     worst_case_epsilon: float    # every ratio 1: mcacct.pld.pld_epsilon of Poisson DP-SGD (the usual accounting)
     bucketing_bound: float       # max over examples of epsilon - epsilon_lower_bucket
     additive_delta: float        # largest absolute term (round-off, tails, infinity) added to any delta
@@ -222,7 +240,9 @@ def _epsilons(counts, parts, delta, h, batch_size, progress):
 def individual_epsilons(ratios, sigma: float, sampling_prob: float, delta: float, *, buckets: int = 100,
                         value_discretization_interval: float = 1e-3, ratios_fixed: bool = False,
                         bucketing_bound: bool = True, batch_size: int = 256, progress=None) -> IndividualResult:
-    r"""Individual :math:`\varepsilon(\delta)` of every example (row of ``ratios``), an upper bound.
+    r"""Individual :math:`\varepsilon(\delta)` of every example (row of ``ratios``): an upper bound on the
+    composition with these ratios, a guarantee of the run only where the result's ``accountant`` label says
+    rigorous (:func:`accountant_kind` ``"gdp"`` or ``"fixed"``; the module docstring says when).
 
     Parameters
     ----------

@@ -136,8 +136,9 @@ def run_study(grid: StudyGrid, cache_dir: str, seed: int = 0, progress: bool = T
                                   lambda: _pld_sigma(n, b, min(1.0, b / epoch), c, eps, delta))
                     for method, r in [(m, cal) for m in methods] + [("cyclic-poisson", cyc)]:
                         mse = err * r["sigma"] ** 2
+                        by = {"certified_by": "pld"} if method == "cyclic-poisson" else {}  # docs/json.md
                         rows.append({"method": method, "epsilon": eps, "epoch": epoch, "bands": k, "b": b,
-                                     "error": err, "mse": mse, **r})
+                                     "error": err, "mse": mse, **r, **by})
                         if method not in best or mse < best[method]["mse"]:
                             best[method] = {"mse": mse, "bands": k, "b": b, "sigma": r["sigma"]}
                     done += 1

@@ -144,9 +144,11 @@ def plot_delta_curve(stats: dict[str, DirectionStats], out: str, alpha: float = 
     """Write a figure of delta-hat(epsilon) with its ``1 - alpha`` band to ``out`` (png, pdf, svg, ...).
 
     On the log axis every plotted value -- the estimate, the per-direction estimates, both edges of the band
-    and the marks -- is drawn at ``max(value, 0.5 / n)`` (``n`` the smallest sample count of a direction;
-    below half a sample's worth a histogram estimate is zero or round-off): one floor for all, so the drawn
-    estimate always lies inside its drawn band (the axis label says so). The returned arrays are the values
+    and the marks -- is drawn at ``max(value, 0.5 / N)`` (``N`` the smallest sample count of a direction, not
+    the iterations ``n`` of the title; below half a sample's worth a histogram estimate is zero or round-off):
+    one floor for all, so the drawn estimate always lies inside its drawn band. The floor is drawn as a dashed
+    line over a grey band (the values below it, not resolved), labelled in the legend as the resolution floor
+    with ``N``, so that a curve lying on it does not read as data. The returned arrays are the values
     themselves, with the floor as ``floor``.
 
     Parameters
@@ -192,7 +194,7 @@ def plot_delta_curve(stats: dict[str, DirectionStats], out: str, alpha: float = 
     eps = np.linspace(0.0, epsilon_max, points)
     band = delta_band(stats, eps, alpha, systematic)
     n = min(s.count for s in stats.values())
-    floor = 0.5 / n  # below half a sample's worth the log axis would be empty
+    floor = 0.5 / n  # below half a sample's worth the log axis would be empty (n: samples, not iterations)
 
     def floored(v) -> np.ndarray:
         return np.maximum(np.asarray(v, np.float64), floor)
@@ -209,8 +211,12 @@ def plot_delta_curve(stats: dict[str, DirectionStats], out: str, alpha: float = 
         ax.errorbar(me[:, 0], lo, yerr=[np.zeros(len(me)), np.maximum(hi - lo, 0.0)], fmt="o", ms=4,
                     capsize=3, label="exact sums (upper bound)")
     ax.set_yscale("log")
+    ax.axhline(floor, color="0.35", ls=(0, (5, 3)), lw=1.0,
+               label=f"resolution floor 0.5/N = {floor:.2g}, N = {n:,} samples per direction")
+    ax.axhspan(floor / 3, floor, color="0.88", zorder=0, lw=0)  # below the resolution: no data
+    ax.set_ylim(bottom=floor / 3)
     ax.set_xlabel(r"$\varepsilon$ (privacy-loss threshold)")
-    ax.set_ylabel(r"$\delta(\varepsilon)$" + f" (values below 0.5/n = {floor:.2g} drawn at 0.5/n)", fontsize=8)
+    ax.set_ylabel(r"$\delta(\varepsilon)$ (grey: below the resolution floor, drawn on it)", fontsize=8)
     ax.set_title(title or f"{n:,} samples per direction, {100 * (1 - alpha):g}% confidence", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)

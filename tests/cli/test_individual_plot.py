@@ -25,6 +25,21 @@ def test_title_carries_delta_sigma_q_and_shape():
         assert part in t
 
 
+def test_title_and_axis_say_what_the_json_says(tmp_path, captured):
+    """The JSON's ``accountant_kind`` decides the word: approximative (not a guarantee) or rigorous upper bounds;
+    never "upper bounds" for an approximative result."""
+    approx = individual_title(1e-5, 1.0, 0.01, 100, 30, 1.0, 100, "approximative")
+    assert "approximative, not a guarantee" in approx and "upper bound" not in approx
+    assert individual_title(1e-5, 1.0, 0.01, 100, 30, 1.0, 100) == approx  # the CLI's default case
+    for kind in ("fixed", "gdp"):
+        assert "(rigorous upper bounds)" in individual_title(1e-5, 1.0, 1.0, 100, 30, 1.0, 100, kind)
+    eps = np.linspace(0.1, 0.5, 30)
+    _plot(str(tmp_path / "a.png"), eps, 1.0, approx, "approximative")
+    _plot(str(tmp_path / "f.png"), eps, 1.0, approx, "fixed")
+    a, f = captured
+    assert "approximative" in a["xlabel"] and "upper bound" not in a["xlabel"] and "upper bound" in f["xlabel"]
+
+
 def test_histogram_labels_and_log_axis_for_wide_ranges(tmp_path, captured):
     rng = np.random.default_rng(0)
     title = individual_title(1e-5, 1.0, 0.01, 100, 300, 1.0, 100)

@@ -52,6 +52,8 @@ def test_terminal_bar_updates_in_place():
     text = out.getvalue()
     assert "\r" in text and "300/300" in text and "verify" in text
     assert text.count("\n") <= 1  # one bar, redrawn in place
+    # one comma between the count and the rate (tqdm adds its own before the postfix), none doubled
+    assert "300/300, " in text and "/300, compiling" in text and ", ," not in text and "samples/s" in text
 
 
 def test_stage_and_format_seconds():

@@ -45,7 +45,11 @@ def test_plotted_estimate_is_floored_like_its_band(tmp_path, captured):
     for d in stats:  # the per-direction curves are floored the same way
         y = fig["lines"][f"{d} direction"]
         assert np.all(np.isfinite(y)) and np.all(y >= floor)
-    assert any("0.5/n" in t for t in fig["legend"] + [fig["ylabel"]])
+    # the floor is a labelled dashed line, named as the resolution with N the samples (the title's n is the
+    # iterations), not a curve that reads as data
+    (label,) = [t for t in fig["legend"] if t.startswith("resolution floor")]
+    assert "0.5/N" in label and "N = 1,000 samples per direction" in label and "0.5/n" not in fig["ylabel"]
+    np.testing.assert_array_equal(fig["lines"][label], [floor, floor])
     assert res["floor"] == floor
 
 
