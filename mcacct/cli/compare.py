@@ -35,8 +35,10 @@ def add_compare_parser(subparsers):
     p.add_argument("--min-sep", type=int_in(1), default=4, help="min separation / cycle length b (default 4)")
     p.add_argument("--batch-size", type=real_in(0, low_open=True), default=32.0, help="expected batch size B (default 32)")
     p.add_argument("--dataset-size", type=int_in(1), default=1024, help="dataset size M (default 1024)")
-    p.add_argument("--c-col", type=c_col_arg, default="0.5,0.5,0.5,0.5",
-                   help="comma-separated non-zeros of C's first column (length <= min-sep)")
+    p.add_argument("--c-col", type=c_col_arg, default=None,
+                   help="comma-separated non-zeros of C's first column (length <= min-sep); default: the "
+                        "MSE-optimised banded Toeplitz C with min-sep bands (||c|| = 1), as the other commands "
+                        "and get_noise_multiplier")
     for flag in compare_flags():  # each adds its scheme's row (mcacct.report.compare_plans)
         flag.add_to(p)
     p.add_argument("--schemes", type=str, default=None, help=f"comma-separated subset of {','.join(row_names())}")
@@ -54,8 +56,12 @@ def add_compare_parser(subparsers):
 def cmd_compare(args) -> dict:
     """Handler of ``mcacct compare``: returns the result dict (printed as JSON by the caller with ``--json``)."""
     options = {f.dest: getattr(args, f.dest) for f in compare_flags()}
+    c_col = args.c_col
+    if c_col is None:  # the default C of every command (mcacct.cli.scheme_args.SchemeArgs.strategy)
+        from mcacct.noise import default_strategy
+        c_col = default_strategy(args.iterations, args.min_sep).c_col
     out = compare_schemes(args.epsilon, args.delta, args.iterations, args.min_sep, args.batch_size,
-                          args.dataset_size, args.c_col, schemes=args.schemes, num_samples=args.samples,
+                          args.dataset_size, c_col, schemes=args.schemes, num_samples=args.samples,
                           seed=args.seed, ladder_ratio=args.ladder_ratio, chunk_size=args.chunk_size,
                           pld=not args.no_pld, progress=not args.quiet, options=options)
     out.update(device_info())  # the rows' Monte Carlo samples were drawn here
