@@ -18,22 +18,20 @@ treats it as failed, as it would anyway.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import time
 
 import jax
 import numpy as np
 
-from mcacct.validate import check_int, check_real, read_json
+from mcacct.validate import check_int, check_real
 from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import (CalibrationPlan, CalibrationResult, apply_verdicts, verdict_drop, verification_key,
                               verification_spec)
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats
-from mcacct.jobs import integrity
+from mcacct.jobs import integrity, storage
 from mcacct.jobs.problem_file import check_format, fingerprint, problem_from_dict, problem_to_dict
-from mcacct.jobs.shards import (atomic_write_json, shard_chunk_range, shard_filename, stats_from_json,
-                                stats_to_json)
+from mcacct.jobs.shards import shard_chunk_range, shard_filename, stats_from_json, stats_to_json
 from mcacct.engine.runner import LadderStats, run_ladder
 from mcacct.precision import float64
 
@@ -65,24 +63,24 @@ def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
 
 
 def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
-    """Write ``out_dir/plan.json`` (atomically); refuse to overwrite a different plan, and an ``out_dir`` that is
-    a file."""
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+    """Write ``out_dir/plan.json`` (atomically; ``out_dir`` a local path or a URL of an object store,
+    :mod:`mcacct.jobs.storage`); refuse to overwrite a different plan, and an ``out_dir`` that is a file."""
+    storage.check_url(out_dir, write=True)
+    if storage.exists(out_dir) and not storage.isdir(out_dir):
         raise ValueError(f"out {out_dir} is not a directory")
-    path = os.path.join(out_dir, PLAN_NAME)
+    path = storage.join(out_dir, PLAN_NAME)
     d = _plan_dict(plan, problem)
     d["fingerprint"] = plan_fingerprint(d)
-    if os.path.exists(path):
+    if storage.exists(path):
         try:
-            old = read_json(path, "plan")
+            old = storage.read_json(path, "plan")
         except ValueError as err:
             raise ValueError(f"out {path} exists and cannot be read as a plan ({err}); use another --out") from None
         if not isinstance(old, dict) or old.get("fingerprint") != d["fingerprint"]:
             raise ValueError(f"out {path} already holds another calibration plan; use another --out")
     d = integrity.seal(d)
     try:
-        os.makedirs(out_dir, exist_ok=True)
-        atomic_write_json(path, d)
+        storage.write_json(path, d)
     except OSError as err:
         raise ValueError(f"out {out_dir}: cannot write the plan ({err})") from err
     return path
@@ -90,9 +88,9 @@ def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
 
 def load_plan(plan_dir: str) -> tuple[CalibrationPlan, Problem, str]:
     """``(plan, problem, fingerprint)`` from ``plan_dir/plan.json``, refusing files of another kernel."""
-    path = os.path.join(plan_dir, PLAN_NAME)
+    path = storage.join(plan_dir, PLAN_NAME)
     try:
-        d = read_json(path, "plan")
+        d = storage.read_json(path, "plan")
     except ValueError as err:
         raise ValueError(f"{err}; write it with `mcacct calibrate --plan-only --out DIR`") from None
     fmt = d.get("format") if isinstance(d, dict) else None
@@ -129,7 +127,7 @@ def _shard_json(fp: str, plan: CalibrationPlan, i: int, k: int, a: int, b: int, 
 
 
 def _load_shard(path: str, fp: str, plan: CalibrationPlan) -> dict:
-    d = read_json(path, "shard file")
+    d = storage.read_json(path, "shard file")
     check_format(d.get("format") if isinstance(d, dict) else None, SHARD_FORMAT,
                  f"{path} is not a shard file of a calibration plan")
     integrity.verify(d, path)
@@ -169,15 +167,17 @@ def _load_shard(path: str, fp: str, plan: CalibrationPlan) -> dict:
 
 def _check_plan_dir(plan_dir: str, num_shards: int) -> None:
     """Refuse a split other than the one whose shard files ``plan_dir`` already holds (``calibrate --from``
-    would refuse the mix), before anything is written."""
-    for name in sorted(os.listdir(plan_dir)):
+    would refuse the mix), and a directory that job files cannot be written to atomically
+    (:func:`mcacct.jobs.storage.check_url`), before anything is written."""
+    storage.check_url(plan_dir, write=True)
+    for name in storage.list_names(plan_dir, "shard-*-of-*.json"):
         m = re.fullmatch(r"shard-(\d+)-of-(\d+)\.json", name)
         if m is None:
             continue
         try:  # the format is written first: read the head, not the candidates' histograms
-            with open(os.path.join(plan_dir, name), "rb") as f:
-                head = re.search(r'"format":\s*"([^"]*)"', f.read(4096).decode("utf-8", "replace"))
-            fmt = head.group(1) if head else None
+            head = storage.read_bytes(storage.join(plan_dir, name), 4096).decode("utf-8", "replace")
+            found = re.search(r'"format":\s*"([^"]*)"', head)
+            fmt = found.group(1) if found else None
         except OSError:
             fmt = SHARD_FORMAT  # unreadable: calibrate --from names it
         if fmt != SHARD_FORMAT:
@@ -209,11 +209,11 @@ def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = 
     checkpoint_seconds = check_real("checkpoint_seconds", checkpoint_seconds, low=0.0)
     _check_plan_dir(plan_dir, k)
     a, b = shard_chunk_range(_num_chunks(plan), i, k)
-    path = os.path.join(plan_dir, shard_filename(i, k))
+    path = storage.join(plan_dir, shard_filename(i, k))
     done, seconds_before = a, 0.0
     run = LadderStats(plan.ladder, [{d: DirectionStats((plan.epsilon,), verification_spec()) for d in DIRECTIONS}
                                     for _ in plan.ladder], list(range(len(plan.ladder))))
-    if os.path.exists(path):
+    if storage.exists(path):
         old = _load_shard(path, fp, plan)
         if old["planned"] != [a, b] or old["done"][0] != a or not a <= old["done"][1] <= b:
             raise ValueError(f"{path} plans chunks {old['planned']} (done {old['done']}), this shard [{a}, {b})")
@@ -229,7 +229,7 @@ def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = 
         now = time.perf_counter()
         if not force and now - state["written"] < checkpoint_seconds:
             return
-        atomic_write_json(path, _shard_json(fp, plan, i, k, a, b, state["done"], r, seconds_before + now - t0))
+        storage.write_json(path, _shard_json(fp, plan, i, k, a, b, state["done"], r, seconds_before + now - t0))
         state["written"] = now
 
     def on_group(ids: list[int], r: LadderStats) -> None:
@@ -259,11 +259,11 @@ def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = 
 def calibrate_from(plan_dir: str) -> CalibrationResult:
     """Merge every shard of the plan in ``plan_dir`` exactly and apply Alg. 5 (the in-process verdicts)."""
     plan, _, fp = load_plan(plan_dir)
-    names = sorted(f for f in os.listdir(plan_dir) if f.startswith("shard-") and f.endswith(".json"))
+    names = storage.list_names(plan_dir, "shard-*.json")
     if not names:
         raise ValueError(f"{plan_dir} holds no shard files; run `mcacct sample --plan {plan_dir} --shard i "
                          "--num-shards k` first")
-    shards = [_load_shard(os.path.join(plan_dir, n), fp, plan) for n in names]
+    shards = [_load_shard(storage.join(plan_dir, n), fp, plan) for n in names]
     counts = {s["shard"]["num_shards"] for s in shards}
     if len(counts) != 1:
         raise ValueError(f"{plan_dir} mixes shards of different splits: num_shards {sorted(counts)}")

@@ -13,20 +13,18 @@ Files (JSON; Python integers are arbitrary precision, so the fixed-point sums ar
                                     the chunks done so far, count, fixed-point sums and the sparse histogram
     DIR/merged.json                 written by ``mcacct merge --out DIR``: same layout, ``kind = "merged"``
 
-Every write goes to a temporary file in the same directory, is flushed to disk and renamed over the target
-(:func:`os.replace`), so a file is always either the previous or the next complete state. A shard writes
-its file after every group of chunks (one chunk per device); a killed shard restarted with the same
-arguments resumes after its last recorded chunk: chunks are deterministic in their key, so nothing is lost
-and nothing is counted twice.
+``DIR`` is a local path or a URL of an object store (``gs://``, ``s3://``, ... through fsspec). Every write is whole
+and atomic (:mod:`mcacct.jobs.storage`: a temporary file, fsync and :func:`os.replace` on a local path, one
+whole-object upload on an object store), so a file is always either the previous or the next complete state. A
+shard writes its file after every group of chunks (one chunk per device); a killed shard restarted with the same
+arguments resumes after its last recorded chunk: chunks are deterministic in their key, so nothing is lost and
+nothing is counted twice.
 """
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -34,14 +32,14 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
-from mcacct.validate import check_int, check_real, read_json
+from mcacct.validate import check_int, check_real
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
 from mcacct.engine.estimate import Estimate, certification_notes
 from mcacct.evr.calibrate import candidate_key
 from mcacct.engine.runner import run_ladder
 from mcacct.engine.systematic import check_sigma
 from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec
-from mcacct.jobs import integrity
+from mcacct.jobs import integrity, storage
 from mcacct.jobs.problem_file import (KERNEL_VERSION, check_format, fingerprint, problem_from_dict, problem_to_dict,
                                       scheme_to_dict)
 from mcacct.precision import float64
@@ -245,59 +243,12 @@ def stats_from_json(d: dict, epsilons: Sequence[float], spec: HistogramSpec, whe
     return DirectionStats(tuple(epsilons), spec, count, list(sums), hist)
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-#: A temporary file of :func:`atomic_write_json` older than this (seconds) was left by a killed writer.
-STALE_TMP_SECONDS = 600.0
-
-
-def _remove_stale_temporaries(path: str) -> None:
-    """Remove ``.NAME.*.tmp`` files of ``path`` older than :data:`STALE_TMP_SECONDS`: a writer killed between
-    creating its temporary file and the rename (SIGKILL, power loss) leaves one behind. A live writer holds its
-    file for the time of one write and fsync, far below that age."""
-    directory, name = os.path.split(os.path.abspath(path))
-    now = time.time()
-    for tmp in glob.glob(os.path.join(glob.escape(directory), "." + glob.escape(name) + ".*.tmp")):
-        try:
-            if now - os.stat(tmp).st_mtime > STALE_TMP_SECONDS:
-                os.unlink(tmp)
-        except OSError:  # gone already, or not ours to remove
-            pass
-
-
-def atomic_write_json(path: str, obj: dict) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically: temporary file, flush + fsync, :func:`os.replace`.
-    Temporary files of ``path`` left by a killed writer are removed first (:func:`_remove_stale_temporaries`)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    _remove_stale_temporaries(path)
-    text = json.dumps(obj, separators=(",", ":"))  # the C encoder; json.dump would use the slow one
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:  # pragma: no cover - platforms without directory fsync
-        pass
+#: The writer of every job file (kept under this name for callers of earlier versions): whole and atomic, on a local
+#: path or an object store (:func:`mcacct.jobs.storage.write_json`).
+atomic_write_json = storage.write_json
+#: A temporary file of a local write older than this (seconds) was left by a killed writer
+#: (:data:`mcacct.jobs.storage.STALE_TMP_SECONDS`).
+STALE_TMP_SECONDS = storage.STALE_TMP_SECONDS
 
 
 @dataclass
@@ -367,7 +318,7 @@ def load_stats_file(path: str) -> StatsFile:
         :data:`mcacct.jobs.integrity.KEY_ENV` set, a MAC) that does not match its content, its fingerprint does
         not match its config, or its statistics are inconsistent (:func:`stats_from_json`).
     """
-    d = read_json(path, "statistics file")
+    d = storage.read_json(path, "statistics file")
     check_format(d.get("format") if isinstance(d, dict) else None, FORMAT, f"{path} is not an mcacct statistics file")
     level = integrity.verify(d, path)
     try:
@@ -417,7 +368,8 @@ def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, prog
     shard, num_shards:
         This shard takes the contiguous chunk range :func:`shard_chunk_range` of every direction.
     out_dir:
-        Directory of the shard file (created if needed). An existing file for the same shard is resumed
+        Directory of the shard file (created if needed): a local path or a URL of an object store
+        (:mod:`mcacct.jobs.storage`). An existing file for the same shard is resumed
         when its fingerprint matches, and refused otherwise. Shard files of the directory belong to one plan
         and one split: a file of another configuration or of another ``num_shards`` there is refused (merging
         the directory would fail on it), before anything is written.
@@ -446,14 +398,14 @@ def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, prog
     if max_chunks is not None:
         max_chunks = check_int("max_chunks", max_chunks, low=1)
     _check_out_dir(out_dir, config, k)
-    path = os.path.join(out_dir, shard_filename(i, k))
+    path = storage.join(out_dir, shard_filename(i, k))
     a, b = shard_chunk_range(config.num_chunks, i, k)
     planned = {d: [(a, b)] for d in config.directions}
     done = {d: [(a, a)] for d in config.directions}
     stats = {d: DirectionStats(config.epsilons, config.spec) for d in config.directions}
     seconds_before = 0.0
     resumed = 0
-    if os.path.exists(path):
+    if storage.exists(path):
         old = load_stats_file(path)
         if old.fingerprint != config.fingerprint():
             diff = config_difference(old.config, config.to_dict())
@@ -530,15 +482,13 @@ def _file_head(path: str, whole: bool = False) -> dict | None:
     when unreadable."""
     try:
         if not whole:
-            with open(path, "rb") as fh:
-                head = fh.read(4096).decode("utf-8", "replace")
+            head = storage.read_bytes(path, 4096).decode("utf-8", "replace")
             found: dict[str, str] = {}
             for k, v in _HEAD_FIELD.findall(head):
                 found.setdefault(k, v)  # the top-level fields come first
             if "format" in found and ("fingerprint" in found or found["format"] != FORMAT):
                 return found
-        with open(path) as fh:
-            d = json.load(fh)
+        d = json.loads(storage.read_bytes(path))
     except (OSError, ValueError, RecursionError):
         return None
     return d if isinstance(d, dict) else {"format": None}
@@ -548,58 +498,60 @@ def _check_out_dir(out_dir: str, config: JobConfig, num_shards: int) -> None:
     """Refuse ``out_dir`` when it is not a directory, holds a calibration plan, or holds shard files of another
     kind, of another configuration or of another split than ``num_shards`` (merging the directory would then
     fail). Files that cannot be read are left to :func:`merge` to name."""
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+    storage.check_url(out_dir, write=True)
+    if storage.exists(out_dir) and not storage.isdir(out_dir):
         raise ValueError(f"out {out_dir} is not a directory")
-    if os.path.exists(os.path.join(out_dir, "plan.json")):
+    if storage.exists(storage.join(out_dir, "plan.json")):
         raise ValueError(f"out {out_dir} holds a calibration plan (plan.json): run its shards with "
                          f"`mcacct sample --plan {out_dir}`, or use another --out")
     fp, cfg = config.fingerprint(), None
-    for f in sorted(glob.glob(os.path.join(out_dir, _SHARD_GLOB))):
-        m = _SHARD_NAME.fullmatch(os.path.basename(f))
+    for name in storage.list_names(out_dir, _SHARD_GLOB):
+        m = _SHARD_NAME.fullmatch(name)
         if m is None:
             continue
-        d = _file_head(f)
+        d = _file_head(storage.join(out_dir, name))
         if d is None:
             continue
         try:
-            check_format(d.get("format"), FORMAT, f"out {out_dir} holds {os.path.basename(f)}, which is not an "
-                                                  "mcacct statistics file")
+            check_format(d.get("format"), FORMAT, f"out {out_dir} holds {name}, which is not an mcacct statistics "
+                                                  "file")
         except ValueError as err:
             raise ValueError(f"{err}; use another --out") from None
         if d.get("fingerprint") != fp:
-            full = _file_head(f, whole=True) or {}
+            full = _file_head(storage.join(out_dir, name), whole=True) or {}
             other_cfg = full.get("config")
             cfg = config.to_dict() if cfg is None else cfg
             diff = config_difference(other_cfg, cfg) if isinstance(other_cfg, dict) else []
-            why = _describe_difference(diff, os.path.basename(f), "this run") if diff else "another fingerprint"
+            why = _describe_difference(diff, name, "this run") if diff else "another fingerprint"
             raise ValueError(f"out {out_dir} already holds shards of another configuration: {why}; a directory "
                              "holds the shards of one plan (use another --out)")
         other_k = int(m.group(2))
         if other_k != num_shards:
             raise ValueError(f"out {out_dir} already holds shards of a split into {other_k} "
-                             f"({os.path.basename(f)}); this shard is of a split into {num_shards}: use "
+                             f"({name}); this shard is of a split into {num_shards}: use "
                              f"--num-shards {other_k} there, or another --out for the other split")
 
 
 # -- merging -----------------------------------------------------------------------------------------------
 def find_stats_files(paths: Sequence[str]) -> list[str]:
-    """Statistics files named by ``paths``: files as given; in a directory its ``shard-*-of-*.json``, or
-    ``merged.json`` when it holds no shard files. Duplicate paths (same real path) are dropped."""
+    """Statistics files named by ``paths`` (local paths or URLs, :mod:`mcacct.jobs.storage`): files as given; in a
+    directory its ``shard-*-of-*.json``, or ``merged.json`` when it holds no shard files. Duplicate paths (same
+    real path or URL) are dropped."""
     out: list[str] = []
     seen: set[str] = set()
     for p in paths:
-        if os.path.isdir(p):
-            files = sorted(glob.glob(os.path.join(p, _SHARD_GLOB)))
-            if not files and os.path.exists(os.path.join(p, MERGED_NAME)):
-                files = [os.path.join(p, MERGED_NAME)]
+        if storage.isdir(p):
+            files = [storage.join(p, n) for n in storage.list_names(p, _SHARD_GLOB)]
+            if not files and storage.exists(storage.join(p, MERGED_NAME)):
+                files = [storage.join(p, MERGED_NAME)]
             if not files:
                 raise ValueError(f"dirs: no statistics files ({_SHARD_GLOB} or {MERGED_NAME}) in {p}")
-        elif os.path.isfile(p):
+        elif storage.isfile(p):
             files = [p]
         else:
             raise ValueError(f"dirs: {p} does not exist")
         for f in files:
-            r = os.path.realpath(f)
+            r = storage.identity(f)
             if r not in seen:
                 seen.add(r)
                 out.append(f)
@@ -733,7 +685,7 @@ def merge(paths: Sequence[str], allow_partial: bool = False) -> MergeResult:
             # a shard is missing when no file has it and some of its chunks are planned by no file
             if i not in have and a < b and any(_uncovered(a, b, planned_cover[d]) for d in config.directions):
                 missing_shards.append(f"{i}/{k}")
-    incomplete = [f"{f.shard}/{f.num_shards} ({os.path.basename(f.path)})" for f in files
+    incomplete = [f"{f.shard}/{f.num_shards} ({storage.basename(f.path)})" for f in files
                   if f.kind == "shard" and not f.complete]
     res = MergeResult(config, stats, files, missing_shards, incomplete, missing_chunks,
                       sum(f.seconds for f in files))
@@ -766,14 +718,15 @@ def _uncovered(a: int, b: int, cover: list[tuple[int, int]]) -> bool:
 def write_merged(result: MergeResult, out_dir: str) -> str:
     """Write ``out_dir/merged.json`` (atomically; ``out_dir`` is created if needed and must not be a file); it
     can be merged again or plotted."""
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+    storage.check_url(out_dir, write=True)
+    if storage.exists(out_dir) and not storage.isdir(out_dir):
         raise ValueError(f"out {out_dir} is not a directory")
     cfg = result.config
     done = {d: _normalise([r for f in result.files for r in f.done[d]]) for d in cfg.directions}
     planned = {d: _normalise([r for f in result.files for r in f.planned[d]]) for d in cfg.directions}
-    sources = [{"path": os.path.abspath(f.path), "kind": f.kind, "shard": f.shard, "num_shards": f.num_shards}
+    sources = [{"path": storage.absolute(f.path), "kind": f.kind, "shard": f.shard, "num_shards": f.num_shards}
                for f in result.files]
-    path = os.path.join(out_dir, MERGED_NAME)
+    path = storage.join(out_dir, MERGED_NAME)
     atomic_write_json(path, _file_json("merged", cfg, planned, done, result.stats, seconds=result.seconds,
                                        sources=sources))
     return path
