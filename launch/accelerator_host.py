@@ -13,7 +13,8 @@ Examples::
     python launch/accelerator_host.py --coordinator-address host0:12345 --num-processes 4 --process-id $ID ...
 
 Process 0 prints one JSON object (delta estimates and upper bounds per epsilon and direction, the EVR verdict
-when ``--base-delta`` is given, exact statistics, throughput) and writes it to ``--out`` if given (a local path or
+when ``--base-delta`` is given, exact statistics, throughput; with ``--out`` without the statistics, which are
+in the file) and writes it to ``--out`` if given (a local path or
 a URL of an object store, :mod:`mcacct.jobs.storage`). Flags are spelled as the ``mcacct`` command line spells
 them; the former underscore spellings (``--min_sep``) still work until mcacct 0.2, with a deprecation note.
 """
@@ -115,10 +116,13 @@ def main(argv: list[str]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if out is not None:
+        shown = out
         if FLAGS.out:
             from mcacct.jobs import storage
             storage.write_json(FLAGS.out, out)
-        print(json.dumps(out), flush=True)
+            # stdout gets the result without its exact statistics (~70 KB of histogram): they are in the file
+            shown = {**{k: v for k, v in out.items() if k != "stats"}, "stats": f"in {FLAGS.out}"}
+        print(json.dumps(shown), flush=True)
     return 0
 
 
