@@ -133,6 +133,16 @@ def _sample_plan(args) -> dict:
     return out
 
 
+def _scheme(problem) -> dict:
+    """The report's ``scheme`` of the merged statistics' problem: its registry ``name`` and its fields (docs/json.md;
+    the job file's ``config.scheme`` names the class instead)."""
+    from mcacct.jobs.problem_file import scheme_to_dict
+    from mcacct.schemes.registry import entry_for
+    entry = entry_for(problem.scheme)
+    return {"name": entry.name if entry is not None else type(problem.scheme).__name__,
+            **scheme_to_dict(problem.scheme), "c_col": list(problem.strategy.c_col), "dtype": problem.dtype}
+
+
 def cmd_merge(args) -> dict:
     """Merge shard directories; report delta like ``mcacct delta`` (with its notes when not a certificate) and
     how the files were checked (digest, or MAC under ``MCACCT_SHARD_KEY``)."""
@@ -143,6 +153,7 @@ def cmd_merge(args) -> dict:
     t0 = time.perf_counter()
     res = merge(args.dirs, allow_partial=args.allow_partial)
     out = res.report(args.alpha)
+    out["scheme"] = _scheme(res.config.problem)  # by registry name, as every report (config.scheme: by class)
     if args.out:
         try:
             out["merged_path"] = write_merged(res, args.out)
@@ -188,7 +199,8 @@ def cmd_plot(args) -> dict:
                                  points=args.points, title=title, marks=marks, systematic=rep["systematic_delta"])
     except OSError as err:
         raise ValueError(f"--out {args.out}: cannot write the figure ({err})") from err
-    out = {"out": os.path.abspath(args.out), "num_samples": rep["num_samples"], "sigma": res.config.sigma,
+    out = {"out": os.path.abspath(args.out), "scheme": _scheme(res.config.problem),
+           "num_samples": rep["num_samples"], "sigma": res.config.sigma,
            "directions_run": dirs, "certified": rep["certified"], "notes": list(rep["notes"]),
            "floor": curve["floor"], "epsilon": curve["epsilon"].tolist(),
            "delta_estimate": curve["delta_estimate"].tolist(), "delta_lower": curve["delta_lower"].tolist(),

@@ -329,8 +329,9 @@ def run_pld(args: argparse.Namespace) -> dict:
     ``error: <message>`` and exits with 2), including a ``--delta`` below what the accountant can certify
     (``pld epsilon``: no finite epsilon; ``pld calibrate``: below the mass at infinity / FFT round-off bound)
     and a composition larger than the memory budget of :mod:`mcacct.pld` (``$MCACCT_PLD_MEMORY_BUDGET``).
-    JSON keys: ``epsilon`` (epsilon command), ``delta`` (delta command),
-    ``sigma`` (calibrate), plus the other :class:`mcacct.pld.PLDResult` fields.
+    JSON keys (docs/json.md): ``epsilon`` (epsilon command), ``delta`` (delta command), ``sigma`` (calibrate),
+    ``certified`` (true: the pessimistic PLD bound), ``mechanism``, plus the other :class:`mcacct.pld.PLDResult`
+    fields as numbers (a non-finite one is the report's ``null``, listed in ``nonfinite``).
     """
     from mcacct.engine.progress import stage
     mode = check_args(args)

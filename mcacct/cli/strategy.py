@@ -52,7 +52,8 @@ def cmd_strategy(args) -> dict:
               flush=True)
         r = optimize_banded_toeplitz(n, args.bands, args.objective, max_steps=args.max_steps)
         out = {"c_col": list(r.c_col), "error": r.error, "iterations": r.iterations, "bands": r.bands,
-               "objective": r.objective, "optimized": True, "steps": r.steps, "seconds": r.seconds}
+               "objective": r.objective, "optimized": True, "steps": r.steps,
+               "optimization_seconds": r.seconds}  # `seconds` is the command's wall time (docs/json.md)
     if not args.json:
         print(f"error ({out['objective']}) = {out['error']:.10g} at n = {n}, bands = {out['bands']}")
         print("c_col = " + ",".join(f"{v:.12g}" for v in out["c_col"]))

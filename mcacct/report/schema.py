@@ -34,6 +34,10 @@ DEVICE_KEYS = ("device", "platform", "device_kind", "devices", "global_devices",
 #: The keys :func:`report` writes itself (a result's own are replaced: reporting a report again is the same).
 _STAMPED = ("schema", "command", "mcacct_version", "nonfinite", "deprecated")
 _MISSING = object()
+#: Values :func:`_canonical` keeps as they are, and those :func:`plain` writes as they are (long lists of numbers
+#: are the common case: no call per item).
+_SCALARS = (float, int, str, bool, type(None))
+_PLAIN = (int, str, bool, type(None))
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class Rename:
         way), or the module's "missing" sentinel to leave the object without ``new``.
     downgrade:
         The value of ``old`` from an object that has only ``new``, or the sentinel to leave ``old`` out.
+    commands:
+        The commands whose reports use the key (``None``: every command).
     """
 
     old: str
@@ -58,6 +64,7 @@ class Rename:
     replaced_by: str
     upgrade: Callable[[dict], Any]
     downgrade: Callable[[dict], Any]
+    commands: tuple[str, ...] | None = None
 
 
 def _notes_from_note(d: dict) -> Any:
@@ -100,10 +107,10 @@ RENAMES: tuple[Rename, ...] = (
            "certified; verified is certified_by != 'top-candidate'", _certified_by_from_verified,
            _verified_from_certified_by),
     Rename("mu", "mu_full_batch", "mu_full_batch (the GDP mu of the same norms at q = 1, no subsampling)",
-           lambda d: d["mu"], lambda d: d["mu_full_batch"]),
+           lambda d: d["mu"], lambda d: d["mu_full_batch"], ("individual",)),
     Rename("epsilon_gdp", "epsilon_full_batch",
            "epsilon_full_batch (epsilon(delta) of mu_full_batch, for every q; epsilon_gdp was written for q = 1 "
-           "only)", lambda d: d["epsilon_gdp"], _epsilon_gdp),
+           "only)", lambda d: d["epsilon_gdp"], _epsilon_gdp, ("individual",)),
 )
 
 
@@ -127,23 +134,24 @@ def _scheme_object(value: Any) -> Any:
     return value
 
 
-def _canonical(obj: Any, deprecated: dict) -> Any:
-    """``obj`` with every object spelled the schema's way (a copy; lists and objects recursively)."""
+def _canonical(obj: Any, renames: tuple[Rename, ...], deprecated: dict) -> Any:
+    """``obj`` with every object spelled the schema's way by ``renames`` (a copy; lists and objects
+    recursively); the old keys present go into ``deprecated``."""
     if isinstance(obj, (list, tuple)):
-        return [_canonical(v, deprecated) for v in obj]
+        return [v if isinstance(v, _SCALARS) else _canonical(v, renames, deprecated) for v in obj]
     if not isinstance(obj, dict):
         return obj
-    d = {k: _canonical(v, deprecated) for k, v in obj.items()}
+    d = {k: _canonical(v, renames, deprecated) for k, v in obj.items()}
     if "scheme" in d:
         d["scheme"] = _scheme_object(d["scheme"])
-    for r in RENAMES:  # results of the library written the old way: the new key from the old one
+    for r in renames:  # results of the library written the old way: the new key from the old one
         if r.old in d and r.new not in d:
             v = r.upgrade(d)
             if v is not _MISSING:
                 d[r.new] = v
     if "certified_by" in d and "certified" not in d:  # a calibration's sigma is certified, whichever way
         d["certified"] = True
-    for r in RENAMES:  # the old key beside the new one, one more schema version
+    for r in renames:  # the old key beside the new one, one more schema version
         if r.new in d and r.old not in d:
             v = r.downgrade(d)
             if v is not _MISSING:
@@ -176,7 +184,11 @@ def nonfinite_pointers(obj: Any, prefix: str = "") -> dict[str, str]:
             out.update(nonfinite_pointers(v, f"{prefix}/{_pointer_token(k)}"))
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            out.update(nonfinite_pointers(v, f"{prefix}/{i}"))
+            if isinstance(v, float):  # the common case, a long list of numbers: no pointer built
+                if not math.isfinite(v):
+                    out[f"{prefix}/{i}"] = nonfinite_name(v)
+            elif not isinstance(v, (int, str, bool)) and v is not None:
+                out.update(nonfinite_pointers(v, f"{prefix}/{i}"))
     return out
 
 
@@ -202,7 +214,8 @@ def report(command: str, result: dict) -> dict:
     import mcacct
     deprecated: dict[str, str] = {}
     body = {k: v for k, v in result.items() if k not in _STAMPED}
-    body = _canonical(body, deprecated)
+    renames = tuple(r for r in RENAMES if r.commands is None or command in r.commands)
+    body = _canonical(body, renames, deprecated)
     body.setdefault("notes", [])
     if isinstance(body["notes"], tuple):
         body["notes"] = list(body["notes"])
@@ -220,7 +233,7 @@ def plain(obj: Any) -> Any:
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
+        return [v if isinstance(v, _PLAIN) or (type(v) is float and math.isfinite(v)) else plain(v) for v in obj]
     if not isinstance(obj, dict):
         return obj
     out = {}
