@@ -7,7 +7,6 @@ no import cycle. The scheme flags themselves come from :mod:`mcacct.cli.schemes`
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -157,10 +156,29 @@ def record_given(args: argparse.Namespace, argv) -> None:
     args.given_options = frozenset(t.split("=", 1)[0] for t in argv if t.startswith("--") and len(t) > 2)
 
 
-def check_out_file(flag: str, path: str | None, suffixes: tuple[str, ...] = (), exist_ok: bool = True) -> None:
+def check_out_file(flag: str, path: str | None, suffixes: tuple[str, ...] = (), exist_ok: bool = True,
+                   urls: bool = False) -> None:
     """Refuse an output path before any work: its directory must exist, its suffix be one of ``suffixes`` (when
-    given), and, unless ``exist_ok``, the file must not exist yet. ``ValueError`` naming ``flag``."""
+    given), and, unless ``exist_ok``, the file must not exist yet. A URL (``gs://...``) is refused unless ``urls``
+    (a command that writes through :mod:`mcacct.jobs.storage`), and then checked there: its protocol's package
+    installed, its store one that writes whole files atomically (an object store has no directory to check).
+    ``ValueError`` naming ``flag``."""
     if path is None:
+        return
+    from mcacct.jobs import storage
+    if storage.is_url(path):
+        if not urls:
+            raise ValueError(f"{flag} must be a local file path; got the URL {path!r} (this option writes local "
+                             "files only)")
+        try:
+            storage.check_url(path, write=True)
+            there = storage.exists(path)
+        except (ValueError, OSError) as err:
+            raise ValueError(f"{flag}: {err}") from None
+        if suffixes and os.path.splitext(path)[1].lower() not in suffixes:
+            raise ValueError(f"{flag} must end in one of {', '.join(suffixes)}; got {path!r}")
+        if not exist_ok and there:
+            raise ValueError(f"{flag}: {path!r} exists already (give a new path)")
         return
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
@@ -356,14 +374,30 @@ def join_distributed(args) -> bool:
     return True
 
 
-def check_out_dir(flag: str, path: str) -> None:
+def check_out_dir(flag: str, path: str, urls: bool = False) -> None:
     """Refuse, before any work, a directory the command cannot write into: ``path`` must be an existing
     directory or one that can be created, and a file can be created in it (tried with a temporary file, which is
     removed at once: the permission bits alone do not say so for root, nor on a read-only file system).
+    A URL (``gs://bucket/runs``) is refused unless ``urls`` (a command that writes through
+    :mod:`mcacct.jobs.storage`), and then checked there without writing: its protocol's package installed, its
+    store one that writes whole files atomically, and the URL not an existing file.
     ``ValueError`` naming ``flag``; nothing is left behind."""
     import tempfile
     if not path:
         raise ValueError(f"{flag} must be a directory path; got {path!r}")
+    from mcacct.jobs import storage
+    if storage.is_url(path):
+        if not urls:
+            raise ValueError(f"{flag} must be a local directory path; got the URL {path!r} (this option writes "
+                             "local files only)")
+        try:
+            storage.check_url(path, write=True)
+            is_file = storage.isfile(path)
+        except (ValueError, OSError) as err:
+            raise ValueError(f"{flag}: {err}") from None
+        if is_file:
+            raise ValueError(f"{flag} must be a directory; {path!r} is an existing file (give a directory path)")
+        return
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValueError(f"{flag} must be a directory; {path!r} is an existing file (give a directory path)")
     probe = os.path.abspath(path)
@@ -382,33 +416,16 @@ def check_out_dir(flag: str, path: str) -> None:
         raise ValueError(f"{flag}: directory {path!r} {where} ({err.strerror or err})") from None
 
 
-def _plain(obj: Any) -> Any:
-    """``obj`` with NumPy scalars and arrays made plain, every non-finite float ``None`` and, in a dict, a
-    ``K_reason`` beside each key ``K`` made ``None`` (unless the dict has one) (:func:`json_text`)."""
-    import numpy as np
-    obj = obj.tolist() if isinstance(obj, (np.ndarray, np.generic)) else obj
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if not isinstance(obj, dict):
-        return obj
-    out = {}
-    for k, v in obj.items():
-        v = v.tolist() if isinstance(v, np.generic) else v
-        out[k] = _plain(v)
-        if isinstance(v, float) and not math.isfinite(v) and f"{k}_reason" not in obj:
-            out[f"{k}_reason"] = f"not a finite number ({'+inf' if v > 0 else '-inf' if v < 0 else 'nan'})"
-    return out
-
-
 def json_text(obj: Any, **kwargs) -> str:
-    """The one JSON writer of the command line (``--json`` of every command, and the files commands write): always
-    valid JSON (RFC 8259), which has no ``Infinity`` or ``NaN``.
+    """The one JSON writer of the command line (``--json`` of every command, and the files commands write):
+    :func:`mcacct.report.schema.json_text`, always valid JSON (RFC 8259), which has no ``Infinity`` or ``NaN``.
 
-    Decision: a non-finite number is written as ``null``; where it is the value of an object's key ``K``, a field
-    ``K_reason`` beside it says why, unless the command set one itself (``"epsilon_upper": null,
-    "epsilon_upper_reason": "..."``; by default ``"not a finite number (+inf)"``). A non-finite item of a list is
-    ``null``. NumPy scalars and arrays become plain numbers and lists. ``json.loads`` of the text, even with
-    ``parse_constant`` refusing ``Infinity``/``NaN``, always succeeds."""
-    return json.dumps(_plain(obj), allow_nan=False, **kwargs)
+    Decision (docs/json.md): a non-finite number is written as ``null``; a report of
+    :func:`mcacct.report.schema.report` lists the JSON Pointer of each one in ``nonfinite`` (``"inf"``,
+    ``"-inf"`` or ``"nan"``), and where it is the value of an object's key ``K``, a field ``K_reason`` beside it
+    says why in words, unless the command set one itself (``"epsilon_upper": null, "epsilon_upper_reason":
+    "..."``; by default ``"not a finite number (+inf)"``). NumPy scalars and arrays become plain numbers and
+    lists. ``json.loads`` of the text, even with ``parse_constant`` refusing ``Infinity``/``NaN``, always
+    succeeds."""
+    from mcacct.report.schema import json_text as strict_json_text
+    return strict_json_text(obj, **kwargs)
