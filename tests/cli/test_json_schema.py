@@ -216,7 +216,7 @@ def test_compare_and_mse_study(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(cli_compare, "compare_schemes", lambda *a, **k: {
         "epsilon": 2.0, "delta": 1e-3, "iterations": 64, "min_sep": 4, "expected_batch_size": 32.0,
         "dataset_size": 1024, "rows": rows, "skipped": [{"scheme": "balls-in-bins", "reason": "bins"}]})
-    got = check_report(_run(["compare", "--quiet"], capsys), "compare")
+    got = check_report(_run(["compare", "--c-col", "1", "--quiet"], capsys), "compare")  # no C to fit
     assert got["rows"][0]["scheme"] == {"name": "bminsep", "label": "b-min-sep"}
     assert got["rows"][0]["certified_by"] == "monte-carlo" and got["skipped"][0]["scheme"]["name"] == "balls-in-bins"
     study = {"grid": {"iterations": 16}, "cells": [{"epsilon": 2.0, "epoch": 4, "best": {}}],
