@@ -156,6 +156,21 @@ def record_given(args: argparse.Namespace, argv) -> None:
     args.given_options = frozenset(t.split("=", 1)[0] for t in argv if t.startswith("--") and len(t) > 2)
 
 
+def _checked_url(flag: str, path: str, urls: bool, kind: str, probe) -> Any:
+    """A URL given to ``flag``: refused unless ``urls``, else checked through :mod:`mcacct.jobs.storage` (its
+    package installed, a store that writes whole files atomically) and ``probe(path)`` returned; every failure a
+    ``ValueError`` naming ``flag``."""
+    from mcacct.jobs import storage
+    if not urls:
+        raise ValueError(f"{flag} must be a local {kind} path; got the URL {path!r} (this option writes local "
+                         "files only)")
+    try:
+        storage.check_url(path, write=True)
+        return probe(path)
+    except (ValueError, OSError) as err:
+        raise ValueError(f"{flag}: {err}") from None
+
+
 def check_out_file(flag: str, path: str | None, suffixes: tuple[str, ...] = (), exist_ok: bool = True,
                    urls: bool = False) -> None:
     """Refuse an output path before any work: its directory must exist, its suffix be one of ``suffixes`` (when
@@ -167,14 +182,7 @@ def check_out_file(flag: str, path: str | None, suffixes: tuple[str, ...] = (), 
         return
     from mcacct.jobs import storage
     if storage.is_url(path):
-        if not urls:
-            raise ValueError(f"{flag} must be a local file path; got the URL {path!r} (this option writes local "
-                             "files only)")
-        try:
-            storage.check_url(path, write=True)
-            there = storage.exists(path)
-        except (ValueError, OSError) as err:
-            raise ValueError(f"{flag}: {err}") from None
+        there = _checked_url(flag, path, urls, "file", storage.exists)
         if suffixes and os.path.splitext(path)[1].lower() not in suffixes:
             raise ValueError(f"{flag} must end in one of {', '.join(suffixes)}; got {path!r}")
         if not exist_ok and there:
@@ -387,15 +395,7 @@ def check_out_dir(flag: str, path: str, urls: bool = False) -> None:
         raise ValueError(f"{flag} must be a directory path; got {path!r}")
     from mcacct.jobs import storage
     if storage.is_url(path):
-        if not urls:
-            raise ValueError(f"{flag} must be a local directory path; got the URL {path!r} (this option writes "
-                             "local files only)")
-        try:
-            storage.check_url(path, write=True)
-            is_file = storage.isfile(path)
-        except (ValueError, OSError) as err:
-            raise ValueError(f"{flag}: {err}") from None
-        if is_file:
+        if _checked_url(flag, path, urls, "directory", storage.isfile):
             raise ValueError(f"{flag} must be a directory; {path!r} is an existing file (give a directory path)")
         return
     if os.path.exists(path) and not os.path.isdir(path):
