@@ -85,6 +85,7 @@ ACCOUNTANT_LABELS = {
 }
 
 
+@float64
 def accountant_kind(label: str) -> str:
     """The key of :data:`ACCOUNTANT_LABELS` whose label is ``label`` (:attr:`IndividualResult.accountant`):
     ``"gdp"`` or ``"fixed"`` (rigorous upper bounds) or ``"approximative"`` (not a guarantee).
