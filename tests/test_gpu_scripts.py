@@ -148,8 +148,12 @@ def test_suite_quick_writes_its_summary(tmp_path):
 
 @pytest.mark.slow
 def test_checks_quick_writes_its_report(tmp_path):
+    # a compilation cache of the child's own (fresh, in tmp_path): on a CPU the CPU reference of bminsep8 (kernel
+    # "auto") compiles the same program as one of the two "device" runs before it, and is read back instead
+    env = dict(_env(), JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax-cache"),
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2")
     r = subprocess.run([sys.executable, "benchmarks/gpu_checks.py", "--quick", "--out-dir", str(tmp_path)],
-                       cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=600)
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     data = json.loads((tmp_path / "gpu_checks_cpu.json").read_text())
     assert data["passed"] and data["quick"] and data["failed"] == []

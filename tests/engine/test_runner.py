@@ -42,8 +42,9 @@ def test_shared_draws_are_the_per_sigma_kernels_draws():
     from mcacct.engine.runner import block_ladder_losses
     key = jax.random.key(9)
     bs = block_size(PB, CHUNK)
-    got = np.concatenate([np.asarray(block_ladder_losses(k, np.asarray(SIGMAS), PB, bs))
-                          for k in block_keys(key, PB, CHUNK)], axis=-1)
+    ladder = jax.jit(block_ladder_losses, static_argnums=(2, 3))  # as the engine runs it (eagerly: ~85 compiles)
+    got = np.concatenate([np.asarray(ladder(k, np.asarray(SIGMAS), PB, bs)) for k in block_keys(key, PB, CHUNK)],
+                         axis=-1)
     for j, s in enumerate(SIGMAS):
         for i, direction in enumerate(("remove", "add")):
             want = np.asarray(chunk_losses(key, s, PB, CHUNK, direction))

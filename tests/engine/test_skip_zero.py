@@ -4,6 +4,7 @@ moved up to the bound's bin."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -23,6 +24,11 @@ from mcacct.kernels.shortcuts import add_loss_bound, add_skip_bound
 C4 = mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5))
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))  # one program per example (eager: one per operation)
+def _scan(ell, b, p, warm):
+    return recursion_log_ratio_t(ell, b, p, warm, "scan")
+
+
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 40), b=st.integers(1, 8), p=st.floats(1e-3, 0.9), warm=st.booleans(),
        low=st.floats(-700.0, 0.0))
@@ -32,7 +38,7 @@ def test_the_bound_holds_and_is_attained_where_no_term_counts(n, b, p, warm, low
     bound = add_loss_bound(n, b, p, warm)
     rng = np.random.default_rng(n * 1000 + b)
     ell = jnp.asarray(np.concatenate([rng.uniform(low, 5.0, (n, 64)), np.full((n, 1), -1e4)], axis=1))
-    add = -np.asarray(recursion_log_ratio_t(ell, b, p, warm, "scan"))
+    add = -np.asarray(_scan(ell, b, p, warm))
     assert np.all(add <= bound), (add.max(), bound)
     assert bound - add[-1] <= 1e-8 + 1e-9 * bound  # the all-absent output attains it (up to the rounding up)
 
@@ -48,6 +54,11 @@ def test_the_bound_is_the_probability_of_never_participating():
 
 
 def _run(scheme, skip, eps, sigmas=(0.3, 2.0), n=2048):
+    # Every run here passes three epsilons: the epsilons, sigmas and sample count are traced (or only set the number
+    # of chunks of 1024), while the number of epsilons is a shape. With one count, a scheme's runs compile one program
+    # per kind of run (skips off; on with the add skip; on without it), shared by every test and case of the scheme
+    # below, instead of one per test case (the truncated scheme's programs take ~15 s each on the 2-core box).
+    assert len(eps) == 3
     problem = Problem(scheme, C4, skip_zero=skip)
     return problem, run_ladder(problem, list(sigmas), jax.random.key(5), n, eps, 1024)
 
@@ -57,7 +68,7 @@ def _run(scheme, skip, eps, sigmas=(0.3, 2.0), n=2048):
                          ids=["warm", "cold", "truncated"])
 def test_sums_bit_identical_and_histogram_an_upper_bound(scheme):
     bound = scheme.add_loss_bound()
-    eps = (bound + 1.0, bound + 4.0)                       # every untruncated add draw skipped
+    eps = (bound + 1.0, bound + 4.0, bound + 8.0)          # every untruncated add draw skipped
     problem, off = _run(scheme, False, eps)
     assert skip_bound(problem, [0.3, 2.0], eps) is None   # skip_zero off
     on_problem, on = _run(scheme, True, eps)
@@ -88,7 +99,7 @@ def assert_moved_up_only(off_hist, on_hist):
 
 def test_below_the_bound_no_add_loss_is_skipped():
     scheme = mcacct.BMinSep(0.05, 4, 48, True)
-    eps = (0.5, scheme.add_loss_bound() + 5.0)            # the smallest epsilon decides: no add skip
+    eps = (0.5, scheme.add_loss_bound() + 2.0, scheme.add_loss_bound() + 5.0)  # the smallest decides: no add skip
     _, off = _run(scheme, False, eps, sigmas=(0.8,))
     problem, on = _run(scheme, True, eps, sigmas=(0.8,))
     assert skip_bound(problem, [0.8], eps) is None
@@ -116,7 +127,9 @@ def test_the_switch_is_typed_recorded_and_on_the_cli(tmp_path, capsys):
     assert a["delta_upper"] == b["delta_upper"] and a["delta_estimate"] == b["delta_estimate"]
 
 
-@pytest.mark.parametrize("eps", [(10.0,), (2.0, 3.0, 4.0)], ids=["eps10", "eps2-4"])
+# the smallest epsilon sets the remove skip's thresholds (mcacct.kernels.shortcuts.remove_thresholds) and the add
+# skip: "eps10" runs at epsilon 10 (with 11 and 12 beside it, three epsilons as every run here: see _run)
+@pytest.mark.parametrize("eps", [(10.0, 11.0, 12.0), (2.0, 3.0, 4.0)], ids=["eps10", "eps2-4"])
 @pytest.mark.parametrize("scheme", [mcacct.BMinSep(0.05, 4, 48, True), mcacct.BMinSep(0.05, 4, 48, False),
                                     mcacct.TruncatedBMinSep(0.05, 4, 48, 60, 8, True)],  # some draws untruncated
                          ids=["warm", "cold", "truncated"])

@@ -1,6 +1,8 @@
 """The fused kernel (mcacct.kernels.fused): its losses equal the unfused kernel's on the same draws (and brute
 force), and the Pallas form in interpret mode equals the XLA form."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +23,7 @@ CASES = [(37, 4, 0.3, (1.0, 0.5, 0.25), True, 16),
          (45, 3, 0.7, (0.8, 0.6), True, 16)]
 
 
+@functools.partial(jax.jit, static_argnums=range(2, 9))  # one program per case (eager: ~60 small compiles)
 def _unfused(key, sigmas, n, b, p, warm, c, s, recursion="scan"):
     rate = 1 / (1 / p + b - 1)
     m, z = standardised_draws_t(key, n, b, p, warm, rate, c, s)
@@ -47,7 +50,7 @@ def test_fused_equals_unfused_and_pallas(n, b, p, c, warm, s):
 def test_fused_matches_enumeration(n, b, p, c, warm):
     key = jax.random.key(3)
     sigma = 0.8
-    got, m, z = _unfused(key, [sigma], n, b, p, warm, c, 8)
+    got, m, z = _unfused(key, jnp.asarray([sigma]), n, b, p, warm, c, 8)
     fused = fused_ladder_losses(key, jnp.asarray([sigma]), n, b, p, warm, 1 / (1 / p + b - 1), c, 8)
     y_rem = np.asarray(m + sigma * z).T
     y_add = np.asarray(sigma * z).T

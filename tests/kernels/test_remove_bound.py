@@ -5,6 +5,8 @@ bit-identical losses wherever U could reach a threshold."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,6 +21,11 @@ from mcacct.kernels.sliding import column_sq_norms
 from mcacct.schemes.bminsep import expected_participation_rate
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2, 3, 4))  # one program per example (eager: one per operation)
+def _scan_and_bound(ell, b, p, warm, block):
+    return recursion_log_ratio_t(ell, b, p, warm, "scan"), remove_loss_bound_t(ell, b, p, warm, 0.0, block)
+
+
 @settings(max_examples=30, deadline=None)  # each example compiles its shapes: 30 keep it near 10 s
 @given(n=st.integers(1, 60), b=st.integers(1, 24), p=st.sampled_from([1e-4, 0.01, 0.2, 0.7, 0.99, 1.0]),
        warm=st.booleans(), block=st.integers(1, 20), scale=st.sampled_from([0.1, 1.0, 8.0, 60.0]),
@@ -28,9 +35,7 @@ def test_the_bound_holds_for_terms_anywhere(n, b, p, warm, block, scale, walk, s
     ell = rng.normal(rng.normal() * scale, scale, (n, 32))
     if walk:  # smooth terms, as sliding sums give
         ell = np.cumsum(ell, axis=0) / np.sqrt(n)
-    ell = jnp.asarray(ell)
-    exact = np.asarray(recursion_log_ratio_t(ell, b, p, warm, "scan"))
-    u = np.asarray(remove_loss_bound_t(ell, b, p, warm, 0.0, block))
+    exact, u = (np.asarray(v) for v in _scan_and_bound(jnp.asarray(ell), b, p, warm, block))
     assert not np.any(np.isnan(u))
     finite = np.isfinite(exact)
     assert np.all(u[finite] >= exact[finite] - 1e-12 * (1 + np.abs(exact[finite]))), (u - exact).min()

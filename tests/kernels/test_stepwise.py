@@ -3,6 +3,7 @@ float64 bound of the recursion (hypothesis), p = 1, the range guard and its fall
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -30,6 +31,11 @@ def _bound(ell: np.ndarray, b: int, p: float) -> float:
     return 2.0 * U * (n * (8.0 + 4.0 * xi) + 4.0 * n * l_max)
 
 
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))  # one program per example (eager: one per operation)
+def _stepwise_and_scan(ell, b, p, warm):
+    return (recursion_log_ratio_t(ell, b, p, warm, "stepwise"), recursion_log_ratio_t(ell, b, p, warm, "scan"))
+
+
 @settings(max_examples=10, deadline=None)  # each example compiles its shapes
 @given(n=st.integers(1, 120), b=st.integers(1, 24), p=st.floats(1e-4, 1.0), warm=st.booleans(),
        lanes=st.sampled_from([1, 3, 64]), scale=st.floats(0.1, 6.0), shift=st.floats(-4.0, 2.0),
@@ -37,8 +43,7 @@ def _bound(ell: np.ndarray, b: int, p: float) -> float:
 def test_stepwise_equals_scan_within_the_bound(n, b, p, warm, lanes, scale, shift, seed):
     with x64_scope():
         ell = np.asarray(jax.random.normal(jax.random.key(seed), (n, lanes), jnp.float64)) * scale + shift
-        got = np.asarray(recursion_log_ratio_t(jnp.asarray(ell), b, p, warm, "stepwise"))
-        want = np.asarray(recursion_log_ratio_t(jnp.asarray(ell), b, p, warm, "scan"))
+        got, want = (np.asarray(v) for v in _stepwise_and_scan(jnp.asarray(ell), b, p, warm))
         assert np.all(np.isfinite(got))
         assert np.max(np.abs(got - want)) <= _bound(ell, b, p)
 

@@ -70,7 +70,7 @@ def test_epsilon_at_large_losses_matches_closed_form(delta, tol):
 def test_query_epsilon_far_tail_is_finite_and_an_upper_bound():
     # a discrete PLD whose mass sits at losses 700..760 (exp(l) overflows there): the certified query is finite
     # and solves the direct sum delta(eps) = sum w (1 - e^(eps - l))_+ + inf from above
-    from mcacct.pld.kernels import query_one
+    from mcacct.pld.kernels import query_one_jit  # query_one compiled as one program (eagerly: ~200 compiles)
     h = 1e-2
     offset = 70_000
     losses = (offset + np.arange(6000)) * h
@@ -82,7 +82,7 @@ def test_query_epsilon_far_tail_is_finite_and_an_upper_bound():
         assert 700 < eps < 760
         assert p.delta(eps)[0] <= target * (1 + 1e-12)
         assert p.delta(eps - 1e-3)[0] > target  # and it is tight (within a grid step)
-    _, e = query_one(np.asarray(w), 0.0, offset, h, 0.0, 1e-10)
+    _, e = query_one_jit(np.asarray(w), 0.0, offset, h, 0.0, 1e-10)
     assert math.isfinite(float(e))
 
 
@@ -281,6 +281,7 @@ def test_cli_malformed_numbers_read_like_ranges(capsys):
 
 def test_decayed_suffix_sums_within_their_rounding_bound():
     # T(k) = sum_{j>=k} w_j r^(j-k) by the associative scan, against long double; masses spanning 1e-300..1
+    import jax
     import jax.numpy as jnp
     from mcacct.pld.kernels import _decayed_suffix
     rng = np.random.default_rng(1)
@@ -288,7 +289,8 @@ def test_decayed_suffix_sums_within_their_rounding_bound():
     w = 10.0 ** rng.uniform(-300, 0, n)
     w[rng.random(n) < 0.3] = 0.0
     r = math.exp(-h)
-    got = np.asarray(_decayed_suffix(jnp.asarray(w), r)).astype(np.longdouble)
+    # jitted, as the query runs it (eagerly, the scan's operations compiled one by one: ~150 programs)
+    got = np.asarray(jax.jit(_decayed_suffix)(jnp.asarray(w), r)).astype(np.longdouble)
     want = np.zeros(n + 1, dtype=np.longdouble)
     for k in range(n - 1, -1, -1):
         want[k] = np.longdouble(w[k]) + np.longdouble(r) * want[k + 1]

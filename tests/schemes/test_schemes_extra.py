@@ -124,7 +124,7 @@ def test_truncation_far_above_dataset_size_is_untruncated(b, warm):
         np.testing.assert_allclose(np.asarray(trunc.log_ratio(y, SIGMA, strategy, r)), np.asarray(ref),
                                    rtol=1e-12, atol=1e-12)
     # the same holds with real counts r (all far below B_max)
-    r = trunc.sample_other_counts(jax.random.key(4), 256)
+    r = jax.jit(trunc.sample_other_counts, static_argnums=1)(jax.random.key(4), 256)  # one program (eager: ~100)
     np.testing.assert_allclose(np.asarray(trunc.log_ratio(y, SIGMA, strategy, r)), np.asarray(ref),
                                rtol=1e-12, atol=1e-12)
 
@@ -134,7 +134,8 @@ def test_other_counts_joint_law(b, warm):
     """The sequential-binomial sampler of r has the exact joint law of the M - 1 other examples' batches."""
     n, p, others, m = 4, 0.4, 2, 40_000
     pmf = ox.other_counts_pmf(n, b, p, warm, others)
-    r = np.asarray(TruncatedBMinSep(p, b, n, others + 1, 1, warm).sample_other_counts(jax.random.key(7), m))
+    draw = jax.jit(TruncatedBMinSep(p, b, n, others + 1, 1, warm).sample_other_counts, static_argnums=1)  # one program
+    r = np.asarray(draw(jax.random.key(7), m))
     counts = {}
     for row in map(tuple, r):
         counts[row] = counts.get(row, 0) + 1
@@ -266,8 +267,12 @@ IDENTITY_SCHEMES = [
 def test_sampler_and_loss_are_one_pair(name, scheme, c_col, kind):
     strategy = strategy_from_inverse((1.0, -0.5), 12) if c_col is None else mcacct.BandedToeplitz(c_col)
     sigma, m = 1.3, 20_000
-    for direction in ("remove", "add"):
-        loss = direction_losses(scheme, jax.random.key(31), sigma, strategy, m, direction, jnp.float64)
+    # both directions' losses (the generic kernel) as one program: the same functions on the same key, compiled
+    # once instead of once per direction (XLA computes the draws they share once; the truncated scheme's count draws
+    # dominate its compile time)
+    both = jax.jit(lambda key, sig: [direction_losses(scheme, key, sig, strategy, m, d, jnp.float64)
+                                     for d in ("remove", "add")])
+    for direction, loss in zip(("remove", "add"), both(jax.random.key(31), sigma)):
         v = np.exp(-np.asarray(loss))  # Q/P under P, P/Q under Q
         mean, sd = v.mean(), v.std() / math.sqrt(m)
         if kind == "eq":

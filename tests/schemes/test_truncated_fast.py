@@ -37,15 +37,25 @@ def test_fast_loss_equals_the_two_mixture_loss(p, b, n, m, bmax):
     scheme = TruncatedBMinSep(p, b, n, m, bmax)
     strategy = BandedToeplitz((1.0, 0.5)[:b])
     eta = loss_error_bound(Problem(scheme, strategy), SIGMA)
-    for direction in ("remove", "add"):
-        d = scheme.sample_t(jax.random.key(3), strategy, SIGMA, 256, direction, jnp.float64)
-        fast = scheme.log_ratio_t(d.y, SIGMA, strategy, d.aux, direction, "auto", "auto")
-        full = scheme.loss_rows(d.y.T, SIGMA, strategy, d.aux.T, direction, "auto", "auto")
+
+    # both directions as one program: the same calls on the same key, compiled once instead of four programs
+    # (XLA draws the counts the two directions share once; the count draws dominate the compile time)
+    @jax.jit
+    def both(key):
+        out = []
+        for direction in ("remove", "add"):
+            d = scheme.sample_t(key, strategy, SIGMA, 256, direction, jnp.float64)
+            fast = scheme.log_ratio_t(d.y, SIGMA, strategy, d.aux, direction, "auto", "auto")
+            full = scheme.loss_rows(d.y.T, SIGMA, strategy, d.aux.T, direction, "auto", "auto")
+            y, r = scheme.sample(key, strategy, SIGMA, 256, direction)  # the public row-major API
+            out.append((fast, full, d.y.T, d.aux.T, y, r))
+        return out
+
+    for fast, full, y_t_rows, r_t_rows, y, r in both(jax.random.key(3)):
         np.testing.assert_allclose(np.asarray(fast), np.asarray(full), rtol=0, atol=eta)
         # the public row-major API gives the same draws
-        y, r = scheme.sample(jax.random.key(3), strategy, SIGMA, 256, direction)
-        np.testing.assert_array_equal(np.asarray(y), np.asarray(d.y.T))
-        np.testing.assert_array_equal(np.asarray(r), np.asarray(d.aux.T))
+        np.testing.assert_array_equal(np.asarray(y), np.asarray(y_t_rows))
+        np.testing.assert_array_equal(np.asarray(r), np.asarray(r_t_rows))
 
 
 @pytest.mark.parametrize("p,b,n,m,bmax", [CASES[0], CASES[2]])
@@ -53,11 +63,19 @@ def test_shared_draw_ladder_equals_the_loss_kernel_per_candidate(p, b, n, m, bma
     scheme = TruncatedBMinSep(p, b, n, m, bmax)
     strategy = BandedToeplitz((1.0, 0.5)[:b])
     sigmas = (0.7, 1.3)
-    ladder = scheme.ladder_losses(jax.random.key(5), jnp.asarray(sigmas), strategy, 256, jnp.float64)
+
+    # The ladder and the generic kernel's losses of both directions for one candidate ``sig`` (traced), as one
+    # program, called once per candidate: the same functions on the same key, compiled once instead of three times
+    # (XLA computes their common count draws once; the screened case's three programs took ~45 s to compile alone).
+    @jax.jit
+    def ladder_and_kernel(key, sigmas, sig):
+        return (scheme.ladder_losses(key, sigmas, strategy, 256, jnp.float64),
+                [direction_losses(scheme, key, sig, strategy, 256, d, jnp.float64) for d in ("remove", "add")])
+
     for j, sig in enumerate(sigmas):
+        ladder, refs = ladder_and_kernel(jax.random.key(5), jnp.asarray(sigmas), sig)
         eta = loss_error_bound(Problem(scheme, strategy), sig)
-        for k, direction in enumerate(("remove", "add")):
-            ref = direction_losses(scheme, jax.random.key(5), sig, strategy, 256, direction, jnp.float64)
+        for k, ref in enumerate(refs):  # remove, add
             np.testing.assert_allclose(np.asarray(ladder[j, k]), np.asarray(ref), rtol=0, atol=2 * eta)
 
 
@@ -91,12 +109,18 @@ def test_training_batches_and_the_accountant_draw_the_same_counts(warm):
     m, p, b, n, trials = 40, 0.1, 3, 6, 6000
     sampler = bt.TruncatedBMinSepSampler(m, p, b, 8)
     keys = jax.random.split(jax.random.key(17), trials)
-    masks = jax.vmap(lambda k: sampler.untruncated.sample_batches(k, n, warm_start=warm))(keys)  # (T, n, M)
-    _, _, sizes = jax.vmap(lambda k: sampler.sample_index_batches(k, n, warm_start=warm))(keys)
-    masks, sizes = np.asarray(masks), np.asarray(sizes)
+
+    @jax.jit  # one program each (run eagerly, the warm start's draws compiled ~110 programs, one per operation)
+    def training(keys):
+        masks = jax.vmap(lambda k: sampler.untruncated.sample_batches(k, n, warm_start=warm))(keys)  # (T, n, M)
+        _, _, sizes = jax.vmap(lambda k: sampler.sample_index_batches(k, n, warm_start=warm))(keys)
+        return masks, sizes
+
+    masks, sizes = (np.asarray(v) for v in training(keys))
     np.testing.assert_array_equal(sizes, masks.sum(axis=2))              # pre-truncation sizes count all M
     train = sizes - masks[:, :, 0]                                        # ... r counts the M - 1 others
-    acct = np.asarray(TruncatedBMinSep(p, b, n, m, 8, warm).sample_other_counts(jax.random.key(2), trials))
+    acct = np.asarray(jax.jit(lambda k: TruncatedBMinSep(p, b, n, m, 8, warm).sample_other_counts(k, trials))(
+        jax.random.key(2)))
     se = np.sqrt(train.var(axis=0) / trials + acct.var(axis=0) / trials)
     assert np.all(np.abs(train.mean(axis=0) - acct.mean(axis=0)) <= 5 * se)
     for i in range(n - 1):  # marginals and pairs (r_i, r_{i+1}): Pearson chi-square of the two samples
