@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from mcacct.platform import target_platform
 
-__all__ = ["lanes_target", "map_blocks", "sub_block_size", "map_sub_blocks", "apply_to_flagged"]
+__all__ = ["lanes_target", "cache_lanes", "map_blocks", "sub_block_size", "map_sub_blocks", "apply_to_flagged"]
 
 
 def lanes_target(iterations: int) -> int:
@@ -34,9 +34,20 @@ def lanes_target(iterations: int) -> int:
     return 1 << (target.bit_length() - 1)
 
 
-def sub_block_size(iterations: int, num_samples: int) -> int:
-    """:func:`lanes_target` reduced to a power of two that divides ``num_samples`` (at most ``num_samples``)."""
-    sub = lanes_target(iterations)
+def cache_lanes(iterations: int) -> int:
+    """The most samples whose ``(n, lanes)`` float64 array fits in 4 MiB: ``2^19 / n`` rounded down to a power of
+    two, at least 16 (64 at n = 7200; 256 and more for ``n <= 2048``). A bound for kernels that make several passes
+    over such arrays (the noise, then its sliding sums, then their block maxima) and gain from keeping them in
+    cache more than from wide batches."""
+    target = max(16, (1 << 19) // max(int(iterations), 1))
+    return 1 << (target.bit_length() - 1)
+
+
+def sub_block_size(iterations: int, num_samples: int, max_lanes: int | None = None) -> int:
+    """:func:`lanes_target` (at most ``max_lanes``) reduced to a power of two that divides ``num_samples`` (at most
+    ``num_samples``)."""
+    sub = lanes_target(iterations) if max_lanes is None else min(lanes_target(iterations), int(max_lanes))
+    sub = 1 << (sub.bit_length() - 1)
     while sub > 1 and num_samples % sub:
         sub //= 2
     return min(sub, num_samples)

@@ -69,7 +69,7 @@ import jax.numpy as jnp
 from mcacct.schemes.strategy import check_strategy_type
 from mcacct.validate import check_bool, check_call, check_count, check_counts, check_prob
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
-from mcacct.kernels.blocks import apply_to_flagged, map_blocks, map_sub_blocks, sub_block_size
+from mcacct.kernels.blocks import apply_to_flagged, cache_lanes, map_blocks, map_sub_blocks, sub_block_size
 from mcacct.kernels.counts import count_tables, exact_tables, other_counts_t, virtual_plan
 from mcacct.kernels.screen import CountDraws, active_screen_plan, count_draws
 from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns
@@ -217,8 +217,8 @@ class TruncatedBMinSep(Scheme):
         than that take several rounds (:meth:`_patch`)."""
         return min(num_samples, max(8, num_samples // 16))
 
-    def _sub_block(self, num_samples: int) -> int:
-        return sub_block_size(self.iterations, num_samples)
+    def _sub_block(self, num_samples: int) -> int:  # keys per sub-block; cache_lanes: 64 at n = 7200 (its docstring)
+        return sub_block_size(self.iterations, num_samples, cache_lanes(self.iterations))
 
     def _count_draws(self, key, num_samples: int, dense: bool) -> CountDraws:
         """The block's counts (:func:`mcacct.kernels.screen.count_draws`)."""

@@ -86,7 +86,7 @@ def test_redrawn_noise_of_truncated_samples_equals_the_kept_noise(monkeypatch):
     about a quarter of the samples truncated (the ladder and the losses take their rows from the same
     ``_draw_blocks``)."""
     import mcacct.schemes.truncated as truncated
-    monkeypatch.setattr(truncated, "sub_block_size", lambda iterations, num_samples: 16)
+    monkeypatch.setattr(truncated, "sub_block_size", lambda iterations, num_samples, max_lanes=None: 16)
     scheme = TruncatedBMinSep(0.05, 3, 40, 300, 24, warm_start=False)  # cold: no multinomial history to compile
     strategy = BandedToeplitz((1.0, 0.5))
 
@@ -139,3 +139,19 @@ def test_training_batches_and_the_accountant_draw_the_same_counts(warm):
             stat = float(np.sum((ca[ok] - e) ** 2 / e + (cc[ok] - e) ** 2 / e))
             df = int(ok.sum()) - 1
             assert stat <= df + 6 * math.sqrt(2 * max(df, 1)) + 12, (i, cols, stat, df)
+
+
+def test_sub_blocks_are_cache_sized_at_long_blocks():
+    """The truncated scheme's sub-blocks (each with its own keys) hold at most ``cache_lanes(n)`` samples: a
+    power of two, ``(n, lanes)`` float64 within 4 MiB; unchanged (the engine's lanes) for ``n <= 2048``."""
+    from mcacct.kernels.blocks import cache_lanes, lanes_target, sub_block_size
+    for n in (1, 16, 100, 1024, 2048, 4096, 7200, 10_000, 10**6):
+        lanes = cache_lanes(n)
+        assert lanes >= 16 and lanes & (lanes - 1) == 0
+        assert lanes == 16 or 8 * n * lanes <= 4 << 20 < 16 * n * lanes
+        sub = sub_block_size(n, 4096, lanes)
+        assert sub == min(lanes_target(n), lanes) and 4096 % sub == 0
+        if n <= 2048:
+            assert sub == sub_block_size(n, 4096)
+    assert TruncatedBMinSep(0.01, 256, 7200, 10**6, 2048)._sub_block(4096) == 64
+    assert sub_block_size(7200, 96, 64) == 32  # a power of two that divides the samples
