@@ -25,45 +25,17 @@ from mcacct.rates import sampling_prob_from_batch_size
 from mcacct.schemes.truncated import TruncatedBMinSep
 
 from helpers import simulate_examples, table_weights, two_sample_chi2
+from oracles import exact_binomial_pmf
 
 M74, B74, N74, BMAX74 = 14_745_600, 256, 7200, 2048
 P74 = sampling_prob_from_batch_size(1793, M74, B74)
 
 
 def _exact_pmf(trials: int, p: float, ks) -> list:
-    """Binom(trials, p) at ``ks`` in 50 digits. Within a run of consecutive ``ks`` (0 < p < 1) only the first value
-    comes from log-gammas, the next ones by the exact ratio ``pmf(k + 1) / pmf(k) = (trials - k) p / ((k + 1)
-    (1 - p))`` at 70 digits: a rounding of ~1e-70 per step adds a relative error below 1e-64 over the longest run
-    here (~3,000 cells), against the ~1e-42 that every value had from log-gammas (50 digits of an exponent near
-    N ln N ~ 2.4e8), far below the tables' 2^-64 units. The same values, without a log-gamma pair per cell (most of
-    this file's host time)."""
+    """Binom(trials, p) at ``ks`` in 50 digits, consecutive cells by the exact pmf ratio at 70 digits
+    (:func:`oracles.exact_binomial_pmf`: far below the tables' 2^-64 units over the longest run here)."""
     mpmath.mp.dps = 50
-    pm = mpmath.mpf(p)
-    lg = mpmath.loggamma(trials + 1)
-
-    def direct(k):
-        return mpmath.exp(lg - mpmath.loggamma(k + 1) - mpmath.loggamma(trials - k + 1)
-                          + k * mpmath.log(pm) + (trials - k) * mpmath.log1p(-pm))
-
-    out, prev_k, prev = [], None, None
-    with mpmath.workdps(70):
-        ratio = pm / (1 - pm) if 0.0 < p < 1.0 else None
-        for k in ks:
-            if k < 0 or k > trials or (p == 1.0 and k != trials):
-                out.append(mpmath.mpf(0) if k != trials or p != 1.0 else mpmath.mpf(1))
-                prev_k = None
-                continue
-            if p == 1.0:
-                out.append(mpmath.mpf(1))
-                continue
-            if ratio is not None and prev_k == k - 1:
-                prev = prev * (trials - prev_k) / (prev_k + 1) * ratio
-            else:
-                with mpmath.workdps(50):
-                    prev = direct(k)
-            prev_k = k
-            out.append(+prev)
-    return out
+    return exact_binomial_pmf(trials, p, ks, 50, 70)
 
 
 def _check_table(trials: int, p: float, cell_bits: int, max_values=None, tail_at=None) -> float:

@@ -28,6 +28,7 @@ from mcacct.rates import sampling_prob_from_batch_size
 from mcacct.schemes.truncated import TruncatedBMinSep
 
 from helpers import ROOT, table_weights
+from oracles import exact_binomial_pmf
 
 M74, B74, N74, BMAX74 = 14_745_600, 256, 7200, 2048
 P74 = sampling_prob_from_batch_size(1793, M74, B74)
@@ -42,37 +43,10 @@ def _digit_table(tables: DigitTables, j: int) -> tuple[int, list]:
 
 
 def _exact_pmf(trials: int, p: Fraction, ks) -> list:
-    """Binom(trials, p) at ``ks`` in 40 digits; ``p`` exact (mpmath from the integers of the fraction).
-
-    For ``0 < p < 1`` the first ``k`` of a run of consecutive ``ks`` is evaluated from log-gammas, the next ones by
-    the exact ratio ``pmf(k + 1) / pmf(k) = (trials - k) p / ((k + 1) (1 - p))`` at 60 digits: each step rounds
-    once (relative ~1e-60), so over the 65,536 cells of the largest table the recurrence adds a relative error below
-    1e-54 to that of the first value, which is the error every value had when each came from log-gammas (~1e-32:
-    40 digits of an exponent near N ln N ~ 2.4e8), and far below the tables' 2^-64 ~ 5e-20 units. The same
-    values, without ~350,000 log-gamma evaluations (~10 s of this file's run on the 2-core box)."""
+    """Binom(trials, p) at ``ks`` in 40 digits, consecutive cells by the exact pmf ratio at 60 digits
+    (:func:`oracles.exact_binomial_pmf`: far below the tables' 2^-64 units over the longest run here)."""
     mpmath.mp.dps = 40
-    pm = mpmath.mpf(p.numerator) / p.denominator
-    lg, lp, lq = mpmath.loggamma(trials + 1), mpmath.log(pm), mpmath.log1p(-pm)
-
-    def direct(k):
-        return mpmath.exp(lg - mpmath.loggamma(k + 1) - mpmath.loggamma(trials - k + 1) + k * lp + (trials - k) * lq)
-
-    out, prev_k, prev = [], None, None
-    with mpmath.workdps(60):
-        ratio = (mpmath.mpf(p.numerator) / (p.denominator - p.numerator)) if 0 < p < 1 else None
-        for k in ks:
-            if not 0 <= k <= trials:
-                out.append(mpmath.mpf(0))
-                prev_k = None
-                continue
-            if ratio is not None and prev_k == k - 1:
-                prev = prev * (trials - prev_k) / (prev_k + 1) * ratio
-            else:
-                with mpmath.workdps(40):
-                    prev = direct(k)
-            prev_k = k
-            out.append(+prev)
-    return out
+    return exact_binomial_pmf(trials, p, ks, 40, 60)
 
 
 def _table_tv(offset: int, w: list, trials: int, p: Fraction) -> float:
