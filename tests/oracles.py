@@ -146,18 +146,13 @@ def exact_binomial_pmf(trials, p, ks, dps, step_dps):
     (relative ``10^-step_dps``), so a run of ``L`` cells adds at most about ``L 10^-step_dps``. The same values as
     a log-gamma pair per cell, at a fraction of the host time. ``p = 1`` puts the mass 1 at ``trials``."""
     import mpmath
-    with mpmath.workdps(dps):
-        if hasattr(p, "numerator"):
-            pm = mpmath.mpf(p.numerator) / p.denominator
-        else:
-            pm = mpmath.mpf(p)
-        lg = mpmath.loggamma(trials + 1)
     interior = 0 < p < 1
-    with mpmath.workdps(step_dps):
-        if hasattr(p, "numerator"):
-            ratio = mpmath.mpf(p.numerator) / (p.denominator - p.numerator) if interior else None
-        else:
-            ratio = pm / (1 - pm) if interior else None
+    num, den = (p.numerator, p.denominator) if hasattr(p, "numerator") else (None, None)
+    with mpmath.workdps(dps):
+        pm = mpmath.mpf(p) if num is None else mpmath.mpf(num) / den
+        lg = mpmath.loggamma(trials + 1)
+    with mpmath.workdps(step_dps):  # p / (1 - p), from the integers where p is exact
+        ratio = None if not interior else pm / (1 - pm) if num is None else mpmath.mpf(num) / (den - num)
 
     def direct(k):
         with mpmath.workdps(dps):
