@@ -3,7 +3,7 @@ r"""The accelerator measurements of mcacct in one script, and lowering checks th
 **Lowering checks** (``--lower-only``; no device, CI runs them through the test suite). Each check exports a
 program with ``jax.export.export(jax.jit(fn), platforms=[platform])`` at small shapes, so every primitive must
 have a lowering for that platform and, for the fused kernel, Pallas must produce a Triton kernel. The engine
-picks its kernel forms at trace time from :func:`mcacct.platform.target_platform` (the environment variable
+picks its kernel forms at trace time from :func:`mcacct.core.platform.target_platform` (the environment variable
 ``MCACCT_TARGET_PLATFORM``), which JAX's jit caches do not see, so each platform is lowered in a fresh process:
 without ``--platform`` this script runs itself once per platform (cuda, then tpu; at the same time, results
 printed in that order) with ``MCACCT_TARGET_PLATFORM`` set and ``JAX_PLATFORMS=cpu``, and combines the
@@ -12,7 +12,7 @@ results. Checks:
 * cuda: the compiled Pallas fused kernel (``fused_pallas_losses(..., interpret=False)``); the engine's chunk
   program of the shared-draw ladder (``ladder_chunk_statistics``) for ``BMinSep`` with ``loss_kernel="fused"``
   (it must contain the Triton kernel) and ``"unfused"``, and for ``TruncatedBMinSep`` (a small case, and one where
-  a CPU would screen the counts (``kernels/screen.py``), which accelerators draw by every sample's chain:
+  a CPU would screen the counts (``schemes/truncated/screen.py``), which accelerators draw by every sample's chain:
   ``AUTO_SCREEN``); the single-direction chunk program (``chunk_losses``) for ``BMinSep`` and both
   ``TruncatedBMinSep``;
 * tpu: the XLA forms only (unfused ladders and ``chunk_losses``). Where JAX cannot export even a trivial
@@ -70,7 +70,7 @@ dominates: about 20 s per throughput configuration, a minute for production or p
 ``accelerator_<device>_quick.json`` into ``--out-dir`` (default benchmarks/results). ``--configs`` picks
 throughput configurations. A part stops starting configurations after ``--part-seconds`` (default 420) and a
 watchdog ends one still running ``--grace-seconds`` (default 60) later, recording it as timed out (exit status 3).
-Work runs in float64 scope (``mcacct.precision.x64_scope``). ``XLA_PYTHON_CLIENT_PREALLOCATE`` defaults to
+Work runs in float64 scope (``mcacct.core.precision.x64_scope``). ``XLA_PYTHON_CLIENT_PREALLOCATE`` defaults to
 ``false`` here, so that the plan part's calibrate subprocess finds device memory. The script installs nothing
 (jax, numpy, matplotlib; jax-privacy for the production part's reference).
 """
@@ -93,7 +93,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
-PLATFORM_ENV = "MCACCT_TARGET_PLATFORM"          # mcacct.platform.PLATFORM_ENV (not imported before it is set)
+PLATFORM_ENV = "MCACCT_TARGET_PLATFORM"          # mcacct.core.platform.PLATFORM_ENV (not imported before it is set)
 TRITON_CALL = "__gpu$xla.gpu.triton"
 LOWER_PLATFORMS = ("cuda", "tpu")
 TARGET_OF = {"cuda": "gpu", "tpu": "tpu"}
@@ -198,7 +198,7 @@ def _lower_checks(plat: str) -> list[tuple[str, object]]:
     c3 = (0.6, 0.5, 0.4)
     bminsep = BMinSep(0.05, 8, 64, True)
     trunc = TruncatedBMinSep(0.2, 2, 16, 12, 3, True)      # p, b, n, M, B_max, warm start: every sample's chain
-    screened = TruncatedBMinSep(0.02, 2, 10, 1000, 31, True)  # where CPUs screen the counts (kernels/screen.py)
+    screened = TruncatedBMinSep(0.02, 2, 10, 1000, 31, True)  # where CPUs screen the counts (schemes/truncated/screen.py)
     problems = {
         "bminsep_fused": Problem(bminsep, BandedToeplitz(c3), loss_kernel="fused"),
         "bminsep_unfused": Problem(bminsep, BandedToeplitz(c3), loss_kernel="unfused"),
@@ -276,8 +276,8 @@ def _lower_one_platform(plat: str) -> dict:
     import jax.numpy as jnp
     from jax import export
 
-    from mcacct.platform import target_platform
-    from mcacct.precision import x64_scope
+    from mcacct.core.platform import target_platform
+    from mcacct.core.precision import x64_scope
 
     if target_platform() != want:
         raise RuntimeError(f"mcacct traces for {target_platform()!r}, wanted {want!r}")
@@ -508,7 +508,7 @@ def _bminsep_problem(n: int, b: int, batch: tuple[int, int], dtype: str, loss_ke
     import numpy as np
 
     from mcacct.engine.problem import Problem
-    from mcacct.rates import sampling_prob_from_batch_size
+    from mcacct.core.rates import sampling_prob_from_batch_size
     from mcacct.schemes.bminsep import BMinSep
     from mcacct.schemes.strategy import BandedToeplitz
     p = sampling_prob_from_batch_size(batch[0], batch[1], b)
@@ -613,7 +613,7 @@ def _device_slug() -> str:
 
 def part_throughput(res: Results, args) -> dict:
     from mcacct.engine.kernel_choice import resolve_loss_kernel
-    from mcacct.platform import target_platform
+    from mcacct.core.platform import target_platform
     all_configs = QUICK_CONFIGS if args.quick else CONFIGS
     wanted = [c for c in args.configs.split(",") if c] if args.configs else list(all_configs)
     unknown = [c for c in wanted if c not in all_configs]
@@ -732,7 +732,7 @@ def part_production(res: Results, args) -> dict:
     import numpy as np
 
     from mcacct.engine.problem import Problem
-    from mcacct.rates import sampling_prob_from_batch_size
+    from mcacct.core.rates import sampling_prob_from_batch_size
     from mcacct.schemes.strategy import BandedToeplitz
     from mcacct.schemes.truncated import TruncatedBMinSep
     prod = _import_production(args.quick)
@@ -759,8 +759,8 @@ def part_production(res: Results, args) -> dict:
     }
     budget = Budget(args.part_seconds, args.grace_seconds)
     chain = part.setdefault("count_chain", {})   # first: short, and it says where the truncated scheme's time goes
-    from mcacct.kernels.counts import COUNT_CHAIN_UNROLL
-    from mcacct.platform import target_platform
+    from mcacct.schemes.truncated.counts import COUNT_CHAIN_UNROLL
+    from mcacct.core.platform import target_platform
     unrolls = ([int(u) for u in args.count_unrolls.split(",") if u] if args.count_unrolls
                else [COUNT_CHAIN_UNROLL.get(target_platform(), 1)])
     for unroll in unrolls:
@@ -845,7 +845,7 @@ def _production_estimate(prod, row: dict) -> dict:
 def _measure_count_chain(prod, p: float, chunk: int, seconds: float, unroll: int) -> dict:
     """Samples/s of the truncated scheme's law of r alone (``kernels.counts.other_counts_t``, warm start) at the
     §7.4 shape, one ``(n, chunk)`` batch, its lookup rounds' scan unrolled ``unroll`` times."""
-    from mcacct.kernels.counts import other_counts_t
+    from mcacct.schemes.truncated.counts import other_counts_t
 
     def make(ch):
         return lambda key: other_counts_t(key, prod.M - 1, prod.B, p, True, prod.N, ch, unroll=unroll).sum(axis=0)
@@ -864,7 +864,7 @@ def _roof_fn(n: int, b: int, chunk: int, with_work: bool):
     from mcacct.engine.problem import block_keys, block_size
     from mcacct.kernels.normal import standard_normal
     from mcacct.kernels.sliding import sliding_dot_t
-    from mcacct.platform import target_platform
+    from mcacct.core.platform import target_platform
     problem, _ = _bminsep_problem(n, b, (1793, 14_745_600) if b > 1 else (1, 256), "float64", "unfused")
     bsize = block_size(problem, chunk)
     c = tuple(float(v) for v in np.ones(b) / np.sqrt(b))
@@ -1041,9 +1041,9 @@ def run_parts(args) -> int:
     # no preallocation of 75% of the device's memory: the plan part's calibrate subprocess needs the device too
     # (set before JAX starts its backend; an explicit setting in the environment wins)
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    from mcacct.precision import x64_scope
+    from mcacct.core.precision import x64_scope
     meta = _device_meta()
-    from mcacct.platform import target_platform
+    from mcacct.core.platform import target_platform
     import jax
     if os.environ.get(PLATFORM_ENV) and target_platform() != ("gpu" if jax.default_backend() in ("cuda", "rocm", "gpu")
                                                             else jax.default_backend()):

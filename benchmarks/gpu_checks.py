@@ -30,7 +30,7 @@ interval ``[lo, hi]`` holds the mechanism's delta with probability at least ``1 
 * ``lo = KL_lower(m_-, s, ALPHA_SIDE) - systematic - 2 eta``: the shift by eta moves a contribution
   ``g(L) = max(0, 1 - e^{eps - L})`` (1-Lipschitz in ``L``) up by at most ``2 eta`` (``|L_hat - L| <= eta``
   plus the shift), and ``m_-`` takes back the engine's upward rounding of the chunk sums
-  (:func:`mcacct.engine.systematic.chunk_sum_slack` and the fixed point's units).
+  (:func:`mcacct.statistics.accumulators.chunk_sum_slack` and the fixed point's units).
 
 ``poisson_vs_pld`` passes when each direction's ``[lo, hi]`` meets ``[pld - err, pld]``: the PLD value is a
 rigorous upper bound of the direction's delta, ``err`` its discretisation-error estimate (``error_estimate``).
@@ -115,7 +115,7 @@ def source_digest() -> str:
 def config(name: str):
     """``(problem factory, sigma, epsilon)`` of a configuration; the factory takes the loss kernel."""
     import mcacct
-    from mcacct.rates import sampling_prob_from_batch_size
+    from mcacct.core.rates import sampling_prob_from_batch_size
     if name == "poisson":
         scheme, c, sigma, eps = mcacct.BMinSep(0.05, 1, 100), (1.0,), 0.8, 1.0
     elif name == "bminsep8":
@@ -133,8 +133,8 @@ def _rounding(mean: float, count: int, chunk: int) -> float:
     """Bound on how far the engine's rounded-up mean lies above the exact mean of the computed contributions:
     each chunk sum is inflated by ``chunk_sum_slack`` and rounded up by at most 3 fixed-point units
     (``DirectionStats.add_chunk``)."""
-    from mcacct.engine.statistics import FIXED_BITS
-    from mcacct.engine.systematic import chunk_sum_slack
+    from mcacct.statistics.accumulators import FIXED_BITS
+    from mcacct.statistics.accumulators import chunk_sum_slack
     chunks = -(-count // chunk)
     return mean * 2.0 * chunk_sum_slack(chunk) + 3.0 * chunks * 2.0**-FIXED_BITS / count
 
@@ -145,7 +145,7 @@ def run_estimate(name: str, samples: int, seed: int, chunk: int, kernel: str = "
     import jax
     from mcacct.engine.estimate import estimate
     from mcacct.engine.kernel_choice import resolve_loss_kernel
-    from mcacct.engine.statistics import delta_bounds
+    from mcacct.statistics.accumulators import delta_bounds
     from mcacct.engine.systematic import systematic_bound
     make, sigma, eps = config(name)
     problem = make(kernel)
@@ -374,7 +374,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if args.cpu_reference:
-        from mcacct.platform import use_cpu_cores
+        from mcacct.core.platform import use_cpu_cores
         use_cpu_cores()                         # one JAX CPU device per core, as the CLI does
         refs = cpu_references(QUICK_SAMPLES if args.quick else SAMPLES, tuple(args.checks.split(",")))
         with open(args.cpu_reference, "w") as f:

@@ -458,7 +458,7 @@ def _h100_text(res: Results) -> str:
             f"doubles a short call's chunks (`mcacct.evr.cost.probe_rate`; not yet measured on a GPU). mcacct-kernel/7, which screened the counts on GPUs as on CPUs, ran the same "
             f"ladder at 30,125 draws/s on this card (69 h; commit 4b8942d): the screened round's rejection loop and "
             f"rare branches cost a GPU more than the chain they skip, so kernel 8 draws the counts there by every "
-            f"sample's chain (`AUTO_SCREEN` in `mcacct/kernels/screen.py`) and CPUs keep screening. One hour for "
+            f"sample's chain (`AUTO_SCREEN` in `mcacct/schemes/truncated/screen.py`) and CPUs keep screening. One hour for "
             f"§7.4 on one device needs about 2.1e6 draws/s, {2.1e6 / ladder['draws_per_s']:.0f} times this ladder.")
 
 

@@ -61,7 +61,7 @@ def run() -> dict | None:
     from mcacct.engine.estimate import estimate
     from mcacct.engine.runner import local_mesh
     from mcacct.evr.calibrate import candidate_key, candidate_passes
-    from mcacct.engine.statistics import DIRECTIONS
+    from mcacct.statistics.accumulators import DIRECTIONS
     from mcacct.jobs import storage
     from mcacct.jobs.shards import stats_to_json
 

@@ -1,11 +1,11 @@
 """mcacct: a JAX-accelerated Monte Carlo privacy accountant for DP-BandMF with b-min-sep subsampling.
 
 mcacct computes in float64 whatever the caller's ``jax_enable_x64``: importing it leaves JAX's global
-configuration alone, and every public entry point runs in JAX's scoped x64 context (:mod:`mcacct.precision`;
+configuration alone, and every public entry point runs in JAX's scoped x64 context (:mod:`mcacct.core.precision`;
 the precision policy in the README). Float32 kernels remain available where requested (never certified).
 """
 
-from mcacct import precision
+from mcacct.core import precision
 from mcacct.schemes.bminsep import (BMinSep, expected_participation_rate,  # noqa: E402
                                     sample_participation, sampling_prob_from_batch_size)
 from mcacct.schemes.api import privacy_loss, sample, sample_y  # noqa: E402
@@ -15,12 +15,12 @@ from mcacct.kernels.sliding import sliding_dot  # noqa: E402
 from mcacct.engine.problem import Problem  # noqa: E402
 from mcacct.engine.estimate import Estimate, estimate  # noqa: E402
 from mcacct.evr.calibrate import CalibrationResult, calibrate  # noqa: E402
-from mcacct.noise import NoiseMultiplier, get_noise_multiplier  # noqa: E402
+from mcacct.noise_multiplier import NoiseMultiplier, get_noise_multiplier  # noqa: E402
 from mcacct.interop.jax_privacy import (from_jax_privacy, problem_from_jax_privacy,  # noqa: E402
                                        to_jax_privacy)
 from mcacct import evr  # noqa: E402
 from mcacct import pld  # noqa: E402
-from mcacct.pld.composition import certified_composition, compose_mc_with_pld  # noqa: E402
+from mcacct.composition import certified_composition, compose_mc_with_pld  # noqa: E402
 from mcacct.schemes.multi_attribution import MultiAttribution  # noqa: E402
 from mcacct.schemes.truncated import TruncatedBMinSep  # noqa: E402
 from mcacct.schemes.cyclic_poisson import CyclicPoisson  # noqa: E402

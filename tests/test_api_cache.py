@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-import mcacct.platform as platform
+import mcacct.core.platform as platform
 
 #: a process that compiled something first, then calls the API (a PLD calibration compiles programs > 0.2 s)
 CODE = """

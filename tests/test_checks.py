@@ -1,4 +1,4 @@
-"""The one validator family of mcacct.validate (check_real, check_int, check_prob, check_count, check_bool): one
+"""The one validator family of mcacct.core.validate (check_real, check_int, check_prob, check_count, check_bool): one
 wording ("NAME must be in RANGE; got VALUE"), numbers' text accepted by default (the command line) and refused with
 strict=True (the PLD specs, which keep their fields as given)."""
 
@@ -7,7 +7,7 @@ import pytest
 
 from mcacct import pld
 from mcacct.pld import checks
-from mcacct.validate import check_bool, check_count, check_int, check_prob, check_real, is_number
+from mcacct.core.validate import check_bool, check_count, check_int, check_prob, check_real, is_number
 
 
 def _message(call) -> str:

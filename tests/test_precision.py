@@ -1,4 +1,4 @@
-"""Float64 whatever the caller's ``jax_enable_x64`` (issue 19, item 2; mcacct/precision.py).
+"""Float64 whatever the caller's ``jax_enable_x64`` (issue 19, item 2; mcacct/core/precision.py).
 
 Importing mcacct leaves JAX's global flag alone and every public entry point runs in JAX's scoped x64 context.
 The suite itself runs with x64 on (tests/conftest.py), so the checks with x64 off run in one subprocess, and
@@ -22,7 +22,7 @@ import pytest
 
 import mcacct
 from mcacct.individual.accountant import individual_epsilons
-from mcacct.precision import float64, is_float64, x64_enabled, x64_scope
+from mcacct.core.precision import float64, is_float64, x64_enabled, x64_scope
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ _OFF_SCRIPT = textwrap.dedent(f"""
     # a function jitted outside the scope and inside it: float32 then float64 (the cache keys on the flag)
     f = jax.jit(lambda x: x * 2 + 0.1)
     dts = [str(f(np.ones(2)).dtype)]
-    with mcacct.precision.x64_scope():
+    with mcacct.core.precision.x64_scope():
         dts.append(str(f(np.ones(2)).dtype))
     dts.append(str(f(np.ones(2)).dtype))
     out["jit"] = dts
@@ -174,9 +174,9 @@ def test_scope_is_reentrant_restores_the_flag_and_survives_exceptions():
 
 
 PUBLIC_MODULES = ["mcacct", "mcacct.pld", "mcacct.individual", "mcacct.individual.accountant", "mcacct.dpis",
-                  "mcacct.evr", "mcacct.evr.calibrate", "mcacct.strategies", "mcacct.pld.composition",
-                  "mcacct.pld.discrete", "mcacct.pld.events", "mcacct.engine.estimate", "mcacct.training.bandmf",
-                  "mcacct.training.batching", "mcacct.training.dpis_sampler", "mcacct.interop", "mcacct.noise",
+                  "mcacct.evr", "mcacct.evr.calibrate", "mcacct.strategies", "mcacct.composition",
+                  "mcacct.composition.empirical", "mcacct.composition.mc_pld", "mcacct.pld.discrete", "mcacct.pld.events", "mcacct.engine.estimate", "mcacct.training.bandmf",
+                  "mcacct.training.batching", "mcacct.training.dpis_sampler", "mcacct.interop", "mcacct.noise_multiplier",
                   "mcacct.evr.cost", "mcacct.pld.stateful"] + [
     f"mcacct.schemes.{m}" for m in ("bminsep", "strategy", "banded_inverse", "cyclic_poisson", "balls_in_bins",
                                     "multi_attribution", "truncated", "api")]
@@ -204,7 +204,7 @@ def _public_callables():
 
 def test_every_public_entry_point_runs_in_float64():
     """Every function and every public method, property and constructor of every class exported by the public
-    modules is decorated with mcacct.precision.float64 (NamedTuple results and protocols excepted)."""
+    modules is decorated with mcacct.core.precision.float64 (NamedTuple results and protocols excepted)."""
     bad = []
     for name, o in _public_callables().items():
         if not isinstance(o, type):
@@ -221,4 +221,4 @@ def test_every_public_entry_point_runs_in_float64():
                     continue
                 if not is_float64(v):
                     bad.append(f"{name}: {cls.__qualname__}.{k}")
-    assert bad == [], "not decorated with mcacct.precision.float64: " + ", ".join(sorted(set(bad)))
+    assert bad == [], "not decorated with mcacct.core.precision.float64: " + ", ".join(sorted(set(bad)))

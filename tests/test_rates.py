@@ -1,4 +1,4 @@
-"""mcacct.rates: the b-min-sep conversions p0 = 1/(1/p + b - 1) <-> p = p0/(1 - p0 (b - 1)), the one place both the
+"""mcacct.core.rates: the b-min-sep conversions p0 = 1/(1/p + b - 1) <-> p = p0/(1 - p0 (b - 1)), the one place both the
 accounted schemes and the training samplers take them from."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 
 import mcacct.training.batching as bt
-from mcacct import rates
+from mcacct.core import rates
 
 
 @pytest.mark.parametrize("p,b", [(0.3, 1), (0.05, 4), (1.0, 4), (0.5, 10), (1e-6, 256), (0.9, 10**6)])

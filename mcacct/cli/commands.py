@@ -17,7 +17,7 @@ from mcacct.cli.flags import (Parser, add_distributed_flags, configure_cpu_devic
                               resolve_chunk_size, sample_count, scheme_json, sigma_list, sigma_value)
 from mcacct.cli.exact import METHODS, calibrate_exact
 from mcacct.cli.schemes import DEFAULTS as SCHEME_DEFAULTS
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 DEFAULTS = dict(SCHEME_DEFAULTS, epsilon=2.0, delta=1e-3)
 #: ``calibrate``'s options that shape a new calibration (refused with ``--from``, whose plan fixes them all).
@@ -27,9 +27,9 @@ _CALIBRATION_OPTIONS = ("--epsilon", "--delta", "--samples", "--ladder-ratio", "
 
 def _check_calibrate_flags(args) -> None:
     """Refuse, before any work, the flags that a calibrate mode ignores, and a float32 kernel (it cannot certify)."""
-    from mcacct.evr.bounds import EPSILON_MAX
+    from mcacct.statistics.confidence import EPSILON_MAX
     from mcacct.evr.budget import check_calibration_dtype
-    if args.epsilon > EPSILON_MAX:  # the Gaussian top candidate needs e^epsilon (mcacct.evr.bounds.EPSILON_MAX)
+    if args.epsilon > EPSILON_MAX:  # the Gaussian top candidate needs e^epsilon (mcacct.statistics.confidence.EPSILON_MAX)
         raise ValueError(f"--epsilon must be in [0, {EPSILON_MAX:g}] to calibrate; got {args.epsilon:g} (the "
                          "certified top of the ladder, the Gaussian mechanism's exact delta, multiplies by "
                          "e^epsilon, which float64 holds only up to epsilon ~ 709)")
@@ -169,7 +169,7 @@ def _estimate_report(args, problem, est, t0: float) -> dict:
 
 
 def cmd_epsilon(args) -> dict:
-    from mcacct.validate import check_real
+    from mcacct.core.validate import check_real
     t0 = time.perf_counter()
     check_real("delta", args.delta, low=0.0, high=1.0, low_open=True, high_open=True)
     problem, est = _estimate(args, ())
@@ -301,7 +301,7 @@ def out_of_memory_message(chunk_size, err: BaseException) -> str:
             f"iterations); give a smaller --chunk-size{smaller}. {str(err).splitlines()[0][:300]}")
 
 
-@float64  # the whole command in float64 (mcacct.precision); the caller's global flag is unchanged
+@float64  # the whole command in float64 (mcacct.core.precision); the caller's global flag is unchanged
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -58,7 +58,7 @@ def cmd_compare(args) -> dict:
     options = {f.dest: getattr(args, f.dest) for f in compare_flags()}
     c_col = args.c_col
     if c_col is None:  # the default C of every command (mcacct.cli.scheme_args.SchemeArgs.strategy)
-        from mcacct.noise import default_strategy
+        from mcacct.noise_multiplier import default_strategy
         c_col = default_strategy(args.iterations, args.min_sep).c_col
     out = compare_schemes(args.epsilon, args.delta, args.iterations, args.min_sep, args.batch_size,
                           args.dataset_size, c_col, schemes=args.schemes, num_samples=args.samples,

@@ -18,7 +18,7 @@ from typing import Any
 
 from mcacct.cli.flags import int_in, real_in, refuse_options
 from mcacct.engine.progress import stage
-from mcacct.validate import check_int, check_real, parse_floats
+from mcacct.core.validate import check_int, check_real, parse_floats
 
 __all__ = ["add_dpis_parser", "cmd_dpis_epsilon", "cmd_dpis_calibrate", "expand_kappas"]
 

@@ -15,7 +15,7 @@ from mcacct.cli.flags import device_info, refuse_options, scheme_json
 
 __all__ = ["METHODS", "MONTE_CARLO_FLAGS", "calibrate_exact"]
 
-#: ``--method`` choices (:data:`mcacct.noise.METHODS`).
+#: ``--method`` choices (:data:`mcacct.noise_multiplier.METHODS`).
 METHODS = ("auto", "pld", "monte-carlo")
 #: calibrate's flags that only a Monte Carlo calibration reads.
 MONTE_CARLO_FLAGS = ("--samples", "--ladder-ratio", "--above", "--below", "--systematic-reserve", "--sigmas",

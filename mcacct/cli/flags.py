@@ -15,10 +15,10 @@ from typing import Any
 
 from mcacct.cli.schemes import add_scheme_flags, all_flags, problem_from_args
 from mcacct.engine.kernel_choice import resolve_loss_kernel
-from mcacct.platform import ENV_CACHE, compilation_cache_dir, enable_compilation_cache  # the API uses them too
+from mcacct.core.platform import ENV_CACHE, compilation_cache_dir, enable_compilation_cache  # the API uses them too
 from mcacct.jobs.problem_file import scheme_to_dict
 from mcacct.schemes.registry import entry_for
-from mcacct.validate import LOSS_KERNELS, check_int, check_real, interval, parse_floats
+from mcacct.core.validate import LOSS_KERNELS, check_int, check_real, interval, parse_floats
 
 __all__ = ["add_problem_flags", "add_monte_carlo_flags", "cpu_devices_type", "configure_cpu_devices",
            "chunk_size_type", "resolve_chunk_size", "problem_from_args",
@@ -244,9 +244,9 @@ def cpu_devices_type(text: str) -> int | str:
 
 
 def configure_cpu_devices(args: Any) -> int | None:
-    """Apply ``--cpu-devices`` (:func:`mcacct.platform.use_cpu_cores`) before the first JAX computation; commands
+    """Apply ``--cpu-devices`` (:func:`mcacct.core.platform.use_cpu_cores`) before the first JAX computation; commands
     without the flag leave JAX alone."""
-    from mcacct.platform import use_cpu_cores
+    from mcacct.core.platform import use_cpu_cores
     value = getattr(args, "cpu_devices", None)
     if value is None:
         return None
@@ -316,9 +316,9 @@ def float_list(text: str) -> list[float]:
 
 
 def _sigma_error(v: float, many: bool = False):
-    """``None`` if ``v`` is within :mod:`mcacct.engine.systematic`'s sigma range, else the refusal (``many``: of
+    """``None`` if ``v`` is within :mod:`mcacct.core.validate`'s sigma range, else the refusal (``many``: of
     a list)."""
-    from mcacct.engine.systematic import SIGMA_MAX, SIGMA_MIN
+    from mcacct.core.validate import SIGMA_MAX, SIGMA_MIN
     if SIGMA_MIN <= v <= SIGMA_MAX:
         return None
     rng = f"[{SIGMA_MIN:g}, {SIGMA_MAX:g}]" + (" separated by commas" if many else "")
@@ -328,7 +328,7 @@ def _sigma_error(v: float, many: bool = False):
 
 def sigma_value(text: str) -> float:
     """``argparse`` type of ``--sigma``: a finite number ``> 0`` (:func:`real_in`'s message) within
-    ``[SIGMA_MIN, SIGMA_MAX]`` of :mod:`mcacct.engine.systematic`."""
+    ``[SIGMA_MIN, SIGMA_MAX]`` of :mod:`mcacct.core.validate`."""
     v = real_in(0, low_open=True)(text)
     if _sigma_error(v) is not None:
         raise _sigma_error(v)
@@ -337,7 +337,7 @@ def sigma_value(text: str) -> float:
 
 def sigma_list(text: str) -> list[float]:
     """``argparse`` type: finite numbers ``> 0`` separated by commas (noise multipliers), each within
-    ``[SIGMA_MIN, SIGMA_MAX]`` of :mod:`mcacct.engine.systematic`."""
+    ``[SIGMA_MIN, SIGMA_MAX]`` of :mod:`mcacct.core.validate`."""
     vals = _number_list(text, low_open=True)
     errors = [e for e in (_sigma_error(v, many=True) for v in vals) if e is not None]
     if errors:

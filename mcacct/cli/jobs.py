@@ -31,7 +31,7 @@ CANDIDATE_MAX = 2**32 - 1
 
 
 def _config(args):
-    from mcacct.engine.statistics import DIRECTIONS
+    from mcacct.statistics.accumulators import DIRECTIONS
     from mcacct.jobs.shards import JobConfig
 
     directions = DIRECTIONS if args.direction == "both" else (args.direction,)

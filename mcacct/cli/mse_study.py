@@ -9,7 +9,7 @@ import os
 from mcacct.report.mse_study import FULL_GRID, QUICK_GRID, SMOKE_GRID, plot_ratios, run_study
 from mcacct.cli.flags import SEED_MAX, check_out_dir, device_info, int_in, json_text, sample_count
 from mcacct.report.schema import report
-from mcacct.validate import check_int
+from mcacct.core.validate import check_int
 
 __all__ = ["add_mse_study_parser", "cmd_mse_study"]
 

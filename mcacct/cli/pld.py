@@ -26,7 +26,7 @@ import math
 import sys
 from typing import Any
 
-from mcacct.validate import check_int, check_real, parse_floats
+from mcacct.core.validate import check_int, check_real, parse_floats
 
 __all__ = ["add_pld_parser", "run_pld", "build_spec", "check_args", "main", "MODES", "COMMANDS"]
 
@@ -417,7 +417,7 @@ def _run_events(args: argparse.Namespace, cmd: str, opts: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point: ``python -m mcacct.cli.pld pld ...``."""
-    from mcacct.precision import x64_scope
+    from mcacct.core.precision import x64_scope
 
     parser = argparse.ArgumentParser(prog="mcacct", description="mcacct PLD accountant (standalone)")
     sub = parser.add_subparsers(dest="command", metavar="{pld}")

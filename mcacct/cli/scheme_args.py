@@ -6,7 +6,7 @@ the builders of :mod:`mcacct.cli.schemes` the parsed values with the demo defaul
 rules shared by every scheme: ``--sampling-prob`` or ``--batch-size`` with ``--dataset-size``; with no sampling
 flag, the demo configuration (batch 32 of 1024 and its own ``c_col = 0.5 x 4``). Without ``--c-col``, a setting
 the user gives gets the default of the Python API (:func:`mcacct.get_noise_multiplier`): the MSE-optimised banded
-Toeplitz ``C`` (:func:`mcacct.noise.default_strategy`, ``||c|| = 1``) with as many bands as the scheme's
+Toeplitz ``C`` (:func:`mcacct.noise_multiplier.default_strategy`, ``||c|| = 1``) with as many bands as the scheme's
 separation (``--min-sep``; the cycle length of cyclic Poisson, the number of bins of balls-in-bins), so that
 ``C`` never has more bands than participations are apart; banded-inverse states its own (``C = I``).
 """
@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from mcacct.schemes.bminsep import sampling_prob_from_batch_size
 from mcacct.schemes.strategy import BandedToeplitz, parse_c_col
-from mcacct.validate import check_count, check_prob, check_real
+from mcacct.core.validate import check_count, check_prob, check_real
 
 __all__ = ["Flag", "COMMON_FLAGS", "COMMON_DESTS", "DEFAULTS", "SchemeArgs"]
 
@@ -179,7 +179,7 @@ class SchemeArgs:
         BandedToeplitz
             ``--c-col`` when given; the demo's ``0.5 x 4`` when no sampling flag is given (the demo configuration
             spells out its own); else ``default`` when given, else the MSE-optimised banded Toeplitz ``C`` with
-            ``min(bands, iterations)`` bands (:func:`mcacct.noise.default_strategy`, as the Python API).
+            ``min(bands, iterations)`` bands (:func:`mcacct.noise_multiplier.default_strategy`, as the Python API).
         """
         if self.given("c_col"):
             return BandedToeplitz(self.get("c_col"))
@@ -187,5 +187,5 @@ class SchemeArgs:
             return BandedToeplitz(DEFAULTS["c_col"])
         if default is not None:
             return BandedToeplitz(default)
-        from mcacct.noise import default_strategy  # the API's default (an L-BFGS fit, compiled once per shape)
+        from mcacct.noise_multiplier import default_strategy  # the API's default (an L-BFGS fit, compiled once per shape)
         return default_strategy(self.iterations, self.min_sep if bands is None else int(bands))

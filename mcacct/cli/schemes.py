@@ -43,7 +43,7 @@ from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.multi_attribution import MultiAttribution
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.schemes.truncated import TruncatedBMinSep
-from mcacct.validate import check_count, check_real, parse_floats
+from mcacct.core.validate import check_count, check_real, parse_floats
 
 __all__ = ["Flag", "SchemeArgs", "SchemeCLI", "SCHEME_CLI", "COMMON_FLAGS", "DEFAULTS", "DEFAULT_SCHEME",
            "bins_from_batch", "cli_schemes", "cli_names", "all_flags", "flag_for", "add_scheme_flags",

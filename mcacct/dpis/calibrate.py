@@ -40,8 +40,8 @@ from typing import Any, NamedTuple
 from mcacct.dpis.events import DPISRun, iteration_spec
 from mcacct.dpis.plan import ACCOUNTANTS, aux_events, bisect_smallest, check_kappas, plan_epsilon, plan_events
 from mcacct.dpis.rdp import DEFAULT_ORDERS, check_orders
-from mcacct.validate import check_choice, check_int, check_real
-from mcacct.precision import float64
+from mcacct.core.validate import check_choice, check_int, check_real
+from mcacct.core.precision import float64
 
 __all__ = ["RULES", "DPISPlan", "RuntimeParameters", "calibrate_plan", "follows_plan"]
 

@@ -59,8 +59,8 @@ import dataclasses
 
 from mcacct import pld
 from mcacct.pld.events import merge_events
-from mcacct.validate import check_int, check_real
-from mcacct.precision import float64
+from mcacct.core.validate import check_int, check_real
+from mcacct.core.precision import float64
 
 __all__ = ["DPISEpoch", "DPISRun", "iteration_spec", "count_spec", "norm_sum_spec", "norm_sum_star_spec",
            "dpis_events", "dpis_epsilon", "dpis_delta"]

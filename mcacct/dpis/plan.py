@@ -17,8 +17,8 @@ from mcacct import pld
 from mcacct.dpis.events import count_spec, norm_sum_spec, norm_sum_star_spec
 from mcacct.dpis.rdp import DEFAULT_ORDERS, rdp_of_events, rdp_to_epsilon
 from mcacct.pld.events import merge_events
-from mcacct.validate import check_choice, check_int, check_real, parse_floats
-from mcacct.precision import float64
+from mcacct.core.validate import check_choice, check_int, check_real, parse_floats
+from mcacct.core.precision import float64
 
 __all__ = ["ACCOUNTANTS", "check_kappas", "aux_events", "plan_events", "plan_epsilon", "bisect_smallest"]
 

@@ -28,8 +28,8 @@ import numpy as np
 
 from mcacct import pld
 from mcacct.dpis.events import DPISRun, dpis_events
-from mcacct.validate import check_real
-from mcacct.precision import float64
+from mcacct.core.validate import check_real
+from mcacct.core.precision import float64
 
 __all__ = ["DEFAULT_ORDERS", "RDPResult", "check_orders", "rdp_gaussian", "rdp_poisson_gaussian",
            "rdp_dpis_iteration", "rdp_of_events", "conversion_offset", "rdp_to_epsilon", "dpis_rdp_epsilon"]

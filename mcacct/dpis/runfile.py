@@ -28,8 +28,8 @@ import os
 from typing import Any
 
 from mcacct.dpis.events import DPISEpoch, DPISRun
-from mcacct.validate import read_json
-from mcacct.precision import float64
+from mcacct.core.validate import read_json
+from mcacct.core.precision import float64
 
 __all__ = ["RUN_FIELDS", "EPOCH_FIELDS", "run_from_dict", "run_to_dict", "load_run"]
 

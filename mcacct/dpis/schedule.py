@@ -34,8 +34,8 @@ import numpy as np
 from mcacct.dpis.calibrate import calibrate_plan
 from mcacct.dpis.plan import aux_events, bisect_smallest, check_kappas
 from mcacct.dpis.rdp import DEFAULT_ORDERS, check_orders, conversion_offset, rdp_of_events, rdp_poisson_gaussian
-from mcacct.validate import check_int, check_real
-from mcacct.precision import float64
+from mcacct.core.validate import check_int, check_real
+from mcacct.core.precision import float64
 
 __all__ = ["PaperSchedule", "paper_schedule"]
 

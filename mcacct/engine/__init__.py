@@ -2,7 +2,7 @@
 
 * :mod:`~mcacct.engine.problem` — :class:`~mcacct.engine.problem.Problem` (scheme, strategy, kernel) and the
   chunk plan (chunks, blocks, keys);
-* :mod:`~mcacct.engine.statistics` — per-chunk statistics (exact fixed-point sums, histograms) and their
+* :mod:`~mcacct.statistics.accumulators` — per-chunk statistics (exact fixed-point sums, histograms) and their
   merge;
 * :mod:`~mcacct.engine.systematic` — proven bounds on the sampler's and kernel's systematic errors;
 * :mod:`~mcacct.engine.runner` — :func:`~mcacct.engine.runner.run_ladder`, the one runner: a ladder of noise

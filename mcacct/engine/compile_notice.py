@@ -2,7 +2,7 @@ r"""A notice on stderr while a run's first programs compile for longer than 10 s
 
 A Monte Carlo run compiles its chunk program on its first chunk: a few seconds for most shapes, but a minute or more
 for some (truncated b-min-sep's count chains, long horizons) when the shape is new and the persistent compilation
-cache (:func:`mcacct.platform.enable_compilation_cache`) does not hold it yet. How long a compilation will take is
+cache (:func:`mcacct.core.platform.enable_compilation_cache`) does not hold it yet. How long a compilation will take is
 not known before it ends, so the notice is a watchdog: :class:`CompileNotice` starts a timer when the first chunk
 is dispatched and prints one line if no chunk has finished by then (compilation dominates that wait); the first
 finished chunk cancels it. Nothing is printed with progress off.

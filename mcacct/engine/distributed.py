@@ -16,8 +16,8 @@ from typing import Sequence
 import jax
 import numpy as np
 
-from mcacct.engine.statistics import DirectionStats, HistogramSpec
-from mcacct.validate import check_int
+from mcacct.statistics.accumulators import DirectionStats, HistogramSpec
+from mcacct.core.validate import check_int
 
 __all__ = ["num_chunks", "process_chunk_ids", "initialize_distributed", "check_coordinator_address",
            "allreduce_stats", "stats_to_array",

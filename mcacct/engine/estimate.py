@@ -12,11 +12,12 @@ from jax.sharding import Mesh
 
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, check_problem
 from mcacct.engine.runner import run_ladder
-from mcacct.engine.statistics import (DIRECTIONS, DirectionStats, HistogramSpec, delta_bounds,
+from mcacct.statistics.accumulators import (DIRECTIONS, DirectionStats, HistogramSpec, delta_bounds,
                                       epsilon_from_delta_curve)
-from mcacct.engine.systematic import check_sigma, systematic_bound
-from mcacct.validate import check_real, is_number
-from mcacct.precision import float64
+from mcacct.core.validate import check_sigma_range
+from mcacct.engine.systematic import systematic_bound
+from mcacct.core.validate import check_real, is_number
+from mcacct.core.precision import float64
 
 __all__ = ["Estimate", "DeltaAt", "EpsilonAt", "estimate", "kl_up", "certification_notes", "check_directions",
            "FLOAT32_NOTE"]
@@ -240,7 +241,7 @@ def check_directions(directions) -> tuple[str, ...]:
 
 @float64
 def kl_up(mean: float, count: int, alpha: float) -> float:
-    """The upper confidence bound of :func:`mcacct.engine.statistics.delta_bounds`."""
+    """The upper confidence bound of :func:`mcacct.statistics.accumulators.delta_bounds`."""
     return delta_bounds(mean, count, alpha)[1]
 
 
@@ -275,7 +276,7 @@ def estimate(problem: Problem, sigma: float, key: jax.Array, num_samples: int, e
         With the systematic term (:mod:`mcacct.engine.systematic`) added to every upper bound.
     """
     check_problem("problem", problem)
-    sigma = check_sigma("sigma", sigma)
+    sigma = check_sigma_range("sigma", sigma)
     if not is_number(alpha):
         raise TypeError(f"alpha must be a real number in (0, 1); got {type(alpha).__name__} {alpha!r}")
     alpha = check_real("alpha", alpha, low=0.0, high=1.0, low_open=True, high_open=True)

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 
 from mcacct.kernels.fused import fused_gpu_supported, fused_ladder_losses, fused_refusal
-from mcacct.validate import LOSS_KERNELS, check_choice
-from mcacct.platform import target_platform
+from mcacct.core.validate import LOSS_KERNELS, check_choice
+from mcacct.core.platform import target_platform
 
 __all__ = ["AUTO_LOSS_KERNEL", "FUSED_GPU_MAX_MIN_SEP", "LOSS_KERNELS", "ResolvedKernel", "resolve_loss_kernel",
            "fused_block_ladder"]

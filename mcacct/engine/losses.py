@@ -12,7 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from mcacct.validate import DIRECTIONS
+from mcacct.core.validate import DIRECTIONS
 
 __all__ = ["direction_losses", "ladder_losses"]
 

@@ -20,8 +20,8 @@ from mcacct.engine.losses import direction_losses
 from mcacct.kernels.blocks import lanes_target, map_blocks
 from mcacct.schemes.base import AccountedScheme
 from mcacct.schemes.strategy import BandedToeplitz
-from mcacct.precision import float64
-from mcacct.validate import LOSS_KERNELS, check_choice, check_int
+from mcacct.core.precision import float64
+from mcacct.core.validate import LOSS_KERNELS, check_choice, check_int
 
 __all__ = ["Problem", "check_problem", "MAX_ITERATIONS", "DEFAULT_CHUNK_SIZE", "auto_chunk_size", "block_size",
            "block_keys", "chunk_losses",

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from mcacct.validate import check_int, check_real
+from mcacct.core.validate import check_int, check_real
 from mcacct.engine.compile_notice import CompileNotice
 from mcacct.engine.distributed import allreduce_stats
 from mcacct.engine.kernel_choice import fused_block_ladder, resolve_loss_kernel
@@ -37,12 +37,12 @@ from mcacct.engine.losses import ladder_losses
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, block_keys, block_size
 from mcacct.kernels.blocks import map_blocks
 from mcacct.engine.progress import Progress
-from mcacct.engine.statistics import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics,
+from mcacct.statistics.accumulators import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics,
                                       nonfinite_loss_message)
 from mcacct.engine.systematic import applied_loss_shift, loss_error_bound, term_error_bound
 from mcacct.kernels.shortcuts import RemoveSkip, add_skip_bound, remove_thresholds
-from mcacct.platform import ensure_compilation_cache, target_platform
-from mcacct.precision import float64
+from mcacct.core.platform import ensure_compilation_cache, target_platform
+from mcacct.core.precision import float64
 
 __all__ = ["LadderStats", "block_ladder_losses", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width",
            "skip_bound", "remove_skip_arrays", "AXIS"]

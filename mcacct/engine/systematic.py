@@ -1,6 +1,6 @@
 r"""Bounds on the systematic (non-statistical) errors between the mathematics and the computed statistics.
 
-The Monte Carlo bounds of :mod:`mcacct.engine.statistics` and :mod:`mcacct.evr.bounds` are about the mean of the
+The Monte Carlo bounds of :mod:`mcacct.statistics.accumulators` and :mod:`mcacct.statistics.confidence` are about the mean of the
 *computed* contributions :math:`g(\hat L) = \max(0, 1 - e^{\varepsilon - \hat L})` of the *simulated*
 outputs. Three things separate that mean from the hockey-stick divergence of the mechanism itself; each is
 bounded here, and the bounds enter every reported number (``docs/soundness.md`` has the arguments):
@@ -25,7 +25,7 @@ bounded here, and the bounds enter every reported number (``docs/soundness.md`` 
 
 The float64 sums of a chunk's contributions carry a relative error of at most ``(count + 8) 2^-53`` (sums
 of non-negative terms in any order, plus the ``expm1``): :func:`chunk_sum_slack` inflates each chunk sum by
-that before its fixed-point round-up (:meth:`mcacct.engine.statistics.DirectionStats.add_chunk`).
+that before its fixed-point round-up (:meth:`mcacct.statistics.accumulators.DirectionStats.add_chunk`).
 """
 
 from __future__ import annotations
@@ -35,21 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mcacct.validate import check_real, is_real_scalar
+from mcacct.core.validate import check_sigma_range
 
-__all__ = ["SystematicBound", "systematic_bound", "loss_error_bound", "term_error_bound", "normal_coupling_delta", "check_sigma",
-           "SIGMA_MIN", "SIGMA_MAX",
-           "participation_mismatch_bound", "chunk_sum_slack", "applied_loss_shift", "NORMAL_COUPLING_L1", "NORMAL_MAX_ABS",
+__all__ = ["SystematicBound", "systematic_bound", "loss_error_bound", "term_error_bound", "normal_coupling_delta", 
+           "participation_mismatch_bound", "applied_loss_shift", "NORMAL_COUPLING_L1", "NORMAL_MAX_ABS",
            "NDTRI_REL_ERROR", "UNIFORM_BOUNDARY_MASS"]
-
-#: The noise multipliers the engine accepts, ``[SIGMA_MIN, SIGMA_MAX]``: the privacy loss and its error bound grow
-#: like ``1/sigma^2`` and the outputs like ``sigma``, so ``sigma^2`` and ``1/sigma^2`` (and the products of them with
-#: ``n``, the bands and the output bound) must stay finite float64 numbers with ample room: beyond ``1e-154`` /
-#: ``1e154`` they overflow, and a loss of order ``1e200`` already leaves float64's ``exp``/``log`` arithmetic with no
-#: meaning. With ``||c||`` of order 1 (mcacct's strategies have ``||c|| = 1``) every delta is 1 to float64 precision
-#: below ``SIGMA_MIN`` and 0 above ``SIGMA_MAX``, so the range excludes no informative query.
-SIGMA_MIN = 1e-100
-SIGMA_MAX = 1e100
 
 #: largest |z| the sampler can return: -Phi^{-1}(2^-54) (mpmath: 8.29236107581359...), rounded up
 NORMAL_MAX_ABS = 8.2924
@@ -69,26 +59,6 @@ NORMAL_COUPLING_L1 = _NORMAL_QUANT_L1 + 0.8 * NDTRI_REL_ERROR
 UNIFORM_BOUNDARY_MASS = 2.0**-51
 
 
-def check_sigma(name: str, value) -> float:
-    """``value`` as a float after checking it is a real number (``TypeError`` otherwise: text such as ``"1"`` is
-    refused, not converted) in ``[SIGMA_MIN, SIGMA_MAX]`` (``ValueError`` naming ``name`` and the range)."""
-    if not is_real_scalar(value):
-        raise TypeError(f"{name} must be a real number (int or float) in [{SIGMA_MIN:g}, {SIGMA_MAX:g}]; got "
-                        f"{type(value).__name__} {value!r}")
-    v = check_real(name, value, low=0.0, low_open=True)  # nan, inf, <= 0: the usual wording
-    if not SIGMA_MIN <= v <= SIGMA_MAX:
-        raise ValueError(f"{name} must be in [{SIGMA_MIN:g}, {SIGMA_MAX:g}]; got {v:g} (the privacy loss grows "
-                         "like 1/sigma^2 and float64 cannot hold it outside this range; with ||c|| of order 1, delta "
-                         "is 1 below it and 0 above it)")
-    return v
-
-
-def chunk_sum_slack(count: int) -> float:
-    """Relative error bound of the float64 sum of ``count`` contributions in ``[0, 1]`` (each from one
-    ``expm1``, relative error below 4 units of ``2^-53``), whatever order the backend sums in."""
-    return (int(count) + 8) * 2.0**-53
-
-
 def _c_stats(strategy) -> tuple[int, float, float, float]:
     c = np.asarray(strategy.c_col, np.float64)
     return len(c), float(np.sum(np.abs(c))), float(np.sum(c * c)), float(np.max(np.abs(c)))
@@ -106,7 +76,7 @@ def normal_coupling_delta(scheme, strategy, sigma: float) -> float:
     (module docstring, item 2)."""
     m_inf = output_coordinate_bound(scheme, strategy)
     factor = scheme.loss_error_params().mixture_factor
-    return scheme.iterations * NORMAL_COUPLING_L1 * factor * m_inf / check_sigma("sigma", sigma)
+    return scheme.iterations * NORMAL_COUPLING_L1 * factor * m_inf / check_sigma_range("sigma", sigma)
 
 
 def participation_mismatch_bound(scheme) -> float:
@@ -115,8 +85,8 @@ def participation_mismatch_bound(scheme) -> float:
     scheme's docstring), each costing :data:`UNIFORM_BOUNDARY_MASS`.
 
     Plus the scheme's ``draw_law_tv``: the total-variation bound of its auxiliary draws (the truncated scheme's
-    counts of other examples come from integer alias tables, :mod:`mcacct.kernels.counts`, off their band and for
-    the warm start's virtual history from the exact digit tables of :mod:`mcacct.kernels.digits`; every discrete
+    counts of other examples come from integer alias tables, :mod:`mcacct.schemes.truncated.counts`, off their band and for
+    the warm start's virtual history from the exact digit tables of :mod:`mcacct.schemes.truncated.digits`; every discrete
     draw and its charge is listed in ``docs/soundness.md``).
     """
     return int(scheme.participation_boundaries()) * UNIFORM_BOUNDARY_MASS + float(scheme.draw_law_tv())
@@ -142,7 +112,7 @@ def term_error_bound(problem, sigma: float) -> float:
     r"""Twice :math:`e_\ell` of :func:`loss_error_bound`: a bound on :math:`|\hat\ell_i - \ell_i|`, the float
     error of every computed per-iteration term against the exact one, doubled for the remove bound's own
     arrangement of the same sums (:mod:`mcacct.kernels.bound`), which raises every block maximum by it."""
-    return 2.0 * _term_error(problem, check_sigma("sigma", sigma))[0]
+    return 2.0 * _term_error(problem, check_sigma_range("sigma", sigma))[0]
 
 
 def loss_error_bound(problem, sigma: float) -> float:
@@ -167,7 +137,7 @@ def loss_error_bound(problem, sigma: float) -> float:
     """
     scheme = problem.scheme
     u = float(np.finfo(np.dtype(problem.dtype)).eps) / 2.0
-    sigma = check_sigma("sigma", sigma)
+    sigma = check_sigma_range("sigma", sigma)
     n = scheme.iterations
     e_ell, lam = _term_error(problem, sigma)
     params = scheme.loss_error_params()
@@ -207,7 +177,7 @@ class SystematicBound:
 
 def systematic_bound(problem, sigma: float) -> SystematicBound:
     """All systematic terms for ``problem`` at noise multiplier ``sigma`` (module docstring)."""
-    sigma = check_sigma("sigma", sigma)
+    sigma = check_sigma_range("sigma", sigma)
     return SystematicBound(applied_loss_shift(problem, sigma),
                            normal_coupling_delta(problem.scheme, problem.strategy, sigma),
                            participation_mismatch_bound(problem.scheme))

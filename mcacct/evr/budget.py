@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from mcacct.engine.problem import Problem
-from mcacct.evr import bounds as evr
+from mcacct.statistics import confidence as evr
 from mcacct.pld import pld_calibrate
-from mcacct.precision import float64
-from mcacct.validate import check_int, check_real
+from mcacct.core.precision import float64
+from mcacct.core.validate import check_int, check_real
 
 __all__ = ["PILOT_GRID", "Budget", "calibration_budget", "check_calibration_dtype", "pilot_size", "explicit_ladder",
            "top_sigma", "ladder_exponents", "pilot_range", "bracket_from_baselines"]

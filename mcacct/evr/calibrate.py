@@ -2,7 +2,7 @@ r"""Noise calibration by Estimate-Verify-Release over a ladder of noise multipli
 arXiv:2602.09338, App. A and Alg. 5).
 
 1. Sample budget: ``num_samples`` per direction and candidate; the base delta (the verifier's threshold)
-   is the largest one whose overall delta (:func:`mcacct.evr.bounds.overall_delta`) meets the target. Without
+   is the largest one whose overall delta (:func:`mcacct.statistics.confidence.overall_delta`) meets the target. Without
    ``num_samples`` the paper's choice is used: base delta = target/2 and the fewest samples that work.
 2. Top of the ladder, certified without Monte Carlo (:func:`top_sigma`): the *unamplified* Gaussian mechanism
    with sensitivity :math:`\sqrt{\lceil n/b \rceil}\,\|c\|` (every b-min-sep pattern has ``||Cx||`` at most
@@ -48,15 +48,15 @@ import numpy as np
 
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, check_problem
 from mcacct.engine.progress import format_seconds
-from mcacct.engine.statistics import FIXED_BITS, HistogramSpec
+from mcacct.statistics.accumulators import FIXED_BITS, HistogramSpec
 from mcacct.engine.runner import LadderStats, run_ladder
-from mcacct.evr import bounds as evr
+from mcacct.statistics import confidence as evr
 from mcacct.engine.systematic import systematic_bound
 from mcacct.evr.budget import (PILOT_GRID, Budget, bracket_from_baselines, calibration_budget, explicit_ladder,
                                ladder_exponents, pilot_range, pilot_size, top_sigma)
 from mcacct.evr.result import CalibrationResult, Candidate
-from mcacct.precision import float64
-from mcacct.validate import check_int, check_real
+from mcacct.core.precision import float64
+from mcacct.core.validate import check_int, check_real
 
 __all__ = ["calibrate", "CalibrationResult", "Candidate", "CalibrationPlan", "plan_calibration", "apply_verdicts",
            "verdict_drop", "verification_key", "verification_spec", "pilot_key", "top_sigma", "pilot_range",

@@ -28,11 +28,11 @@ import jax
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
 from mcacct.engine.progress import format_seconds
 from mcacct.engine.runner import run_ladder
-from mcacct.evr import bounds as evr
+from mcacct.statistics import confidence as evr
 from mcacct.evr.budget import (PILOT_GRID, calibration_budget, explicit_ladder, ladder_exponents, pilot_range,
                                pilot_size)
 from mcacct.evr.calibrate import SYSTEMATIC_RESERVE, verification_spec
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 __all__ = ["CostEstimate", "estimate_cost", "probe_rate"]
 

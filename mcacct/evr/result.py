@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 __all__ = ["CalibrationResult", "Candidate"]
 

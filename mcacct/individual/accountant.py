@@ -69,8 +69,8 @@ from mcacct.pld.constants import FFT_C, LAMBDAS, LAMBDAS_NEG, U
 from mcacct.pld.kernels import query_one, single_batch
 from mcacct.pld.plan import bucket, plan, solver_for
 from mcacct.pld.specs import Canonical, PoissonGaussianSpec
-from mcacct.validate import check_int, check_prob, check_real
-from mcacct.precision import float64
+from mcacct.core.validate import check_int, check_prob, check_real
+from mcacct.core.precision import float64
 
 __all__ = ["IndividualResult", "bucket_counts", "individual_epsilons", "ACCOUNTANT_LABELS", "accountant_kind"]
 

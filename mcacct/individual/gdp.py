@@ -34,8 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import log_ndtr, ndtr, ndtri
 
-from mcacct.validate import check_int, check_real, interval, is_traced
-from mcacct.precision import float64
+from mcacct.core.validate import check_int, check_real, interval, is_traced
+from mcacct.core.precision import float64
 
 __all__ = ["gdp_delta", "gdp_epsilon", "individual_mu", "GDPFilterState", "gdp_filter_init",
            "gdp_filter_step", "gdp_filter_epsilon"]
@@ -45,7 +45,7 @@ __all__ = ["gdp_delta", "gdp_epsilon", "individual_mu", "GDPFilterState", "gdp_f
 def _array(name: str, value: Any, low: float, high: float | None = None, *, low_open: bool = False,
            high_open: bool = False) -> np.ndarray:
     """``value`` as a float64 array, every entry finite and in the interval; a scalar goes through
-    :func:`mcacct.validate.check_real` with the same interval, so its message matches the rest of mcacct."""
+    :func:`mcacct.core.validate.check_real` with the same interval, so its message matches the rest of mcacct."""
     rng = interval(low, high, low_open, high_open)
     raw = np.asarray(value)
     if raw.dtype.kind not in "fiu" or raw.size == 0:

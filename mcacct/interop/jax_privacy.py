@@ -44,13 +44,13 @@ import math
 from typing import Any, Callable, Sequence
 
 from mcacct.engine.problem import Problem
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 from mcacct.schemes.balls_in_bins import BallsInBins
 from mcacct.schemes.bminsep import BMinSep
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.strategy import BandedToeplitz, parse_c_col
 from mcacct.schemes.truncated import TruncatedBMinSep
-from mcacct.validate import check_bool, check_count, check_prob, check_real
+from mcacct.core.validate import check_bool, check_count, check_prob, check_real
 
 __all__ = ["from_jax_privacy", "to_jax_privacy", "problem_from_jax_privacy", "noise_multiplier_to_jax_privacy",
            "noise_multiplier_from_jax_privacy", "SUPPORTED_BATCH_SELECTIONS"]

@@ -11,7 +11,7 @@ checks the ones mcacct accepts but does not use:
 * ``sample_rate`` is Opacus' *rate*: the expected fraction of the data in a step (batch size over dataset size).
   For Poisson sampling it is mcacct's ``sampling_prob``. For b-min-sep (``min_sep = b > 1``) it is the stationary
   participation rate :math:`r = 1/(1/p + b - 1)` of the sampling probability :math:`p` of an *available* example,
-  inverted exactly by :func:`mcacct.rates.sampling_prob_from_rate` (:math:`p > r` for :math:`b > 1`; taking
+  inverted exactly by :func:`mcacct.core.rates.sampling_prob_from_rate` (:math:`p > r` for :math:`b > 1`; taking
   :math:`r` for :math:`p` would certify a smaller participation than the training has: the unsound direction).
   Feasible rates are :math:`0 < r \le 1/b`.
 * ``epochs``: ``steps = ceil(epochs / rate)``, rounded up (so the steps cover at least ``epochs`` passes).
@@ -19,7 +19,7 @@ checks the ones mcacct accepts but does not use:
   Poisson DP-SGD; ``"rdp"`` and ``"gdp"`` are refused.
 * ``epsilon_tolerance``: checked (a positive real) and otherwise unused.
 
-Only public names of :mod:`mcacct.rates` and :mod:`mcacct.validate` are used; nothing here imports Opacus.
+Only public names of :mod:`mcacct.core.rates` and :mod:`mcacct.core.validate` are used; nothing here imports Opacus.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import difflib
 import math
 from typing import Any, Iterable
 
-from mcacct.rates import sampling_prob_from_rate
-from mcacct.validate import check_count, check_real, shown
+from mcacct.core.rates import sampling_prob_from_rate
+from mcacct.core.validate import check_count, check_real, shown
 
 __all__ = ["OPACUS_KEYWORDS", "PLD_ACCOUNTANTS", "sampling_prob_from_sample_rate", "steps_from_epochs",
            "check_accountant", "check_epsilon_tolerance", "check_keywords", "opacus_sampling_and_steps"]
@@ -51,7 +51,7 @@ def sampling_prob_from_sample_rate(sample_rate: Any, min_sep: Any = None) -> flo
 
     Poisson sampling (``min_sep`` ``None`` or 1): :math:`p = r`. b-min-sep (``min_sep = b``): the exact inverse
     of the stationary participation rate :math:`r = 1/(1/p + b - 1)`, i.e. :math:`p = r / (1 - r (b - 1))`
-    (:func:`mcacct.rates.sampling_prob_from_rate`); :math:`p > r` for :math:`b > 1`.
+    (:func:`mcacct.core.rates.sampling_prob_from_rate`); :math:`p > r` for :math:`b > 1`.
 
     Parameters
     ----------

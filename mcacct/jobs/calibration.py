@@ -24,16 +24,16 @@ import time
 import jax
 import numpy as np
 
-from mcacct.validate import check_int, check_real
+from mcacct.core.validate import check_int, check_real
 from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import (CalibrationPlan, CalibrationResult, apply_verdicts, verdict_drop, verification_key,
                               verification_spec)
-from mcacct.engine.statistics import DIRECTIONS, DirectionStats
+from mcacct.statistics.accumulators import DIRECTIONS, DirectionStats
 from mcacct.jobs import integrity, storage
 from mcacct.jobs.problem_file import check_format, fingerprint, problem_from_dict, problem_to_dict
 from mcacct.jobs.shards import shard_chunk_range, shard_filename, stats_from_json, stats_to_json
 from mcacct.engine.runner import LadderStats, run_ladder
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 __all__ = ["PLAN_NAME", "FORMAT", "SHARD_FORMAT", "write_plan", "load_plan", "plan_fingerprint", "run_plan_shard",
            "calibrate_from"]

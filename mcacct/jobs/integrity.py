@@ -10,7 +10,7 @@ Three layers, each catching what the one before cannot:
    (shifted) loss ``L`` was placed in bin ``k >= 1`` satisfies ``(k-1) w < L <= k w`` (the bin index is
    ``ceil(L / w)``, exact for a power-of-two width), so its contribution ``g(L) = max(0, 1 - e^{eps - L})`` lies in
    ``[g((k-1) w), g(k w)]``; bin 0 (``L <= 0``) contributes 0 and the overflow bin between ``g(bins w)`` and 1.
-   The stored sum (rounded up, :meth:`mcacct.engine.statistics.DirectionStats.add_chunk`) must therefore lie in
+   The stored sum (rounded up, :meth:`mcacct.statistics.accumulators.DirectionStats.add_chunk`) must therefore lie in
    ``[2^80 (1 - 10^{-9}) S_lo,  2^80 ((1 + 10^{-9}) S_hi + 10^{-9} count) + 3 count]``; the slack covers the
    float64 rounding of each term and each chunk sum (relative ``<< 10^{-9}``) and the ``+ 2`` units that every
    chunk adds per sum. This catches accidents such as a zeroed or truncated sum wherever the histogram is fine
@@ -38,7 +38,7 @@ import math
 import os
 import numpy as np
 
-from mcacct.engine.statistics import FIXED_BITS
+from mcacct.statistics.accumulators import FIXED_BITS
 
 __all__ = ["KEY_ENV", "MIN_KEY_BYTES", "seal", "verify", "shard_key", "check_statistics", "describe", "SUM_REL_SLACK"]
 

@@ -32,17 +32,17 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 
-from mcacct.validate import check_int, check_real
+from mcacct.core.validate import check_int, check_real
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
 from mcacct.engine.estimate import Estimate, certification_notes
 from mcacct.evr.calibrate import candidate_key
 from mcacct.engine.runner import run_ladder
-from mcacct.engine.systematic import check_sigma
-from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec
+from mcacct.core.validate import check_sigma_range
+from mcacct.statistics.accumulators import DIRECTIONS, DirectionStats, HistogramSpec
 from mcacct.jobs import integrity, storage
 from mcacct.jobs.problem_file import (KERNEL_VERSION, check_format, fingerprint, problem_from_dict, problem_to_dict,
                                       scheme_to_dict)
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 __all__ = ["FORMAT", "JobConfig", "StatsFile", "MergeResult", "config_difference", "shard_chunk_range",
            "shard_filename", "run_shard", "load_stats_file", "find_stats_files", "merge", "write_merged",
@@ -102,7 +102,7 @@ class JobConfig:
     spec: HistogramSpec = HistogramSpec()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", check_sigma("sigma", self.sigma))  # before any file is written
+        object.__setattr__(self, "sigma", check_sigma_range("sigma", self.sigma))  # before any file is written
         eps = tuple(check_real("epsilon", e, low=0.0) for e in np.atleast_1d(self.epsilons))
         if not eps:
             raise ValueError("epsilon must be given at least once")

@@ -196,9 +196,9 @@ def read_bytes(path: str, limit: int | None = None) -> bytes:
 
 def read_json(path: str, what: str) -> Any:
     """The JSON content of the file ``path``; ``ValueError`` naming ``what`` (e.g. ``"statistics file"``) and the
-    path when it cannot be read or is not valid JSON (:func:`mcacct.validate.read_json` for local paths)."""
+    path when it cannot be read or is not valid JSON (:func:`mcacct.core.validate.read_json` for local paths)."""
     if not is_url(path):
-        from mcacct.validate import read_json as read_local_json
+        from mcacct.core.validate import read_json as read_local_json
         return read_local_json(_local(path), what)
     try:
         data = read_bytes(path)

@@ -4,7 +4,7 @@ alias decision of a 64-bit word.
 A table is built on the host in integer arithmetic from the exact rational ``p`` (the float's value): the
 unnormalised pmf by the ratio recurrence in fixed point with :data:`FRAC` fraction bits, normalised to integer
 weights that sum to exactly ``2^64``; a draw then picks value ``v`` with probability ``w_v / 2^64`` exactly. The
-total-variation bound of a table to the exact binomial is derived in :mod:`mcacct.kernels.counts`, which builds
+total-variation bound of a table to the exact binomial is derived in :mod:`mcacct.schemes.truncated.counts`, which builds
 the tables of truncated b-min-sep's counts from these pieces. Plain numbers and arrays; no scheme is imported.
 """
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from mcacct.platform import target_platform
+from mcacct.core.platform import target_platform
 
 __all__ = ["lanes_target", "cache_lanes", "map_blocks", "sub_block_size", "map_sub_blocks", "apply_to_flagged"]
 
@@ -55,7 +55,7 @@ def sub_block_size(iterations: int, num_samples: int, max_lanes: int | None = No
 
 def map_blocks(fn, xs):
     """``fn`` over the leading axis of ``xs`` (any pytree), stacked: ``lax.map`` when tracing for CPU, ``vmap``
-    for accelerators (:func:`mcacct.platform.target_platform`). The same values either way, up to the float
+    for accelerators (:func:`mcacct.core.platform.target_platform`). The same values either way, up to the float
     rounding of batched arithmetic; the kernels' rare branches stay branches under ``vmap``
     (:func:`mcacct.kernels.control.rare_cond`)."""
     if target_platform() == "cpu":

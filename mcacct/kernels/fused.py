@@ -50,7 +50,7 @@ from mcacct.kernels.recursion import (linear_applicable, linear_block_finish, li
                                       range_floor, start_log_ratio)
 from mcacct.kernels.sliding import block_mean, column_sq_norms, sliding_dot_t
 from mcacct.kernels.threefry import counter_bits, counter_word, default_counters_supported
-from mcacct.platform import target_platform
+from mcacct.core.platform import target_platform
 
 __all__ = ["fused_supported", "fused_refusal", "fused_gpu_supported", "tile_constants",
            "fused_tile_losses", "pow2_tile_kernel", "fused_pallas_losses", "fused_ladder_losses"]

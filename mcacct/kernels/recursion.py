@@ -39,8 +39,8 @@ from mcacct.kernels.control import rare_cond
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
 from mcacct.kernels.stepwise import STEPWISE_MIN_LANES, range_floor, stepwise_first_values
-from mcacct.validate import RECURSIONS, check_bool, check_int, check_prob
-from mcacct.platform import target_platform
+from mcacct.core.validate import RECURSIONS, check_bool, check_int, check_prob
+from mcacct.core.platform import target_platform
 
 __all__ = ["RECURSIONS", "linear_block_init", "linear_block_step", "linear_block_finish", "start_log_ratio",
            "linear_applicable", "range_floor", "auto_recursion", "recursion_log_ratio", "recursion_log_ratio_t",

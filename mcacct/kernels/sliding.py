@@ -28,9 +28,9 @@ import numpy as np
 
 from mcacct.kernels.participation import NO_PARTICIPATION
 from mcacct.kernels.prefix import prefix_sums0
-from mcacct.validate import DOT_METHODS
-from mcacct.precision import float64
-from mcacct.platform import target_platform
+from mcacct.core.validate import DOT_METHODS
+from mcacct.core.precision import float64
+from mcacct.core.platform import target_platform
 
 __all__ = ["DOT_METHODS", "choose_dot_method", "sliding_dot", "sliding_dot_t", "column_sq_norms",
            "participation_log_ratios", "participation_log_ratios_t", "mean_shift", "mean_shift_t",

@@ -150,7 +150,7 @@ which caps :math:`\lambda`; see docs/pld.md).
 is above the mass at infinity but below the smallest certifiable value (a delta below the mass at
 infinity still gives ``epsilon = inf``); :func:`pld_calibrate` says so when the target is below
 the mass at infinity plus the round-off bound at the top of its range. Callers that query the
-composed pmf freely (``compose_arrays_batch``: :mod:`mcacct.pld.composition`, untilted) get the
+composed pmf freely (``compose_arrays_batch``, untilted) get the
 :math:`\ell_1` bound :math:`\sqrt N e_2\ge\sum_j|\hat y_j-y'_j|` added to the mass at infinity,
 which bounds every later :math:`\delta` and composition.
 
@@ -169,7 +169,7 @@ convolution, with round-off bounds), :mod:`~mcacct.pld.events` (heterogeneous co
 :mod:`~mcacct.pld.stateful` (:class:`PLDAccountant`: a ``dp_accounting.PrivacyAccountant``, ``compose``,
 ``get_epsilon``, ``get_delta``, ``supports``, ``ledger``, over the certified composition of events; loaded on first
 use, as importing ``dp_accounting`` takes about a second) and
-:mod:`~mcacct.pld.composition` (compositions with Monte Carlo estimates). References: Koskela, Jälkö & Honkela 2020
+:mod:`mcacct.composition` (compositions with Monte Carlo estimates). References: Koskela, Jälkö & Honkela 2020
 (arXiv:1906.03049) for the FFT accountant; Ganesh 2024 (arXiv:2401.10294) for the group-level mixtures; Dong &
 Ganesh 2026 (arXiv:2602.09338) for cyclic-Poisson BandMF.
 """

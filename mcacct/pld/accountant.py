@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 
-from mcacct.platform import ensure_compilation_cache
+from mcacct.core.platform import ensure_compilation_cache
 from mcacct.pld.constants import DEFAULT_H, Discretization
 from mcacct.pld.plan import check_certifiable, result, run
 from mcacct.pld.specs import Canonical, MechanismOrFactory, MechanismSpec, PLDResult, SPEC_TYPES, canonical
 from mcacct.pld.checks import (check_delta, check_discretization, check_epsilon, check_integer, check_positive,
                                 check_value_interval, is_real_number, plain)
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 
 @float64

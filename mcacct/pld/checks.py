@@ -1,9 +1,9 @@
-"""The argument checks of the PLD accountant, in the one family of :mod:`mcacct.validate` (``"NAME must be in
+"""The argument checks of the PLD accountant, in the one family of :mod:`mcacct.core.validate` (``"NAME must be in
 RANGE; got VALUE"``), with the PLD's ranges named once: a probability, a positive real, an integer ``>= lo``,
 ``epsilon`` in ``[0, inf)``, ``delta`` in ``(0, 1)``, the value discretisation interval in ``(0, 0.1]`` and the
 discretisation method.
 
-All are ``strict`` (:mod:`mcacct.validate`): numbers only (``int``, ``float``, NumPy scalars), integers only for
+All are ``strict`` (:mod:`mcacct.core.validate`): numbers only (``int``, ``float``, NumPy scalars), integers only for
 integer parameters, so a spec, which keeps its fields as given, never holds ``"0.5"`` or ``2.0``; messages show
 NumPy scalars as plain numbers (``got nan``, never ``got np.float64(nan)``).
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mcacct.validate import check_choice, check_int, check_prob, check_real, is_number
+from mcacct.core.validate import check_choice, check_int, check_prob, check_real, is_number
 
 __all__ = ["plain", "check_answer", "check_delta", "check_discretization", "check_epsilon", "check_integer",
            "check_positive", "check_probability", "check_value_interval", "is_real_number", "DISCRETIZATIONS", "half_step"]
@@ -23,7 +23,7 @@ __all__ = ["plain", "check_answer", "check_delta", "check_discretization", "chec
 #: The discretisations of a privacy loss distribution (:mod:`mcacct.pld.discrete`).
 DISCRETIZATIONS = ("connect_dots", "round_up")
 
-#: Whether a value is a real number (:func:`mcacct.validate.is_number`: a Python or NumPy scalar, not a bool).
+#: Whether a value is a real number (:func:`mcacct.core.validate.is_number`: a Python or NumPy scalar, not a bool).
 is_real_number = is_number
 
 

@@ -52,10 +52,10 @@ from mcacct.pld.constants import CMUL_C, DEFAULT_H, FFT_C, U, UNDERFLOW
 from mcacct.pld.kernels import compose_arrays_batch, query_one_jit, single_batch
 from mcacct.pld.plan import bucket, check_grid, plan, solver_for
 from mcacct.pld.specs import SPEC_TYPES, canonical
-from mcacct.validate import DIRECTIONS
+from mcacct.core.validate import DIRECTIONS
 from mcacct.pld.checks import (check_delta, check_discretization, check_epsilon, check_value_interval, is_real_number,
                                 plain)
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 __all__ = ["DIRECTIONS", "DirectionPLD", "DiscretePLD", "identity_pld", "compose", "mechanism_pld",
            "privacy_parameters_pld", "convolve_with_bound", "same_grid"]

@@ -46,10 +46,10 @@ from mcacct.pld.constants import DEFAULT_H
 from mcacct.pld.discrete import DIRECTIONS, DirectionPLD, DiscretePLD, compose, identity_pld, mechanism_pld
 from mcacct.pld.specs import (SPEC_TYPES, CyclicPoissonBandMFSpec, GaussianSpec, GroupFixedBatchSpec,
                               GroupPoissonSpec, MechanismSpec, MixtureOfGaussiansSpec, PoissonGaussianSpec)
-from mcacct.validate import check_int, read_json
+from mcacct.core.validate import check_int, read_json
 from mcacct.pld.checks import (check_answer, check_delta, check_discretization, check_epsilon, check_value_interval,
                                half_step)
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 __all__ = ["EVENT_KINDS", "Event", "EventsResult", "as_events", "event_from_dict", "event_to_dict", "load_events",
            "merge_events", "composed_pld", "events_delta", "events_epsilon", "trim"]

@@ -14,7 +14,7 @@ from mcacct.pld.plan import bucket, check_grid, plan, solver_for
 from mcacct.pld.specs import MechanismSpec, canonical
 from mcacct.pld.checks import (check_delta, check_discretization, check_integer, check_value_interval, is_real_number,
                                 plain)
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 
 @float64

@@ -36,8 +36,8 @@ from typing import Any
 from mcacct.pld.events import Event, as_events, merge_events
 from mcacct.pld.specs import (SPEC_TYPES, CyclicPoissonBandMFSpec, GaussianSpec, GroupFixedBatchSpec,
                               GroupPoissonSpec, MixtureOfGaussiansSpec, PoissonGaussianSpec)
-from mcacct.precision import float64
-from mcacct.validate import check_bool
+from mcacct.core.precision import float64
+from mcacct.core.validate import check_bool
 
 __all__ = ["from_dp_event", "to_dp_event", "is_dp_event", "dp_event_parts", "refuse_monte_carlo"]
 

@@ -11,7 +11,7 @@ from typing import Union
 import numpy as np
 
 from mcacct.pld.checks import check_answer, check_integer, check_positive, check_probability
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 
 #: The most compositions one spec may describe (steps are int64 in the kernels).

@@ -81,8 +81,8 @@ from mcacct.pld.events import (Event, EventsResult, as_events, composed_pld, eve
                                events_epsilon, merge_events)
 from mcacct.pld.interop import dp_event_parts, is_dp_event, refuse_monte_carlo, to_dp_event
 from mcacct.pld.plan import bucket
-from mcacct.precision import float64
-from mcacct.validate import check_bool, check_int, check_real
+from mcacct.core.precision import float64
+from mcacct.core.validate import check_bool, check_int, check_real
 
 __all__ = ["PLDAccountant", "UnsupportedEventError", "NEIGHBORING_RELATIONS"]
 

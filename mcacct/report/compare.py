@@ -37,12 +37,12 @@ import time
 
 from mcacct import pld as pld_api
 from mcacct.engine.progress import stage
-from mcacct.evr.bounds import EPSILON_MAX
+from mcacct.statistics.confidence import EPSILON_MAX
 from mcacct.jobs.problem_file import scheme_to_dict
 from mcacct.report.compare_plans import CompareSetting, compare_options, compare_schemes_info
 from mcacct.schemes.registry import SchemeInfo
-from mcacct.validate import check_int, check_real
-from mcacct.precision import float64
+from mcacct.core.validate import check_int, check_real
+from mcacct.core.precision import float64
 
 __all__ = ["compare_schemes", "row_names", "parse_schemes"]
 

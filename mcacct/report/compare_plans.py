@@ -24,7 +24,7 @@ from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.multi_attribution import MultiAttribution
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.schemes.truncated import TruncatedBMinSep
-from mcacct.validate import check_count, check_real, parse_floats
+from mcacct.core.validate import check_count, check_real, parse_floats
 
 __all__ = ["CompareSetting", "ComparePlan", "CompareEntry", "COMPARE_PLANS", "compare_schemes_info",
            "compare_options"]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import jax
 import numpy as np
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 __all__ = ["StudyGrid", "QUICK_GRID", "FULL_GRID", "SMOKE_GRID", "run_study", "plot_ratios", "ratio_title"]
 

@@ -11,8 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
-from mcacct.validate import check_int, check_real
-from mcacct.engine.statistics import DirectionStats, delta_bounds
+from mcacct.core.validate import check_int, check_real
+from mcacct.statistics.accumulators import DirectionStats, delta_bounds
 
 __all__ = ["delta_band", "plot_delta_curve", "curve_title", "figure_formats", "check_figure_path"]
 

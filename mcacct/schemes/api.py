@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 from mcacct.schemes.base import AccountedScheme, Draws, as_strategy
 
 __all__ = ["sample", "sample_y", "privacy_loss"]

@@ -41,11 +41,11 @@ import numpy as np
 from mcacct.kernels.blocks import lanes_target
 from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.sliding import sliding_dot
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.strategy import check_strategy_type
-from mcacct.validate import check_call, check_count
+from mcacct.core.validate import check_call, check_count
 
 __all__ = ["BallsInBins", "max_bins", "BIN_BYTES", "BIN_TERMS_PER_BLOCK"]
 

@@ -53,13 +53,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.validate import check_bool, check_call, check_choice, check_count, check_int, check_prob
+from mcacct.core.validate import check_bool, check_call, check_choice, check_count, check_int, check_prob
 from mcacct.kernels.output import gaussian_output
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type, parse_c_col
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.kernels.sliding import participation_log_ratios
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 __all__ = ["BandedInverse", "strategy_from_inverse", "cross_term_allowance"]
 

@@ -34,9 +34,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type
-from mcacct.validate import DIRECTIONS, check_call, check_choice, check_fields, is_real_scalar
+from mcacct.core.validate import DIRECTIONS, check_call, check_choice, check_fields, is_real_scalar
 
 __all__ = ["AccountedScheme", "Scheme", "MinSepAccounting", "Draws", "LossErrorParams", "jit_method",
            "as_strategy", "check_direction", "check_field_types", "check_scheme_fields", "FieldTypeError"]
@@ -76,7 +76,7 @@ def check_field_types(obj: Any) -> None:
 
 def check_scheme_fields(obj: Any, **checkers) -> None:
     """A scheme's ``__post_init__`` check: :func:`check_field_types` (wrong types refused by type), then
-    :func:`mcacct.validate.check_fields` with ``checkers`` (ranges checked, values normalised)."""
+    :func:`mcacct.core.validate.check_fields` with ``checkers`` (ranges checked, values normalised)."""
     check_field_types(obj)
     check_fields(obj, **checkers)
 

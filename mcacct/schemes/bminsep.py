@@ -29,13 +29,13 @@ from mcacct.kernels.shortcuts import add_loss_bound
 from mcacct.kernels.sliding import (mean_shift, mean_shift_from_blocks_t, participation_log_ratios,
                                     participation_log_ratios_t)
 from mcacct.pld.accountant import pld_calibrate
-from mcacct.rates import participation_rate
-from mcacct.rates import sampling_prob_from_batch_size as rates_sampling_prob_from_batch_size
+from mcacct.core.rates import participation_rate
+from mcacct.core.rates import sampling_prob_from_batch_size as rates_sampling_prob_from_batch_size
 from mcacct.pld.specs import CyclicPoissonBandMFSpec, PoissonGaussianSpec
 from mcacct.schemes.base import Draws, LossErrorParams, MinSepAccounting, check_direction, check_scheme_fields
 from mcacct.schemes.strategy import BandedToeplitz
-from mcacct.validate import check_bool, check_call, check_count, check_int, check_prob, check_sigma
-from mcacct.precision import float64
+from mcacct.core.validate import check_bool, check_call, check_count, check_int, check_prob, check_sigma
+from mcacct.core.precision import float64
 
 __all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "sample_participation",
            "sample_participation_t", "sample_y_t", "log_ratio_from_terms", "log_ratio_from_terms_t"]
@@ -162,11 +162,11 @@ class BMinSep(MinSepAccounting):
 @float64
 def expected_participation_rate(sampling_prob: float, min_sep: int) -> float:
     """``p0 = 1 / (1/p + b - 1)``, the stationary participation rate of b-min-sep subsampling
-    (:func:`mcacct.rates.participation_rate`)."""
+    (:func:`mcacct.core.rates.participation_rate`)."""
     return participation_rate(sampling_prob, min_sep)
 
 
-#: The ``p`` that gives an expected batch size ``B`` on ``M`` examples (:func:`mcacct.rates.sampling_prob_from_batch_size`).
+#: The ``p`` that gives an expected batch size ``B`` on ``M`` examples (:func:`mcacct.core.rates.sampling_prob_from_batch_size`).
 sampling_prob_from_batch_size = float64(rates_sampling_prob_from_batch_size)
 
 

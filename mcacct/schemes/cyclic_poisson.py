@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.recursion import shift_mixture_log_ratio
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.strategy import check_strategy_type
-from mcacct.validate import check_bool, check_call, check_count, check_prob
+from mcacct.core.validate import check_bool, check_call, check_count, check_prob
 
 __all__ = ["CyclicPoisson"]
 

@@ -51,13 +51,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.schemes.strategy import check_strategy_type
-from mcacct.validate import check_call, check_count, check_prob
+from mcacct.core.validate import check_call, check_count, check_prob
 from mcacct.kernels.alias import alias_draw, rational_alias
 from mcacct.kernels.output import gaussian_output
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios, sliding_dot
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 __all__ = ["MultiAttribution"]
 

@@ -23,8 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mcacct.validate import check_int, parse_floats, shown
-from mcacct.precision import float64
+from mcacct.core.validate import check_int, parse_floats, shown
+from mcacct.core.precision import float64
 
 __all__ = ["BandedToeplitz", "parse_c_col"]
 

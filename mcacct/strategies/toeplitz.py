@@ -36,8 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.validate import check_int
-from mcacct.precision import float64
+from mcacct.core.validate import check_int
+from mcacct.core.precision import float64
 
 __all__ = ["OBJECTIVES", "OptimizedStrategy", "inverse_times_ones", "per_query_error", "strategy_error",
            "strategy_objective",

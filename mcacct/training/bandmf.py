@@ -25,8 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.validate import check_real, parse_floats
-from mcacct.precision import float64
+from mcacct.core.validate import check_real, parse_floats
+from mcacct.core.precision import float64
 
 __all__ = ["BandMFNoiseState", "bandmf_noise"]
 

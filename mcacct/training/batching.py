@@ -26,7 +26,7 @@ Algorithms
 
   .. math:: p_0 = \frac{1}{1/p + b - 1}, \qquad p = \frac{p_0}{1 - p_0 (b - 1)}
 
-  (:func:`participation_rate` and :func:`sampling_prob_from_rate`, from :mod:`mcacct.rates`).
+  (:func:`participation_rate` and :func:`sampling_prob_from_rate`, from :mod:`mcacct.core.rates`).
 
 * :class:`TruncatedBMinSepSampler` -- App. D: the same batches, then truncated to a uniformly random
   subset of size ``max_batch_size`` or padded, returned as fixed-shape index arrays.
@@ -55,9 +55,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct import rates
-from mcacct.validate import check_bool, check_count, check_int, check_prob
-from mcacct.precision import float64
+from mcacct.core import rates
+from mcacct.core.validate import check_bool, check_count, check_int, check_prob
+from mcacct.core.precision import float64
 
 __all__ = [
     "SamplerState",
@@ -113,9 +113,9 @@ class TruncatedBatch(NamedTuple):
     num_sampled: jax.Array
 
 
-#: :func:`mcacct.rates.participation_rate`: :math:`p_0 = 1/(1/p + b - 1)` (float64, as every entry point here).
+#: :func:`mcacct.core.rates.participation_rate`: :math:`p_0 = 1/(1/p + b - 1)` (float64, as every entry point here).
 participation_rate = float64(rates.participation_rate)
-#: :func:`mcacct.rates.sampling_prob_from_rate`: :math:`p = p_0/(1 - p_0 (b - 1))`, :math:`p_0 \in (0, 1/b]`.
+#: :func:`mcacct.core.rates.sampling_prob_from_rate`: :math:`p = p_0/(1 - p_0 (b - 1))`, :math:`p_0 \in (0, 1/b]`.
 sampling_prob_from_rate = float64(rates.sampling_prob_from_rate)
 
 

@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.validate import check_int, check_real, is_traced
-from mcacct.precision import float64
+from mcacct.core.validate import check_int, check_real, is_traced
+from mcacct.core.precision import float64
 
 __all__ = ["DPISState", "DPISBatch", "DPISSampler", "importance_sample", "noisy_gradient", "noisy_count",
            "noisy_norm_sum", "refine_k_tilde"]

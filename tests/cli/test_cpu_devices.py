@@ -1,4 +1,4 @@
-"""``--cpu-devices auto`` (the default): JAX's CPU backend gets one device per core (mcacct.platform.use_cpu_cores),
+"""``--cpu-devices auto`` (the default): JAX's CPU backend gets one device per core (mcacct.core.platform.use_cpu_cores),
 so the engine's mesh runs a chunk per core; the statistics are the same bit for bit whatever the count. The suite
 itself runs with ``JAX_NUM_CPU_DEVICES=1`` (tests/conftest.py); the subprocess below drops it."""
 
@@ -13,7 +13,7 @@ import jax
 import pytest
 
 from mcacct.cli import main
-from mcacct.platform import AUTO_CPU_DEVICES_MAX, cpu_cores, use_cpu_cores
+from mcacct.core.platform import AUTO_CPU_DEVICES_MAX, cpu_cores, use_cpu_cores
 
 DELTA = ["delta", "--sigma", "1", "--epsilon", "1", "--iterations", "16", "--min-sep", "2", "--batch-size", "4",
          "--dataset-size", "64", "--samples", "3000", "--chunk-size", "500", "--json", "--quiet"]

@@ -20,7 +20,7 @@ import pytest
 import mcacct
 from mcacct.cli import main
 from mcacct.engine.estimate import Estimate
-from mcacct.engine.statistics import DirectionStats, nonfinite_loss_message
+from mcacct.statistics.accumulators import DirectionStats, nonfinite_loss_message
 
 # small problems that run the whole engine (no PLD top): SMALL for refusals; BIB, whose program compiles fastest
 # (~3 s: the first run of a test module pays it, later ones share it), for the runs
@@ -159,7 +159,7 @@ def test_sigma_out_of_range_in_the_api():
 
 def test_huge_epsilon_is_refused_by_calibrate(capsys):
     _refused(["calibrate", "--epsilon", "1e308", "--plan-only"], capsys, "--epsilon must be in [0, 700]")
-    from mcacct.evr.bounds import _log_ndtr, gaussian_sigma
+    from mcacct.statistics.confidence import _log_ndtr, gaussian_sigma
     with pytest.raises(ValueError, match=r"epsilon must be in \[0, 700\]"):
         gaussian_sigma(1.0, 1e308, 1e-3)
     assert _log_ndtr(-1e200) == -math.inf and math.isfinite(_log_ndtr(-1e100))  # no OverflowError
@@ -323,7 +323,7 @@ def test_calibrate_api_names_a_bare_scheme():
                                          "events file 'deep.json' nests")])
 def test_unreadable_json_names_the_file(argv, where, tmp_path, monkeypatch, capsys):
     """A binary file, or 100,000 nested '[' (RecursionError before), is refused naming the file: one JSON reader
-    (mcacct.validate.read_json) for every file mcacct reads."""
+    (mcacct.core.validate.read_json) for every file mcacct reads."""
     monkeypatch.chdir(tmp_path)
     np.save("norms.npy", np.zeros(3))
     (tmp_path / "deep.json").write_text("[" * 100_000)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from mcacct.cli import main
-from mcacct.evr import bounds
+from mcacct.statistics import confidence as bounds
 
 FLAGS = ["--iterations", "16", "--min-sep", "2", "--sampling-prob", "0.2", "--c-col", "0.6,0.4", "--epsilon", "1",
          "--delta", "5e-2", "--chunk-size", "512"]

@@ -18,7 +18,7 @@ from mcacct.cli import schemes as cli_schemes
 from mcacct.cli.commands import build_parser, main
 from mcacct.engine.problem import Problem
 from mcacct.jobs.problem_file import scheme_to_dict
-from mcacct.noise import default_strategy
+from mcacct.noise_multiplier import default_strategy
 from mcacct.schemes import registry
 from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse
 from mcacct.schemes.bminsep import BMinSep, sampling_prob_from_batch_size
@@ -243,7 +243,7 @@ _flags.define_scheme_flags()
 flags.FLAGS(["prog", "--scheme=truncated", "--sampling_prob=0.2", "--dataset_size=40", "--max_batch_size=8",
              "--iterations=32"])
 from mcacct.jobs.problem_file import scheme_to_dict
-from mcacct.noise import default_strategy
+from mcacct.noise_multiplier import default_strategy
 print(scheme_to_dict(_flags.problem_from_flags().scheme))
 flags.FLAGS.unparse_flags()
 flags.FLAGS(["prog", "--scheme=balls-in-bins", "--min_sep=3"])

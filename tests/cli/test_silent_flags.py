@@ -159,7 +159,7 @@ def test_get_noise_multiplier_refuses_unused_options(kwargs, match):
 
 def test_get_noise_multiplier_warm_start_applies_to_b_min_sep_only():
     import jax
-    from mcacct.noise import _problem
+    from mcacct.noise_multiplier import _problem
     assert _problem(16, 0.2, None, None, 2, (0.6, 0.4), None, False, None).scheme.warm_start is False
     assert _problem(16, 0.2, None, None, 2, (0.6, 0.4), None, None, None).scheme.warm_start is True  # default
     prob = mcacct.Problem(mcacct.BMinSep(0.2, 2, 16), mcacct.BandedToeplitz((0.6, 0.4)))

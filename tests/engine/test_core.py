@@ -92,7 +92,7 @@ def test_runner_key_layout_one_chunk_key_for_both_directions_and_every_candidate
     give the same chunk key."""
     from mcacct.engine.problem import block_keys
     from mcacct.engine.runner import run_ladder
-    from mcacct.engine.statistics import DIRECTIONS
+    from mcacct.statistics.accumulators import DIRECTIONS
     from mcacct.evr.calibrate import verification_key
 
     pb = Problem(mcacct.BMinSep(0.3, 2, 8), mcacct.BandedToeplitz((1.0, 0.5)))

@@ -18,7 +18,7 @@ from mcacct.engine.runner import run_ladder
 from helpers import run_direction
 from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import candidate_key
-from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec
+from mcacct.statistics.accumulators import DIRECTIONS, DirectionStats, HistogramSpec
 from mcacct.jobs.shards import stats_from_json
 
 from helpers import ROOT  # noqa: E402

@@ -15,7 +15,7 @@ from mcacct.engine.kernel_choice import AUTO_LOSS_KERNEL, fused_block_ladder, re
 from mcacct.engine.losses import ladder_losses
 from mcacct.engine.systematic import loss_error_bound
 from mcacct.jobs.problem_file import problem_from_dict, problem_to_dict
-from mcacct.precision import x64_scope
+from mcacct.core.precision import x64_scope
 
 SCHEME = BMinSep(0.2, 4, 32, True)
 STRATEGY = BandedToeplitz((0.6, 0.5, 0.4))

@@ -12,7 +12,7 @@ import pytest
 import mcacct
 from mcacct.engine.problem import Problem, chunk_losses
 from mcacct.evr.calibrate import verification_key
-from mcacct.engine.statistics import DIRECTIONS, HistogramSpec
+from mcacct.statistics.accumulators import DIRECTIONS, HistogramSpec
 from mcacct.engine.runner import run_ladder
 from mcacct.cli.commands import main
 

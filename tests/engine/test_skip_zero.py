@@ -16,7 +16,7 @@ from hypothesis import given, settings, strategies as st
 import mcacct
 from mcacct.engine.problem import Problem
 from mcacct.engine.runner import run_ladder, skip_bound
-from mcacct.engine.statistics import DIRECTIONS
+from mcacct.statistics.accumulators import DIRECTIONS
 from mcacct.engine.systematic import loss_error_bound
 from mcacct.kernels.recursion import recursion_log_ratio_t
 from mcacct.kernels.shortcuts import add_loss_bound, add_skip_bound

@@ -14,7 +14,7 @@ import pytest
 import mcacct
 from mcacct.engine import systematic
 from mcacct.engine.problem import Problem
-from mcacct.engine.statistics import FIXED_BITS, DirectionStats, HistogramSpec, chunk_statistics
+from mcacct.statistics.accumulators import FIXED_BITS, DirectionStats, HistogramSpec, chunk_statistics
 from mcacct.kernels.normal import _ndtri_lower, normal_from_bits
 
 mpmath.mp.dps = 40

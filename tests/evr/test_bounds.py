@@ -1,4 +1,4 @@
-"""EVR bounds (mcacct.evr.bounds): the overall delta of the Estimate-Verify-Release test against jax-privacy's
+"""EVR bounds (mcacct.statistics.confidence): the overall delta of the Estimate-Verify-Release test against jax-privacy's
 reference, the minimum sample count, the Chernoff tail bound, and the analytic Gaussian mechanism's sigma."""
 
 import math

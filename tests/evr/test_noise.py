@@ -5,9 +5,9 @@ import jax
 import pytest
 
 import mcacct
-from mcacct.evr import bounds
+from mcacct.statistics import confidence as bounds
 from mcacct.evr.cost import CostEstimate
-from mcacct.noise import default_strategy
+from mcacct.noise_multiplier import default_strategy
 from mcacct.strategies import optimize_banded_toeplitz
 
 # a tiny b-min-sep problem: the Monte Carlo calibration runs in seconds

@@ -10,9 +10,9 @@ import jax
 import pytest
 
 import mcacct
-import mcacct.noise
+import mcacct.noise_multiplier
 from mcacct.interop.opacus import OPACUS_KEYWORDS, sampling_prob_from_sample_rate, steps_from_epochs
-from mcacct.noise import KEYWORDS, NoiseMultiplier
+from mcacct.noise_multiplier import KEYWORDS, NoiseMultiplier
 
 # a cheap Poisson DP-SGD target (as tests/evr/test_noise.py): one compiled PLD program, then milliseconds a call
 H = dict(value_discretization_interval=2e-3)
@@ -88,7 +88,7 @@ def test_sample_rate_with_min_sep_builds_the_scheme_of_the_converted_p(monkeypat
         seen["scheme"] = problem.scheme
         raise Stop
 
-    monkeypatch.setattr(mcacct.noise, "estimate_cost", probe)
+    monkeypatch.setattr(mcacct.noise_multiplier, "estimate_cost", probe)
     with pytest.raises(Stop):
         mcacct.get_noise_multiplier(1.0, 1e-3, sample_rate=0.1, epochs=2, min_sep=4, c_col=(0.6, 0.4),
                                     key=jax.random.key(0), progress=False)

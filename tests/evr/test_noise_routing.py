@@ -11,13 +11,13 @@ from __future__ import annotations
 import jax
 import pytest
 
-import mcacct.noise as noise
+import mcacct.noise_multiplier as noise
 
 from mcacct import pld
 from mcacct.cli import schemes as cli_schemes
 from mcacct.cli.commands import build_parser
 from mcacct.cli.scheme_args import DEFAULTS
-from mcacct.noise import default_strategy, get_noise_multiplier
+from mcacct.noise_multiplier import default_strategy, get_noise_multiplier
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.strategy import BandedToeplitz
 

@@ -6,8 +6,8 @@ candidate)."""
 import os
 import re
 
-import mcacct.evr.bounds as bounds
-from mcacct.pld.composition import compose_mc_with_pld
+import mcacct.statistics.confidence as bounds
+from mcacct.composition import compose_mc_with_pld
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # phrases that describe the directions as drawn independently

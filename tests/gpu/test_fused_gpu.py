@@ -33,7 +33,7 @@ from mcacct.engine.kernel_choice import FUSED_GPU_MAX_MIN_SEP, fused_block_ladde
 from mcacct.engine.losses import ladder_losses
 from mcacct.engine.systematic import loss_error_bound
 from mcacct.kernels.fused import fused_gpu_supported, fused_ladder_losses
-from mcacct.precision import x64_scope
+from mcacct.core.precision import x64_scope
 
 pytestmark = pytest.mark.gpu
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 import mcacct
 from mcacct.cli.commands import main
 from mcacct.engine.problem import Problem
-from mcacct.engine.statistics import DirectionStats, HistogramSpec, chunk_statistics
+from mcacct.statistics.accumulators import DirectionStats, HistogramSpec, chunk_statistics
 from mcacct.evr.calibrate import plan_calibration
 from mcacct.jobs import calibration as cj
 from mcacct.jobs import integrity, shards as jobs

@@ -17,7 +17,7 @@ from mcacct.jobs import integrity, shards as jobs
 from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import candidate_key
 from mcacct.cli.commands import main
-from mcacct.engine.statistics import DIRECTIONS
+from mcacct.statistics.accumulators import DIRECTIONS
 
 from helpers import ROOT, sigkill_when  # noqa: E402
 PB = Problem(mcacct.BMinSep(0.2, 4, 32), mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5)))

@@ -18,7 +18,7 @@ import mcacct
 from mcacct.cli.commands import main
 from mcacct.cli.flags import check_out_dir, check_out_file
 from mcacct.engine.problem import Problem
-from mcacct.engine.statistics import DIRECTIONS
+from mcacct.statistics.accumulators import DIRECTIONS
 from mcacct.evr.calibrate import plan_calibration
 from mcacct.jobs import calibration as cj
 from mcacct.jobs import integrity, shards as jobs, storage

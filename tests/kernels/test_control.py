@@ -83,7 +83,7 @@ def test_rare_branch_runs_only_when_some_element_is_rare():
 _PROBE = r"""
 import json, sys
 import jax, numpy as np
-from mcacct.precision import x64_scope
+from mcacct.core.precision import x64_scope
 from mcacct.engine.problem import Problem, chunk_losses
 from mcacct.engine.runner import ladder_chunk_statistics
 from mcacct.evr.calibrate import verification_spec

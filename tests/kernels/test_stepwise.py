@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from mcacct.kernels.recursion import auto_recursion, recursion_log_ratio_t, scan_first_values
 from mcacct.kernels.stepwise import STEPWISE_MIN_LANES, stepwise_first_values
-from mcacct.precision import x64_scope
+from mcacct.core.precision import x64_scope
 
 U = 2.0**-53
 

@@ -1,4 +1,4 @@
-"""Tests for mcacct.pld.composition: Monte Carlo PLDs composed with FFT-PLD mechanisms.
+"""Tests for mcacct.composition.empirical: Monte Carlo PLDs composed with FFT-PLD mechanisms.
 
 Setting: Poisson-subsampled Gaussian, q = 0.2, sigma = 1. The Monte Carlo part is b-min-sep with
 b = 1 and C = I (c_col = [1]) over T1 = 30 iterations -- exactly T1 compositions of the
@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 import mcacct
-from mcacct.pld import composition as C
+import mcacct.composition as C
+from mcacct.composition.empirical import opposite_direction
 from mcacct import pld
 from mcacct.engine.problem import Problem
 from mcacct.engine.estimate import estimate
-from mcacct.engine.statistics import DIRECTIONS, DirectionStats, HistogramSpec
+from mcacct.statistics.accumulators import DIRECTIONS, DirectionStats, HistogramSpec
 
 Q, SIGMA, T1, T2 = 0.2, 1.0, 30, 10
 EPS = 1.0
@@ -80,7 +81,7 @@ def test_identity_composition_is_the_mc_estimate(est):
     assert r.epsilon_upper == pytest.approx(ref["epsilon_upper"], abs=2e-6)  # both bisect to 1e-6
     # per direction, the empirical PLD reproduces histogram_delta for either negative-part rule
     for d, s in est.stats.items():
-        for opp in (None, est.stats[C._opposite(d)]):
+        for opp in (None, est.stats[opposite_direction(d)]):
             p = C.empirical_pld_from_stats(s, opposite=opp)
             assert p.certified is False
             np.testing.assert_allclose(p.delta([0.0, 0.5, EPS, 3.0]), s.histogram_delta([0.0, 0.5, EPS, 3.0]),
@@ -170,7 +171,7 @@ def test_mirror_reconstructs_negative_mass(est):
     """Pr_P[L <= 0] from the remove histogram vs E_Q[e^{-L'}; L' >= 0] from the add samples."""
     emp = C.empirical_pld(est, negative_part="mirror")
     for d, s in est.stats.items():
-        p, o = emp[d], est.stats[C._opposite(d)]
+        p, o = emp[d], est.stats[opposite_direction(d)]
         direct = s.hist[0] / s.count
         mirrored = p.pmf[p.losses <= 0].sum()
         wts = np.exp(-np.arange(o.hist.size - 1) * W)  # weights of opposite bins 1.. (rounded up)

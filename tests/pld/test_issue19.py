@@ -13,7 +13,8 @@ import pytest
 
 from mcacct import pld
 from helpers import run_cli
-from mcacct.pld import composition, discrete, group
+import mcacct.composition as composition
+from mcacct.pld import discrete, group
 
 ENV_BUDGET = "MCACCT_PLD_MEMORY_BUDGET"  # documented in docs/pld.md
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from mcacct.pld import composition as C
+import mcacct.composition as C
 from mcacct import pld
 from mcacct.pld import constants as pld_constants
 from mcacct.pld import kernels as pld_kernels

@@ -7,7 +7,7 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 from helpers import capture_saved_figures  # noqa: E402
-from mcacct.engine.statistics import DirectionStats, HistogramSpec  # noqa: E402
+from mcacct.statistics.accumulators import DirectionStats, HistogramSpec  # noqa: E402
 from mcacct.report.plot import delta_band, plot_delta_curve  # noqa: E402
 
 

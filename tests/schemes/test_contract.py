@@ -124,10 +124,10 @@ STORED = {
         "1:remove": ([82973767437653027237433906, 18676537235775192303624180], "c8f6d90ffc09d379"),
         "1:add": ([50043999243645861320782916, 1593207629236470066048099], "cd156c1ccdf1e0b6")}),
     # kernel 3 (alias-table counts r, sub-blocked untruncated part, mixture work only on truncated samples) and
-    # kernel 4 (a block's count words drawn in one call): recomputed at the kernel change; the law is tested in tests/kernels/test_counts.py and the losses equal
-    # the full two-mixture loss in tests/schemes/test_truncated_fast.py
+    # kernel 4 (a block's count words drawn in one call): recomputed at the kernel change; the law is tested in tests/schemes/truncated/test_counts.py and the losses equal
+    # the full two-mixture loss in tests/schemes/truncated/test_truncated_fast.py
     # kernel 9 (#37): the warm start's root T ~ Binom(N, C q) from exact digit tables instead of
-    # jax.random.binomial: recomputed (the law: tests/kernels/test_exact_draws.py)
+    # jax.random.binomial: recomputed (the law: tests/schemes/truncated/test_exact_draws.py)
     "truncated": (Problem(TruncatedBMinSep(0.2, 2, 16, 12, 3, True), BandedToeplitz((1.0, 0.5))), {
         "0:remove": ([589712958912044403518692645, 504318140891613468285407566], "dab62f88b15bbb2f"),
         "0:add": ([522779786630837806977734132, 354756961274546678910604801], "5fb06892ef68f9e7"),

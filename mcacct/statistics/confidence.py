@@ -30,8 +30,8 @@ import math
 
 import numpy as np
 
-from mcacct.validate import check_int, check_real
-from mcacct.precision import float64
+from mcacct.core.validate import check_int, check_real
+from mcacct.core.precision import float64
 
 __all__ = ["EPSILON_MAX", "kl_bernoulli", "tail_bound", "overall_delta", "overall_delta_terms", "base_delta_for_target",
            "min_samples", "sample_budget", "kl_upper_confidence", "kl_lower_confidence", "gaussian_delta",

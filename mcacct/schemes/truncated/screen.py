@@ -40,7 +40,7 @@ same whichever other samples run beside it: the buffered chain of the engine and
 Rounding (:attr:`ScreenPlan.tv`, added to the reported delta with the counts' other terms). ``tau``: integer
 thresholds of 64 bits from a 128-bit fixed-point recursion of ``(1 - q)^t``, ``q`` from the exact fixed-point
 weights of :func:`mcacct.kernels.alias.pmf_weights`; ``s``: an alias table of the conditioned weights; the
-counts and ``e``: the alias tables of :mod:`mcacct.kernels.counts` (a conditioned law is within
+counts and ``e``: the alias tables of :mod:`mcacct.schemes.truncated.counts` (a conditioned law is within
 ``3 (tv_r + tv_e)`` of its exact form when the condition has probability at least 2/3); the hypergeometric:
 inversion of float64 weights (:func:`hypergeometric_inverse`, bound in its docstring).
 
@@ -60,9 +60,9 @@ import numpy as np
 from mcacct.kernels.alias import FRAC, alias_table, pmf_weights, u64
 from mcacct.kernels.blocks import apply_to_flagged
 from mcacct.kernels.control import rare_cond
-from mcacct.kernels.counts import (CountTables, band_tables, count_tables, draw_counts, other_counts_t, table_lookup,
+from mcacct.schemes.truncated.counts import (CountTables, band_tables, count_tables, draw_counts, other_counts_t, table_lookup,
                                    virtual_history, window_band)
-from mcacct.platform import target_platform
+from mcacct.core.platform import target_platform
 
 __all__ = ["MAX_FLAG_PROB", "ScreenPlan", "screen_plan", "screen_taus", "screened_counts_t", "hypergeometric_draw",
            "hypergeometric_weights", "hypergeometric_tv", "chain_buffer", "CountDraws", "count_draws", "AUTO_SCREEN",
@@ -114,7 +114,7 @@ def hypergeometric_tv(half: int, s_max: int) -> float:
 def screen_plan(others: int, min_sep: int, sampling_prob: float, iterations: int, max_batch: int
                 ) -> ScreenPlan | None:
     """The plan of the screened sampler, or ``None`` where it does not apply or pays nothing: ``b = 1``, tables
-    too large (:func:`mcacct.kernels.counts.count_tables`), ``B_max`` not beyond the bulk of ``Binom(N, p)``, more
+    too large (:func:`mcacct.schemes.truncated.counts.count_tables`), ``B_max`` not beyond the bulk of ``Binom(N, p)``, more
     than :data:`MAX_FLAG_PROB` of the samples flagged, or a hypergeometric window beyond float64's exact
     integers. Cached per process."""
     n_oth, b, p, n, bmax = int(others), int(min_sep), float(sampling_prob), int(iterations), int(max_batch)
@@ -349,7 +349,7 @@ def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float,
     """The counts of a block of ``num_samples`` samples (zeros, not drawn, when ``B_max > N``): screened
     (:func:`screen_plan`; the chain runs, a buffer (:func:`chain_buffer`) at a time, only for the samples with
     ``tau < n``, and again for the rows asked of ``rows_t``), or every sample's chain
-    (:func:`mcacct.kernels.counts.other_counts_t`) where screening does not apply or ``screen`` is false (``None``:
+    (:func:`mcacct.schemes.truncated.counts.other_counts_t`) where screening does not apply or ``screen`` is false (``None``:
     :func:`screens_by_default`). ``dense``: also every sample's counts (``rows_t`` then reads them: the same
     values)."""
     args = (int(others), int(min_sep), float(sampling_prob), bool(warm_start), int(iterations), int(max_batch))

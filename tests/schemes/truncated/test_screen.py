@@ -1,4 +1,4 @@
-"""The screened counts of truncated b-min-sep (:mod:`mcacct.kernels.screen`) have the law of the chain.
+"""The screened counts of truncated b-min-sep (:mod:`mcacct.schemes.truncated.screen`) have the law of the chain.
 
 * against an independent simulation of the ``M - 1`` other examples' b-min-sep chains: marginals, pairs, the
   fraction of samples with a truncated round and the counts of the truncated rounds, warm and cold start;
@@ -19,14 +19,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import mcacct.kernels.screen as screen
-from mcacct.kernels.counts import count_tables, other_counts_t
-from mcacct.platform import PLATFORM_ENV
+import mcacct.schemes.truncated.screen as screen
+from mcacct.schemes.truncated.counts import count_tables, other_counts_t
+from mcacct.core.platform import PLATFORM_ENV
 from mcacct.cli.flags import scheme_json
 from mcacct.engine.problem import Problem
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.schemes.truncated import TruncatedBMinSep
-from mcacct.kernels.screen import (count_draws, hypergeometric_draw, hypergeometric_tv, hypergeometric_weights,
+from mcacct.schemes.truncated.screen import (count_draws, hypergeometric_draw, hypergeometric_tv, hypergeometric_weights,
                                    screen_plan)
 
 from helpers import simulate_examples, table_weights, two_sample_chi2

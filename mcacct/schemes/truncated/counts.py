@@ -14,7 +14,7 @@ and ``A_i`` stays in a narrow band around its stationary mean (the window sum is
 two independent terms, each drawn from a precomputed **alias table** (Walker 1977, Vose 1991): one table per
 bin ``k`` of width ``h`` (the bins cover the band), one small table per ``d < h`` (``h p <= 1/32``, so the
 second term is almost always 0). Lanes whose ``A`` leaves the band (the cold start's first rounds, or a window
-more than 7 standard deviations off) take the exact digit tables of :mod:`mcacct.kernels.digits` for that round
+more than 7 standard deviations off) take the exact digit tables of :mod:`mcacct.schemes.truncated.digits` for that round
 (``Binom(A, p)`` as a sum over the binary digits of ``A``; before kernel 9 they drew with ``jax.random.binomial``,
 whose law is not exact).
 
@@ -70,10 +70,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.kernels.alias import BAND_SDS, MAX_BINS, alias_pick, bin_tables, binomial_alias, u64
-from mcacct.kernels.digits import DigitTables, digit_tables, digits_draw
-from mcacct.kernels.virtual import HalfTables, virtual_history, virtual_plan
+from mcacct.schemes.truncated.digits import DigitTables, digit_tables, digits_draw
+from mcacct.schemes.truncated.virtual import HalfTables, virtual_history, virtual_plan
 from mcacct.kernels.control import rare_cond
-from mcacct.platform import target_platform
+from mcacct.core.platform import target_platform
 
 __all__ = ["COUNT_CHAIN_UNROLL", "CountTables", "count_tables", "band_tables", "draw_counts", "table_lookup",
            "other_counts_t", "binomial_alias", "alias_pick", "BAND_SDS", "REMAINDER_CELL_BITS", "HalfTables",
@@ -114,7 +114,7 @@ def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables
 
 
 def exact_tables(others: int, sampling_prob: float) -> DigitTables:
-    """The digit tables drawing ``Binom(A, p)`` for every ``A <= others`` (:mod:`mcacct.kernels.digits`): the
+    """The digit tables drawing ``Binom(A, p)`` for every ``A <= others`` (:mod:`mcacct.schemes.truncated.digits`): the
     chain's sampler where :func:`count_tables` gives none, and of the lanes off its band."""
     return digit_tables(max(1, int(others)), float(sampling_prob))
 
@@ -122,7 +122,7 @@ def exact_tables(others: int, sampling_prob: float) -> DigitTables:
 def window_band(others: int, min_sep: int, sampling_prob: float) -> tuple[int, int]:
     """``[lo, hi]``: the stationary window sum ``W ~ Binom(N, beta)``, ``beta = (b-1)p/(1+(b-1)p)``, within
     :data:`BAND_SDS` standard deviations of its mean, clipped to ``[0, N]``: the numbers of blocked examples the
-    tables cover (``A = N - W`` for :func:`count_tables`, ``W`` for :mod:`mcacct.kernels.screen`)."""
+    tables cover (``A = N - W`` for :func:`count_tables`, ``W`` for :mod:`mcacct.schemes.truncated.screen`)."""
     n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
     beta = (b - 1) * p / (1.0 + (b - 1) * p)
     mean_w, sd_w = n_oth * beta, math.sqrt(n_oth * beta * (1.0 - beta))

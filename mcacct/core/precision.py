@@ -30,7 +30,7 @@ What the caller gets back
 * Samplers and kernels (``sample_y``, ``privacy_loss``, ``sliding_dot``, a scheme's ``loss_kernel``, the
   training transforms) return **jax float64 arrays**. With x64 off in the caller, such an array keeps its
   float64 dtype, but the caller's next ``jnp`` operation on it (outside the scope) computes in float32 --
-  convert with ``np.asarray(x)`` first, or keep working inside ``with mcacct.precision.x64_scope():``.
+  convert with ``np.asarray(x)`` first, or keep working inside ``with mcacct.core.precision.x64_scope():``.
   The pytree states of the jit-compatible training transforms and of the GDP filter are float64 jax arrays
   too: step them with mcacct's functions (decorated) or inside the scope.
 

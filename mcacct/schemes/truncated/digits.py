@@ -14,8 +14,8 @@ and the mass of the values it leaves out, :func:`mcacct.kernels.alias.alias_tabl
 ``Binom(A, p)``: a coupling of every ``X_j`` with its exact law fails with at most the table's bound.
 
 This is the exact sampler behind the rare paths of the count chains (a trial count off the band of the
-fast tables of :mod:`mcacct.kernels.counts`, the cold start's first rounds) and the warm start's virtual history
-(:mod:`mcacct.kernels.virtual`), which before drew with ``jax.random.binomial`` (BTRS, a rejection sampler in
+fast tables of :mod:`mcacct.schemes.truncated.counts`, the cold start's first rounds) and the warm start's virtual history
+(:mod:`mcacct.schemes.truncated.virtual`), which before drew with ``jax.random.binomial`` (BTRS, a rejection sampler in
 floating point whose law is not exact; its rounding was not charged). Plain numbers and arrays; no scheme is
 imported.
 """

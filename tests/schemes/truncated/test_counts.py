@@ -1,4 +1,4 @@
-"""The exact fast law of the counts r of truncated b-min-sep (mcacct.kernels.counts).
+"""The exact fast law of the counts r of truncated b-min-sep (mcacct.schemes.truncated.counts).
 
 * every alias table against the exact pmf (mpmath, 50 digits), deterministically, tail included, at the §7.4
   shape and at small shapes;
@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcacct.kernels.counts import alias_pick, binomial_alias, count_tables, other_counts_t, virtual_plan
-from mcacct.rates import sampling_prob_from_batch_size
+from mcacct.schemes.truncated.counts import alias_pick, binomial_alias, count_tables, other_counts_t, virtual_plan
+from mcacct.core.rates import sampling_prob_from_batch_size
 from mcacct.schemes.truncated import TruncatedBMinSep
 
 from helpers import simulate_examples, table_weights, two_sample_chi2
@@ -69,7 +69,7 @@ def test_production_tables_equal_the_exact_pmf_tail_included():
     for d in (0, 1, h - 1):
         _check_table(d, P74, 3, max_values=8)
     # the warm start's splitting tree: Binom(N0 + h k, 1/2) tables at every level, the root's split included
-    # (bins of 128 there; the root T and off-band counts by digit tables: tests/kernels/test_exact_draws.py)
+    # (bins of 128 there; the root T and off-band counts by digit tables: tests/schemes/truncated/test_exact_draws.py)
     plan = virtual_plan(M74 - 1, B74, P74)
     assert plan.cells == 256 and all(t is not None for t in plan.tables) and plan.tv < 1e-11
     for t in (plan.tables[0], plan.tables[1], plan.tables[-1]):
@@ -149,9 +149,9 @@ def test_block_replay_equals_the_round_by_round_chain(monkeypatch):
 
 def _assert_lazy_equals_eager(monkeypatch, chain, keys, one: int) -> np.ndarray:
     """``chain`` under ``vmap`` over ``keys`` and alone on ``keys[one]`` equals, bit for bit, ``chain`` under
-    ``vmap`` with every rare branch of kernels/counts.py taken every time; returns the lone run's counts (the rare
+    ``vmap`` with every rare branch of schemes/truncated/counts.py taken every time; returns the lone run's counts (the rare
     branches are taken every time after this)."""
-    import mcacct.kernels.counts as counts_mod
+    import mcacct.schemes.truncated.counts as counts_mod
     from mcacct.kernels.control import rare_cond
     lazy = np.asarray(jax.vmap(chain)(keys))
     lazy_one = np.asarray(chain(keys[one]))
@@ -181,7 +181,7 @@ def test_tie_replay_equals_the_round_by_round_chain(monkeypatch, warm):
     resolves every tie round by round. Ties are made frequent (a lookup whose word ends in four zero bits is
     flagged too) and their resolution is made to read the fresh bits (it adds the lowest one), in both chains
     alike: equal counts then also say that the replay drew each round's tie bits from the same key."""
-    import mcacct.kernels.counts as counts_mod
+    import mcacct.schemes.truncated.counts as counts_mod
     lookup, resolve = counts_mod._lookup, counts_mod._resolve_ties
 
     def frequent_ties(avail, u, tables):

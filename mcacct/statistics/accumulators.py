@@ -29,14 +29,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.evr.bounds import kl_lower_confidence, kl_upper_confidence
-from mcacct.engine.systematic import SIGMA_MAX, SIGMA_MIN, chunk_sum_slack
-from mcacct.validate import DIRECTIONS  # remove: y ~ P, loss L; add: y ~ Q, loss -L
+from mcacct.statistics.confidence import kl_lower_confidence, kl_upper_confidence
+from mcacct.core.validate import DIRECTIONS, SIGMA_MAX, SIGMA_MIN  # remove: y ~ P, loss L; add: y ~ Q, loss -L
 
-__all__ = ["HistogramSpec", "DirectionStats", "chunk_statistics", "nonfinite_loss_message", "FIXED_BITS",
+__all__ = ["HistogramSpec", "DirectionStats", "chunk_statistics", "nonfinite_loss_message", "FIXED_BITS", "chunk_sum_slack",
            "DIRECTIONS"]
 
 FIXED_BITS = 80
+
+
+def chunk_sum_slack(count: int) -> float:
+    """Relative error bound of the float64 sum of ``count`` contributions in ``[0, 1]`` (each from one
+    ``expm1``, relative error below 4 units of ``2^-53``), whatever order the backend sums in."""
+    return (int(count) + 8) * 2.0**-53
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,7 @@ class DirectionStats:
         """Fold one chunk's output of :func:`chunk_statistics` in (refusing non-finite sums).
 
         Each float64 chunk sum is first raised by its worst-case summation error
-        (:func:`mcacct.engine.systematic.chunk_sum_slack`), then rounded up to fixed point, so the integer total
+        (:func:`chunk_sum_slack`), then rounded up to fixed point, so the integer total
         never falls below the exact sum of the contributions."""
         sums = np.asarray(sums, np.float64)
         if not np.all(np.isfinite(sums)):

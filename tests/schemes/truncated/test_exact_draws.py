@@ -1,5 +1,5 @@
 """Every discrete draw of the truncated counts comes from integer tables (#37, item 2): the digit tables of
-mcacct.kernels.digits (the warm start's root T ~ Binom(N, C q), its splits off the band, count draws off the band,
+mcacct.schemes.truncated.digits (the warm start's root T ~ Binom(N, C q), its splits off the band, count draws off the band,
 counts where no band tables exist) and the level-0 split tables of the virtual history.
 
 * the tables at the §7.4 size against the exact pmf (mpmath, exact rational p), deterministically: a chi-square
@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcacct.kernels.counts import count_tables, other_counts_t
-from mcacct.kernels.digits import DigitTables, digit_tables, digits_draw
-from mcacct.kernels.virtual import stationary_blocked_prob, virtual_history, virtual_plan
-from mcacct.rates import sampling_prob_from_batch_size
+from mcacct.schemes.truncated.counts import count_tables, other_counts_t
+from mcacct.schemes.truncated.digits import DigitTables, digit_tables, digits_draw
+from mcacct.schemes.truncated.virtual import stationary_blocked_prob, virtual_history, virtual_plan
+from mcacct.core.rates import sampling_prob_from_batch_size
 from mcacct.schemes.truncated import TruncatedBMinSep
 
 from helpers import ROOT, table_weights

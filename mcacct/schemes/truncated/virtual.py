@@ -6,9 +6,9 @@ In stationarity an example is available with probability ``1 / (1 + (b-1) p)`` a
 of the virtual rounds ``0, -1, ..., 2-b`` are multinomial (:func:`virtual_history`), drawn by splitting a binomial
 level by level with exact alias tables of ``Binom(., 1/2)`` (:func:`virtual_plan`, the tables of
 :mod:`mcacct.kernels.alias`). Every draw is an integer-table draw: the root ``T ~ Binom(N, C q)`` and the counts a
-level's band tables do not cover by the exact digit tables of :mod:`mcacct.kernels.digits` (with ``q`` the exact
+level's band tables do not cover by the exact digit tables of :mod:`mcacct.schemes.truncated.digits` (with ``q`` the exact
 rational ``p / (1 + (b-1) p)`` of the float ``p``); no floating-point sampler is used. Used by
-:mod:`mcacct.kernels.counts` and :mod:`mcacct.kernels.screen`. Plain numbers and arrays; no scheme is imported.
+:mod:`mcacct.schemes.truncated.counts` and :mod:`mcacct.schemes.truncated.screen`. Plain numbers and arrays; no scheme is imported.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 from mcacct.kernels.alias import BAND_SDS, MAX_BINS, bin_tables, pmf_weights, u64
 from mcacct.kernels.control import rare_cond
-from mcacct.kernels.digits import DigitTables, digit_tables, digits_draw
+from mcacct.schemes.truncated.digits import DigitTables, digit_tables, digits_draw
 
 __all__ = ["HalfTables", "VirtualPlan", "virtual_plan", "virtual_history", "stationary_blocked_prob"]
 

@@ -49,8 +49,8 @@ blocked for ``j+1..j+b-1``, so
 
 with ``r_j = 0`` for ``j < 1`` (cold start) or, for the warm start, the virtual history
 ``(r_0, r_{-1}, ..., r_{2-b})`` multinomial with ``M - 1`` trials and cell probabilities
-``p / (1 + (b-1) p)``. The counts come from integer tables (:mod:`mcacct.kernels.counts`), only for the samples
-that can have a truncated round (:mod:`mcacct.kernels.screen`), within the total variation
+``p / (1 + (b-1) p)``. The counts come from integer tables (:mod:`mcacct.schemes.truncated.counts`), only for the samples
+that can have a truncated round (:mod:`mcacct.schemes.truncated.screen`), within the total variation
 :meth:`TruncatedBMinSep.draw_law_tv` of the exact law, added to every reported delta.
 
 Engine. A round is *truncated* when ``r_i >= B_max``. Without one, ``ell^Q = 0`` gives ``f = 1``, so the loss is
@@ -67,11 +67,11 @@ import jax
 import jax.numpy as jnp
 
 from mcacct.schemes.strategy import check_strategy_type
-from mcacct.validate import check_bool, check_call, check_count, check_counts, check_prob
+from mcacct.core.validate import check_bool, check_call, check_count, check_counts, check_prob
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
 from mcacct.kernels.blocks import apply_to_flagged, cache_lanes, map_blocks, map_sub_blocks, sub_block_size
-from mcacct.kernels.counts import count_tables, exact_tables, other_counts_t, virtual_plan
-from mcacct.kernels.screen import CountDraws, active_screen_plan, count_draws
+from mcacct.schemes.truncated.counts import count_tables, exact_tables, other_counts_t, virtual_plan
+from mcacct.schemes.truncated.screen import CountDraws, active_screen_plan, count_draws
 from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns
 from mcacct.kernels.output import ladder_sums_t
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
@@ -79,7 +79,7 @@ from mcacct.kernels.recursion import ladder_losses_from_sums_t
 from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, participation_log_ratios_t,
                                     sliding_dot)
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, log_ratio_from_terms_t
-from mcacct.precision import float64
+from mcacct.core.precision import float64
 
 __all__ = ["TruncatedBMinSep"]
 
@@ -159,15 +159,15 @@ class TruncatedBMinSep(Scheme):
 
     def sample_other_counts(self, key: jax.Array, num_samples: int) -> jax.Array:
         """``r``: the numbers of other examples drawn per iteration, shape ``(num_samples, n)``, int32: the chain of
-        :func:`mcacct.kernels.counts.other_counts_t` (the engine screens it, :mod:`mcacct.kernels.screen`)."""
+        :func:`mcacct.schemes.truncated.counts.other_counts_t` (the engine screens it, :mod:`mcacct.schemes.truncated.screen`)."""
         check_call(self, num_samples=num_samples)
         return other_counts_t(key, self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start,
                               self.iterations, num_samples).T
 
     @property
     def count_sampler(self) -> str:
-        """How the counts are drawn on this platform: ``"screened"`` (:mod:`mcacct.kernels.screen`), ``"chain"``
-        (every sample's chain; :data:`~mcacct.kernels.screen.AUTO_SCREEN`) or ``"none"`` (``M <= B_max``)."""
+        """How the counts are drawn on this platform: ``"screened"`` (:mod:`mcacct.schemes.truncated.screen`), ``"chain"``
+        (every sample's chain; :data:`~mcacct.schemes.truncated.screen.AUTO_SCREEN`) or ``"none"`` (``M <= B_max``)."""
         if not self.can_truncate:
             return "none"
         return "chain" if self._screen(None) is None else "screened"
@@ -179,10 +179,10 @@ class TruncatedBMinSep(Scheme):
 
     def draw_law_tv(self) -> float:
         """Total-variation bound of one sample's counts ``r`` against their exact law, whichever sampler the
-        platform uses (:data:`mcacct.kernels.screen.AUTO_SCREEN`): the larger of the screened sampler's
-        :attr:`~mcacct.kernels.screen.ScreenPlan.tv` and ``n`` draws of :func:`~mcacct.kernels.counts.count_tables`
+        platform uses (:data:`mcacct.schemes.truncated.screen.AUTO_SCREEN`): the larger of the screened sampler's
+        :attr:`~mcacct.schemes.truncated.screen.ScreenPlan.tv` and ``n`` draws of :func:`~mcacct.schemes.truncated.counts.count_tables`
         (band and digit tables) or of the digit tables alone; plus the warm start's virtual history
-        (:attr:`~mcacct.kernels.virtual.VirtualPlan.tv`); 0 when truncation is impossible. docs/soundness.md
+        (:attr:`~mcacct.schemes.truncated.virtual.VirtualPlan.tv`); 0 when truncation is impossible. docs/soundness.md
         lists every discrete draw."""
         if not self.can_truncate:
             return 0.0
@@ -221,7 +221,7 @@ class TruncatedBMinSep(Scheme):
         return sub_block_size(self.iterations, num_samples, cache_lanes(self.iterations))
 
     def _count_draws(self, key, num_samples: int, dense: bool) -> CountDraws:
-        """The block's counts (:func:`mcacct.kernels.screen.count_draws`)."""
+        """The block's counts (:func:`mcacct.schemes.truncated.screen.count_draws`)."""
         return count_draws(key, self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start,
                            self.iterations, self.max_batch_size, num_samples, dense)
 
@@ -273,7 +273,7 @@ class TruncatedBMinSep(Scheme):
         ``per_block(tau, z_t)`` of each sub-block's participation (per block of ``b`` rounds) and standard noise,
         joined. Returns ``(out, counts, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples
         with a truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) and counts;
-        ``counts`` (:class:`~mcacct.kernels.screen.CountDraws`) holds every sample's counts if ``dense``."""
+        ``counts`` (:class:`~mcacct.schemes.truncated.screen.CountDraws`) holds every sample's counts if ``dense``."""
         k_r, k_b, k_s = jax.random.split(key, 3)
         counts = self._count_draws(k_r, num_samples, dense)
         sub = self._sub_block(num_samples)

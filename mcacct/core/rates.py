@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcacct.validate import check_int, check_prob, check_real
+from mcacct.core.validate import check_int, check_prob, check_real
 
 __all__ = ["participation_rate", "sampling_prob_from_rate", "sampling_prob_from_batch_size"]
 

@@ -44,12 +44,12 @@ import jax
 from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import CalibrationResult, calibrate, check_ladder_options
 from mcacct.evr.cost import CostEstimate, estimate_cost
-from mcacct.evr import bounds as evr
+from mcacct.statistics import confidence as evr
 from mcacct.interop.opacus import (OPACUS_KEYWORDS, check_accountant, check_epsilon_tolerance, check_keywords,
                                    opacus_sampling_and_steps)
-from mcacct.validate import check_choice, check_count, check_prob, check_real
-from mcacct.platform import ensure_compilation_cache
-from mcacct.precision import float64
+from mcacct.core.validate import check_choice, check_count, check_prob, check_real
+from mcacct.core.platform import ensure_compilation_cache
+from mcacct.core.precision import float64
 
 __all__ = ["NoiseMultiplier", "get_noise_multiplier", "default_strategy"]
 
@@ -152,7 +152,7 @@ def _sampling_prob(sampling_prob, batch_size, dataset_size, min_sep: int, trunca
         return check_prob("sampling_prob", sampling_prob)
     if batch_size is None or dataset_size is None:
         raise ValueError("give sampling_prob, or batch_size with dataset_size (the expected batch size)")
-    from mcacct.rates import sampling_prob_from_batch_size
+    from mcacct.core.rates import sampling_prob_from_batch_size
     return sampling_prob_from_batch_size(batch_size, dataset_size, min_sep)
 
 

@@ -28,7 +28,7 @@ SIGMA = 0.9
 CASES = [  # (p, b, n, M, B_max): fraction of samples with a truncated round, for 256 samples
     (0.05, 1, 30, 100, 13),    # a few percent: one round of the gathered buffer, most samples untruncated
     (0.01, 2, 32, 2000, 31),   # a fifth: several rounds of the buffer
-    (0.02, 2, 10, 1000, 31),   # ~8%, screened counts (mcacct.kernels.screen: flag probability 0.10)
+    (0.02, 2, 10, 1000, 31),   # ~8%, screened counts (mcacct.schemes.truncated.screen: flag probability 0.10)
 ]
 
 
@@ -85,7 +85,7 @@ def test_redrawn_noise_of_truncated_samples_equals_the_kept_noise(monkeypatch):
     keeps every sample's noise instead. The same outputs bit for bit, over 4 sub-blocks (made 16 samples wide) with
     about a quarter of the samples truncated (the ladder and the losses take their rows from the same
     ``_draw_blocks``)."""
-    import mcacct.schemes.truncated as truncated
+    import mcacct.schemes.truncated.scheme as truncated
     monkeypatch.setattr(truncated, "sub_block_size", lambda iterations, num_samples, max_lanes=None: 16)
     scheme = TruncatedBMinSep(0.05, 3, 40, 300, 24, warm_start=False)  # cold: no multinomial history to compile
     strategy = BandedToeplitz((1.0, 0.5))

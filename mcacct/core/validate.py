@@ -302,3 +302,27 @@ def check_call(scheme: Any, *, strategy: Any = _UNSET, sigma: Any = _UNSET, y: A
     if y is not _UNSET:
         return check_outputs("y", y, scheme.iterations)
     return None
+
+
+#: The noise multipliers the engine accepts, ``[SIGMA_MIN, SIGMA_MAX]``: the privacy loss and its error bound grow
+#: like ``1/sigma^2`` and the outputs like ``sigma``, so ``sigma^2`` and ``1/sigma^2`` (and the products of them with
+#: ``n``, the bands and the output bound) must stay finite float64 numbers with ample room: beyond ``1e-154`` /
+#: ``1e154`` they overflow, and a loss of order ``1e200`` already leaves float64's ``exp``/``log`` arithmetic with no
+#: meaning. With ``||c||`` of order 1 (mcacct's strategies have ``||c|| = 1``) every delta is 1 to float64 precision
+#: below ``SIGMA_MIN`` and 0 above ``SIGMA_MAX``, so the range excludes no informative query.
+SIGMA_MIN = 1e-100
+SIGMA_MAX = 1e100
+
+
+def check_sigma_range(name: str, value: Any) -> float:
+    """A noise multiplier the engine accepts: ``value`` as a float after checking it is a real number (``TypeError`` otherwise: text such as ``"1"`` is
+    refused, not converted) in ``[SIGMA_MIN, SIGMA_MAX]`` (``ValueError`` naming ``name`` and the range)."""
+    if not is_real_scalar(value):
+        raise TypeError(f"{name} must be a real number (int or float) in [{SIGMA_MIN:g}, {SIGMA_MAX:g}]; got "
+                        f"{type(value).__name__} {value!r}")
+    v = check_real(name, value, low=0.0, low_open=True)  # nan, inf, <= 0: the usual wording
+    if not SIGMA_MIN <= v <= SIGMA_MAX:
+        raise ValueError(f"{name} must be in [{SIGMA_MIN:g}, {SIGMA_MAX:g}]; got {v:g} (the privacy loss grows "
+                         "like 1/sigma^2 and float64 cannot hold it outside this range; with ||c|| of order 1, delta "
+                         "is 1 below it and 0 above it)")
+    return v
