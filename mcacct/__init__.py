@@ -9,7 +9,8 @@ from mcacct.core import precision
 from mcacct.schemes.bminsep import (BMinSep, expected_participation_rate,  # noqa: E402
                                     sample_participation, sampling_prob_from_batch_size)
 from mcacct.schemes.api import privacy_loss, sample, sample_y  # noqa: E402
-from mcacct.schemes.base import AccountedScheme, Draws  # noqa: E402
+from mcacct.schemes.base import AccountedScheme, Draws, LossErrorParams, Scheme, SchemeSummary  # noqa: E402
+from mcacct.schemes.registry import SchemeInfo, register  # noqa: E402
 from mcacct.schemes.strategy import BandedToeplitz  # noqa: E402
 from mcacct.kernels.sliding import sliding_dot  # noqa: E402
 from mcacct.engine.problem import Problem  # noqa: E402
@@ -33,7 +34,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BMinSep", "expected_participation_rate", "sampling_prob_from_batch_size", "BandedToeplitz",
-    "sample_participation", "sample", "sample_y", "privacy_loss", "AccountedScheme", "Draws", "sliding_dot", "Problem", "Estimate", "estimate",
+    "sample_participation", "sample", "sample_y", "privacy_loss", "AccountedScheme", "Draws", "Scheme", "SchemeInfo",
+    "SchemeSummary", "LossErrorParams", "register", "sliding_dot", "Problem", "Estimate", "estimate",
     "CalibrationResult", "calibrate", "get_noise_multiplier", "NoiseMultiplier", "evr", "pld",
     "from_jax_privacy", "to_jax_privacy", "problem_from_jax_privacy",
     "certified_composition", "compose_mc_with_pld",

@@ -182,7 +182,7 @@ def _problem(steps, sampling_prob, batch_size, dataset_size, min_sep, c_col, max
                                  "other examples)")
             scheme = TruncatedBMinSep(p, b, n, int(dataset_size), int(max_batch_size), warm_start=warm_start)
     # the bands of the default C: b-min-sep's separation, cyclic Poisson's and balls-in-bins' cycle length
-    bands = int(getattr(scheme, "min_sep", None) or getattr(scheme, "cycle_length", None) or 1)
+    bands = int(scheme.summary().bands or 1)
     strategy = BandedToeplitz(tuple(c_col)) if c_col is not None else default_strategy(scheme.iterations, bands)
     return Problem(scheme, strategy)
 

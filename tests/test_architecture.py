@@ -245,6 +245,49 @@ def _concrete_scheme_names() -> set[str]:
     return names - {"AccountedScheme", "Draws", "LossErrorParams", "SchemeInfo"}
 
 
+def _scheme_attribute_names() -> set[str]:
+    """Every field and public member of the classes defined in mcacct/schemes/ (fields, methods, properties)."""
+    names = set()
+    for m, path in MODULES.items():
+        if not m.startswith("mcacct.schemes."):
+            continue
+        for cls in (n for n in _tree(path).body if isinstance(n, ast.ClassDef)):
+            for node in cls.body:
+                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                    names.add(node.target.id)
+                elif isinstance(node, (ast.FunctionDef, ast.Assign)):
+                    names |= {node.name} if isinstance(node, ast.FunctionDef) else {
+                        tg.id for tg in node.targets if isinstance(tg, ast.Name)}
+    return {n for n in names if not n.startswith("_")}
+
+
+def test_nothing_outside_schemes_guesses_a_scheme():
+    """Outside mcacct/schemes/ nothing guesses what a scheme is: no ``getattr`` with a default and no ``hasattr`` of
+    a scheme's field or member (every consumer reads the contract, e.g. ``scheme.summary()``), and no
+    ``isinstance``/``issubclass`` on a concrete scheme class. The cli, report, interop and the front door
+    included."""
+    concrete, attrs = _concrete_scheme_names(), _scheme_attribute_names()
+    bad = []
+    for m, path in MODULES.items():
+        if m.startswith("mcacct.schemes"):
+            continue
+        for node in ast.walk(_tree(path)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            args = node.args
+            named = args[1].value if len(args) >= 2 and isinstance(args[1], ast.Constant) else None
+            if node.func.id == "getattr" and len(args) + len(node.keywords) >= 3 and named in attrs:
+                bad.append(f"{m}:{node.lineno}: getattr(..., {named!r}, default)")
+            if node.func.id == "hasattr" and named in attrs:
+                bad.append(f"{m}:{node.lineno}: hasattr(..., {named!r})")
+            if node.func.id in ("isinstance", "issubclass") and len(args) == 2:
+                kinds = args[1].elts if isinstance(args[1], ast.Tuple) else [args[1]]
+                hit = {k.id if isinstance(k, ast.Name) else getattr(k, "attr", None) for k in kinds} & concrete
+                if hit:
+                    bad.append(f"{m}:{node.lineno}: {node.func.id} on {sorted(hit)}")
+    assert bad == [], bad
+
+
 def test_engine_evr_and_jobs_read_only_the_scheme_contract():
     """No ``getattr`` with a default and no ``isinstance`` on a concrete scheme in engine/, evr/ and jobs/: they
     read the contract of :mod:`mcacct.schemes.base`, never guess a scheme's properties."""

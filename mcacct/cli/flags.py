@@ -260,20 +260,19 @@ def add_problem_flags(p: argparse.ArgumentParser) -> None:
 
 
 def scheme_json(problem) -> dict:
-    """The report's ``scheme`` object: the registry name, the class and every field, the participation rate,
-    ``c_col`` and the kernel dtype."""
+    """The report's ``scheme`` object: the registry name, the class (``type``; job files store the registry name
+    there) and every field, the participation rate, ``c_col`` and the kernel dtype."""
     s = problem.scheme
-    entry = entry_for(s)
-    out = {"name": entry.name if entry is not None else type(s).__name__, **scheme_to_dict(s)}
-    rate = getattr(s, "participation_rate", None)
-    if rate is not None:
-        out["participation_rate"] = float(rate)
+    out = {"name": entry_for(s).name, **scheme_to_dict(s)}
+    out["type"] = type(s).__name__
+    summary = s.summary()
+    if summary.participation_rate is not None:
+        out["participation_rate"] = float(summary.participation_rate)
     out["c_col"] = list(problem.strategy.c_col)
     out["dtype"] = problem.dtype
     out["loss_kernel"] = resolve_loss_kernel(problem).kernel
-    sampler = getattr(s, "count_sampler", None)    # truncated b-min-sep: how its counts are drawn here
-    if sampler is not None:
-        out["count_sampler"] = sampler
+    if summary.count_sampler is not None:  # truncated b-min-sep: how its counts are drawn here
+        out["count_sampler"] = summary.count_sampler
     return out
 
 

@@ -39,14 +39,15 @@ __all__ = ["PLAN_NAME", "FORMAT", "SHARD_FORMAT", "write_plan", "load_plan", "pl
            "calibrate_from"]
 
 PLAN_NAME = "plan.json"
-#: The format of plan files. Version 3: the file carries the digest (and, with a key, the MAC) of
+#: The format of plan files. Version 4: the scheme is named by its registry name (was its class name). Version 3:
+#: the file carries the digest (and, with a key, the MAC) of
 #: :mod:`mcacct.jobs.integrity`. Version 2 stored the problem by :mod:`mcacct.jobs.problem_file` (cyclic Poisson's
 #: and balls-in-bins' ``min_sep`` became ``cycle_length``). Plans of earlier versions are refused, naming both
 #: versions.
-FORMAT = "mcacct-calibration-plan/3"
-#: The format of a plan's shard files. Version 2: digest and optional MAC (:mod:`mcacct.jobs.integrity`), and
+FORMAT = "mcacct-calibration-plan/4"
+#: The format of a plan's shard files. Version 3: the scheme is named by its registry name. Version 2: digest and optional MAC (:mod:`mcacct.jobs.integrity`), and
 #: statistics checked for consistency on reading.
-SHARD_FORMAT = "mcacct-calibration-shard/2"
+SHARD_FORMAT = "mcacct-calibration-shard/3"
 
 
 def plan_fingerprint(d: dict) -> str:

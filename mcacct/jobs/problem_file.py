@@ -4,7 +4,7 @@ Both kinds of job file -- the statistics files of :mod:`mcacct.jobs.shards` (in 
 calibration plans of :mod:`mcacct.jobs.calibration` (at their top level) -- store a problem as the same fields
 (:func:`problem_to_dict`)::
 
-    "scheme":     {"type": class name, field: value, ...}   every dataclass field (scheme_to_dict)
+    "scheme":     {"type": registry name, field: value, ...}   every dataclass field (scheme_to_dict)
     "strategy":   {"c_col": [...]}
     "dtype", "dot_method", "recursion"                      the kernel's precision and methods
     "loss_kernel", "loss_kernel_resolved"                   the ladder's loss kernel as asked ("auto", ...)
@@ -13,9 +13,10 @@ calibration plans of :mod:`mcacct.jobs.calibration` (at their top level) -- stor
     "rng":        rng_identity()                            the random-number generator
 
 and read it back with :func:`problem_from_dict`, which refuses a file of another kernel or generator (its
-numbers would differ for the same keys). A scheme is named by its class name among the registered schemes
-(:func:`mcacct.schemes.registry.types`); its fields are read generically (:func:`dataclasses.fields`), so every
-registered scheme can be stored, including one registered at run time. A file's fingerprint is
+numbers would differ for the same keys). A scheme is named by its registry name
+(:func:`mcacct.schemes.registry.classes`), never by a module or class path: reading a file imports nothing it
+names. Its fields are read generically (:func:`dataclasses.fields`), so every registered scheme can be stored,
+including one registered at run time or installed through an entry point (:mod:`mcacct.schemes.registry`). A file's fingerprint is
 :func:`fingerprint` of its format and content: the SHA-256 of their canonical JSON.
 
 The stored form of a scheme is its fields, so renaming a field changes the format: the files' format strings
@@ -34,7 +35,7 @@ import numpy as np
 
 from mcacct.engine.kernel_choice import resolve_loss_kernel
 from mcacct.engine.problem import Problem, rng_identity
-from mcacct.schemes.registry import types
+from mcacct.schemes.registry import classes
 from mcacct.schemes.strategy import BandedToeplitz
 
 __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_dict", "problem_from_dict",
@@ -45,7 +46,8 @@ __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_d
 #: chunk/block key layout and the statistics kept per chunk. It is part of every fingerprint: bump it whenever
 #: a change makes the same key and configuration give other samples, losses or sums, so that files of the old
 #: kernel can no longer be resumed or merged with new ones.
-KERNEL_VERSION = "mcacct-kernel/10"
+#: Kernel 11: the truncated scheme's sub-blocks are cache-sized at n > 2048 (other keys per sub-block there).
+KERNEL_VERSION = "mcacct-kernel/11"
 
 #: The keys :func:`problem_to_dict` writes.
 PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "loss_kernel", "loss_kernel_resolved",
@@ -53,7 +55,7 @@ PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "los
 
 
 def scheme_to_dict(scheme: Any) -> dict:
-    """``{"type": class name, field: value, ...}`` with every dataclass field of a registered scheme.
+    """``{"type": registry name, field: value, ...}`` with every dataclass field of a registered scheme.
 
     Raises
     ------
@@ -61,10 +63,11 @@ def scheme_to_dict(scheme: Any) -> dict:
         If the scheme's class is not registered (:func:`mcacct.schemes.registry.register`) or a field is not
         a bool, an integer or a float.
     """
-    known = types()
-    name = type(scheme).__name__
-    if known.get(name) is not type(scheme) or not dataclasses.is_dataclass(scheme):
-        raise ValueError(f"problem.scheme must be one of {sorted(known)} for a job file; got {name}")
+    known = classes()
+    name = next((k for k, cls in known.items() if cls is type(scheme)), None)
+    if name is None or not dataclasses.is_dataclass(scheme):
+        raise ValueError(f"problem.scheme must be one of {sorted(known)} for a job file (the registered schemes: "
+                         f"mcacct.register); got {type(scheme).__name__}")
     out: dict[str, Any] = {"type": name}
     for f in dataclasses.fields(scheme):
         v = getattr(scheme, f.name)
@@ -83,13 +86,15 @@ def scheme_to_dict(scheme: Any) -> dict:
 def scheme_from_dict(d: Any, where: str = "config.scheme"):
     """Inverse of :func:`scheme_to_dict` (the fields must be exactly those of the named class); ``where`` names
     the entry in messages."""
-    known = types()
+    known = classes()
     if not isinstance(d, dict) or "type" not in d:
         raise ValueError(f"{where} has no 'type': the file was written by an older mcacct whose fingerprint "
                          "did not identify the scheme and kernel; rerun the shards with this version")
     cls = known.get(d["type"])
     if cls is None:
-        raise ValueError(f"{where}.type must be one of {sorted(known)}; got {d['type']!r}")
+        raise ValueError(f"{where}.type must be one of {sorted(known)} (registered schemes: a scheme defined "
+                         "outside mcacct must be registered in this process, or installed with an entry point of "
+                         f"group 'mcacct.schemes'); got {d['type']!r}")
     fields = {f.name for f in dataclasses.fields(cls)}
     given = set(d) - {"type"}
     if given != fields:

@@ -49,11 +49,11 @@ __all__ = ["FORMAT", "JobConfig", "StatsFile", "MergeResult", "config_difference
            "atomic_write_json", "stats_to_json", "stats_from_json", "config_fingerprint", "KERNEL_VERSION",
            "SEED_MAX", "CANDIDATE_MAX"]
 
-#: The format of statistics files. Version 3: every file carries the digest (and, with a key, the MAC) of
-#: :mod:`mcacct.jobs.integrity`. Version 2 stored the problem by :mod:`mcacct.jobs.problem_file` (cyclic Poisson's
+#: The format of statistics files. Version 4: the scheme is named by its registry name (was its class name).
+#: Version 3: every file carries the digest (and, with a key, the MAC) of :mod:`mcacct.jobs.integrity`. Version 2 stored the problem by :mod:`mcacct.jobs.problem_file` (cyclic Poisson's
 #: and balls-in-bins' ``min_sep`` became ``cycle_length``). Files of earlier versions are refused, naming both
 #: versions.
-FORMAT = "mcacct-stats/3"
+FORMAT = "mcacct-stats/4"
 MERGED_NAME = "merged.json"
 #: The largest root seed (``jax.random.key`` takes a signed 64-bit integer) and EVR candidate index
 #: (``jax.random.fold_in`` takes a uint32).

@@ -169,17 +169,25 @@ def mean_shift_amplitudes(a: jax.Array, c_col: tuple[float, ...]) -> jax.Array:
     r"""``C a`` for a real amplitude vector ``a`` (shape ``(..., n)``) whose non-zeros are at least
     ``len(c_col)`` apart: :math:`(Ca)_j = c_{j-t}\, a_t` with ``t`` the last non-zero at or before ``j``.
 
-    ``O(n)`` per row (a running maximum of indices and a gather) instead of ``O(n k)``.
+    ``O(n)`` per row (running maxima of indices and a gather) instead of ``O(n k)``. A row whose non-zeros are
+    closer than ``len(c_col)`` would get a wrong mean (only the last one is seen), so it is returned as ``nan``:
+    its losses are then non-finite, and the engine refuses them instead of reporting a delta that is too low.
     """
     n = a.shape[-1]
     dtype = a.dtype
     idx = jnp.arange(n, dtype=jnp.int32)
-    last = jax.lax.cummax(jnp.where(a != 0, idx, -(2**30)), axis=a.ndim - 1)
+    nz = a != 0
+    last = jax.lax.cummax(jnp.where(nz, idx, -(2**30)), axis=a.ndim - 1)
     lag = idx - last
     amp = jnp.take_along_axis(a, jnp.clip(last, 0, n - 1), axis=-1)
     c = jnp.asarray(c_col, dtype)
     k = len(c_col)
-    return jnp.where(lag < k, c[jnp.clip(lag, 0, k - 1)] * amp, jnp.zeros((), dtype))
+    out = jnp.where(lag < k, c[jnp.clip(lag, 0, k - 1)] * amp, jnp.zeros((), dtype))
+    if k == 1:
+        return out
+    before = jnp.concatenate([jnp.full(last.shape[:-1] + (1,), -(2**30), last.dtype), last[..., :-1]], axis=-1)
+    too_close = jnp.any(nz & (idx - before < k), axis=-1, keepdims=True)  # the non-zero before is within reach
+    return jnp.where(too_close, jnp.asarray(jnp.nan, dtype), out)
 
 
 def block_mean(tau_in: jax.Array, tau_prev: jax.Array, rows: jax.Array, c: jax.Array) -> jax.Array:

@@ -125,11 +125,11 @@ def curve_title(scheme_name: str, scheme: object, sigma: float, num_samples: int
     str
     """
     parts = [f"σ = {sigma:g}", f"n = {scheme.iterations}"]
-    sep = next((getattr(scheme, f) for f in ("min_sep", "cycle_length") if hasattr(scheme, f)), None)
-    if sep is not None:
-        parts.append(f"b = {sep}")
-    if hasattr(scheme, "sampling_prob"):
-        parts.append(f"q = {scheme.sampling_prob:.4g}")
+    summary = scheme.summary()
+    if summary.bands is not None:
+        parts.append(f"b = {summary.bands}")
+    if summary.sampling_prob is not None:
+        parts.append(f"q = {summary.sampling_prob:.4g}")
     title = f"{scheme_name}: {', '.join(parts)}, {num_samples:,} samples/direction"
     if len(directions) < 2:
         title += f"\n{directions[0]} direction only: not a certificate of the mechanism"

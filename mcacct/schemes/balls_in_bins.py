@@ -42,7 +42,7 @@ from mcacct.kernels.blocks import lanes_target
 from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.sliding import sliding_dot
 from mcacct.core.precision import float64
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.strategy import check_strategy_type
 from mcacct.core.validate import check_call, check_count
@@ -210,6 +210,10 @@ class BallsInBins(Scheme):
     def participation_boundaries(self) -> int:
         """``2 n^2`` (generous: the sampler draws one phase of ``b`` outcomes)."""
         return 2 * self.iterations * self.iterations
+
+    def summary(self) -> SchemeSummary:
+        """``b`` = the cycle length, the participation rate (:class:`~mcacct.schemes.base.SchemeSummary`)."""
+        return SchemeSummary(self.cycle_length, None, self.participation_rate, None)
 
     def loss_error_params(self) -> LossErrorParams:
         """The closed form is at most as long as Theorem 5.1's recursion with ``b`` bins and ``p = 1``; at most

@@ -55,7 +55,7 @@ import numpy as np
 
 from mcacct.core.validate import check_bool, check_call, check_choice, check_count, check_int, check_prob
 from mcacct.kernels.output import gaussian_output
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type, parse_c_col
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.kernels.sliding import participation_log_ratios
@@ -241,6 +241,10 @@ class BandedInverse(Scheme):
     def participation_boundaries(self) -> int:
         """The r-min-sep sampler's boundaries plus one per iteration (generous)."""
         return self.base.participation_boundaries() + self.iterations
+
+    def summary(self) -> SchemeSummary:
+        """``b`` = ``min_sep``, ``q``, the participation rate (:class:`~mcacct.schemes.base.SchemeSummary`)."""
+        return SchemeSummary(self.min_sep, self.sampling_prob, self.participation_rate, None)
 
     def loss_error_params(self) -> LossErrorParams:
         """Theorem 5.1's recursion with ``b = r`` and ``p``; ``J = n`` (generous); factor 2 (generous)."""

@@ -38,7 +38,7 @@ from mcacct.core.precision import float64
 from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type
 from mcacct.core.validate import DIRECTIONS, check_call, check_choice, check_fields, is_real_scalar
 
-__all__ = ["AccountedScheme", "Scheme", "MinSepAccounting", "Draws", "LossErrorParams", "jit_method",
+__all__ = ["AccountedScheme", "Scheme", "MinSepAccounting", "Draws", "LossErrorParams", "SchemeSummary", "jit_method",
            "as_strategy", "check_direction", "check_field_types", "check_scheme_fields", "FieldTypeError"]
 
 
@@ -102,6 +102,30 @@ class LossErrorParams(NamedTuple):
     sampling_prob: float
     max_participations: int
     mixture_factor: float
+
+
+class SchemeSummary(NamedTuple):
+    """What reports, plots and the default strategy read about a scheme besides its fields (``None``: the scheme
+    has no such quantity). Every scheme gives it (:meth:`AccountedScheme.summary`), so that no consumer guesses
+    from attribute names.
+
+    Attributes
+    ----------
+    bands:
+        The bands of the default strategy (mcacct's banded Toeplitz C): b-min-sep's separation ``b``, cyclic
+        Poisson's and balls-in-bins' cycle length; shown as ``b`` in plot titles.
+    sampling_prob:
+        The per-iteration sampling probability ``q`` where the scheme has one.
+    participation_rate:
+        The expected fraction of iterations in which the example participates (reports).
+    count_sampler:
+        How the scheme draws auxiliary counts on this platform (truncated b-min-sep), reported with the run.
+    """
+
+    bands: int | None
+    sampling_prob: float | None
+    participation_rate: float | None
+    count_sampler: str | None
 
 
 @runtime_checkable
@@ -213,6 +237,10 @@ class AccountedScheme(Protocol):
         """A bound on the total-variation distance between the law of one sample's auxiliary discrete draws
         (e.g. truncation's counts from integer alias tables) and their exact law; added to every reported
         delta (:func:`mcacct.engine.systematic.participation_mismatch_bound`). ``0.0``: drawn exactly."""
+        ...
+
+    def summary(self) -> SchemeSummary:
+        """What reports, plots and the default strategy read about the scheme (:class:`SchemeSummary`)."""
         ...
 
     def exact_pld(self, strategy: Any) -> Any:

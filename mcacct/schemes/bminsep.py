@@ -32,7 +32,8 @@ from mcacct.pld.accountant import pld_calibrate
 from mcacct.core.rates import participation_rate
 from mcacct.core.rates import sampling_prob_from_batch_size as rates_sampling_prob_from_batch_size
 from mcacct.pld.specs import CyclicPoissonBandMFSpec, PoissonGaussianSpec
-from mcacct.schemes.base import Draws, LossErrorParams, MinSepAccounting, check_direction, check_scheme_fields
+from mcacct.schemes.base import (Draws, LossErrorParams, MinSepAccounting, SchemeSummary, check_direction,
+                                 check_scheme_fields)
 from mcacct.schemes.strategy import BandedToeplitz
 from mcacct.core.validate import check_bool, check_call, check_count, check_int, check_prob, check_sigma
 from mcacct.core.precision import float64
@@ -131,6 +132,10 @@ class BMinSep(MinSepAccounting):
         if self.warm_start and b > 1:
             boundaries += 1 + max(0, b - 2)
         return boundaries
+
+    def summary(self) -> SchemeSummary:
+        """``b`` = ``min_sep``, ``q``, the participation rate (:class:`~mcacct.schemes.base.SchemeSummary`)."""
+        return SchemeSummary(self.min_sep, self.sampling_prob, self.participation_rate, None)
 
     def loss_error_params(self) -> LossErrorParams:
         """Theorem 5.1's recursion with ``b`` and ``p``; at most ``ceil(n/b)`` participations; ``Q`` is the

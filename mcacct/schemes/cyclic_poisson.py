@@ -40,7 +40,7 @@ from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.recursion import shift_mixture_log_ratio
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
 from mcacct.core.precision import float64
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.strategy import check_strategy_type
 from mcacct.core.validate import check_bool, check_call, check_count, check_prob
 
@@ -165,6 +165,10 @@ class CyclicPoisson(Scheme):
     def participation_boundaries(self) -> int:
         """The phase (``b`` outcomes) and one coin per iteration."""
         return self.cycle_length + self.iterations
+
+    def summary(self) -> SchemeSummary:
+        """``b`` = the cycle length, ``q``, the participation rate (:class:`~mcacct.schemes.base.SchemeSummary`)."""
+        return SchemeSummary(self.cycle_length, self.sampling_prob, self.participation_rate, None)
 
     def loss_error_params(self) -> LossErrorParams:
         """The closed form is at most as long as Theorem 5.1's recursion with ``b`` and ``q``; at most

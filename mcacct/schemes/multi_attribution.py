@@ -54,7 +54,7 @@ from mcacct.schemes.strategy import check_strategy_type
 from mcacct.core.validate import check_call, check_count, check_prob
 from mcacct.kernels.alias import alias_draw, rational_alias
 from mcacct.kernels.output import gaussian_output
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme, check_scheme_fields, jit_method
+from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios, sliding_dot
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.core.precision import float64
@@ -201,6 +201,10 @@ class MultiAttribution(Scheme):
         if self.max_examples_per_user == 1:
             return 0.0
         return self.iterations * _count_table(self.max_examples_per_user, self.sampling_prob)[2]
+
+    def summary(self) -> SchemeSummary:
+        """``b`` = ``min_sep``, ``q`` (:class:`~mcacct.schemes.base.SchemeSummary`)."""
+        return SchemeSummary(self.min_sep, self.sampling_prob, None, None)
 
     def loss_error_params(self) -> LossErrorParams:
         """The user scheme's recursion (``b``, ``p``); ``J = n`` (posterior participation mass at most one per

@@ -9,22 +9,34 @@ is keyed by its registry name in the layer that needs it:
 * command-line flags and builders: :data:`mcacct.cli.schemes.SCHEME_CLI` (optional: a scheme without an entry
   there is not offered by the command line);
 * ``mcacct compare`` rows: :data:`mcacct.report.compare_plans.COMPARE_PLANS` (optional too);
-* job files store a scheme by class name (:func:`types`) and fields
+* job files store a scheme by its registry name (:func:`classes`) and fields
   (:func:`mcacct.jobs.problem_file.scheme_to_dict`): every registered scheme works there, and with the Python
   API and calibration, without further entries.
 
 **Adding a scheme**: write its module (the dataclass) and call :func:`register` with its :class:`SchemeInfo`
 (below for the built-in schemes; at run time for others), optionally with a command-line entry in
-:mod:`mcacct.cli.schemes` and a compare plan in :mod:`mcacct.report.compare_plans`. This module imports the
-scheme classes and nothing from the engine, the jobs, EVR or the command line.
+:mod:`mcacct.cli.schemes` and a compare plan in :mod:`mcacct.report.compare_plans`. :func:`register` refuses a
+class that lacks a member of the contract, naming it (:func:`missing_members`).
+
+**Installed schemes** (entry points): a package that declares, in its metadata, an entry point of the group
+:data:`ENTRY_POINT_GROUP` (``mcacct.schemes``) whose object is a :class:`SchemeInfo` (or a function returning one)
+is registered the first time the registry is read, in every process -- so the shard jobs and the merge of a scheme
+defined outside mcacct run in fresh processes (``mcacct sample``, ``mcacct merge``) without any code of the caller's.
+Job files name a scheme only by its registry name: reading one never imports a module that a file names (shard
+files travel through shared storage, and a named module would run code chosen by whoever wrote the file).
+
+This module imports the scheme classes and nothing from the engine, the jobs, EVR or the command line.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 from dataclasses import dataclass
 from typing import Any
 
+from mcacct.core.precision import float64
+from mcacct.schemes.base import AccountedScheme, Scheme
 from mcacct.schemes.banded_inverse import BandedInverse
 from mcacct.schemes.balls_in_bins import BallsInBins
 from mcacct.schemes.bminsep import BMinSep
@@ -32,9 +44,27 @@ from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.multi_attribution import MultiAttribution
 from mcacct.schemes.truncated import TruncatedBMinSep
 
-__all__ = ["SchemeInfo", "register", "unregister", "schemes", "names", "get", "entry_for", "types"]
+__all__ = ["SchemeInfo", "register", "unregister", "schemes", "names", "get", "entry_for", "classes",
+           "missing_members", "ENTRY_POINT_GROUP"]
+
+#: the entry-point group of installed schemes (module docstring)
+ENTRY_POINT_GROUP = "mcacct.schemes"
+#: the hooks through which :class:`~mcacct.schemes.base.Scheme`'s public forms draw and compute losses
+SCHEME_HOOKS = ("draw", "loss_rows")
 
 
+def missing_members(cls: type) -> list[str]:
+    """The members of the scheme contract (:class:`~mcacct.schemes.base.AccountedScheme`; for a subclass of
+    :class:`~mcacct.schemes.base.Scheme` also its hooks ``draw`` and ``loss_rows``) that ``cls`` neither defines
+    nor inherits, in the contract's order. A dataclass field counts as defined."""
+    required = [m for m in vars(AccountedScheme) if not m.startswith("_")]
+    if isinstance(cls, type) and issubclass(cls, Scheme):
+        required += list(SCHEME_HOOKS)
+    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    return [m for m in required if m not in fields and not hasattr(cls, m)]
+
+
+@float64
 @dataclass(frozen=True)
 class SchemeInfo:
     """The metadata of one accounted scheme.
@@ -69,6 +99,10 @@ class SchemeInfo:
         if not self.cls.__dataclass_params__.frozen:
             raise ValueError(f"SchemeInfo.cls must be a frozen dataclass (schemes are static arguments of "
                              f"jitted kernels); {self.cls.__name__} is not frozen")
+        missing = missing_members(self.cls)
+        if missing:
+            raise ValueError(f"SchemeInfo.cls {self.cls.__name__} does not implement the scheme contract "
+                             f"(mcacct.schemes.base.AccountedScheme): missing {', '.join(missing)}")
         if self.label is None:
             object.__setattr__(self, "label", self.name)
         elif not isinstance(self.label, str) or not self.label.strip():
@@ -77,8 +111,32 @@ class SchemeInfo:
 
 #: The registry, in registration order (the command line's order): read it through the functions below.
 _SCHEMES: list[SchemeInfo] = []
+#: whether the installed schemes (entry points) have been registered in this process
+_ENTRY_POINTS_LOADED = False
 
 
+def _registry() -> list[SchemeInfo]:
+    """The registry, with the installed schemes (entry points of :data:`ENTRY_POINT_GROUP`) registered on the first
+    read. An entry point that gives no :class:`SchemeInfo`, or one under another name, is refused naming it."""
+    global _ENTRY_POINTS_LOADED
+    if not _ENTRY_POINTS_LOADED:
+        _ENTRY_POINTS_LOADED = True
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            obj = ep.load()
+            info = obj if isinstance(obj, SchemeInfo) else obj() if callable(obj) else obj
+            where = f"entry point {ep.name!r} = {ep.value!r} of group {ENTRY_POINT_GROUP!r}"
+            if not isinstance(info, SchemeInfo):
+                raise ValueError(f"{where} must give a SchemeInfo (or a function returning one); got "
+                                 f"{type(info).__name__}")
+            if info.name != ep.name:
+                raise ValueError(f"{where} gives scheme {info.name!r}: the entry point's name must be the scheme's "
+                                 "registry name")
+            if not any(e.cls is info.cls and e.name == info.name for e in _SCHEMES):
+                register(info)
+    return _SCHEMES
+
+
+@float64
 def register(info: SchemeInfo) -> SchemeInfo:
     """Add a scheme to the registry (returns ``info``).
 
@@ -86,20 +144,16 @@ def register(info: SchemeInfo) -> SchemeInfo:
     ------
     ValueError
         If ``info`` is not a :class:`SchemeInfo`, or its name or label is already a name or label of a
-        registered scheme, or its class (or another class of the same name: job files name classes) is
-        already registered.
+        registered scheme, or its class is already registered.
     """
     if not isinstance(info, SchemeInfo):
         raise ValueError(f"register takes a SchemeInfo; got {type(info).__name__}")
-    for e in _SCHEMES:
+    for e in _SCHEMES:  # not _registry(): the built-in schemes register before any installed one is loaded
         taken = {info.name, info.label} & {e.name, e.label}
         if taken:
             raise ValueError(f"scheme name {sorted(taken)[0]!r} is already registered (by {e.cls.__name__})")
         if e.cls is info.cls:
             raise ValueError(f"class {info.cls.__name__} is already registered as scheme {e.name!r}")
-        if e.cls.__name__ == info.cls.__name__:
-            raise ValueError(f"a class named {info.cls.__name__} is already registered (scheme {e.name!r}); job "
-                             "files name schemes by class name, so class names must differ")
     _SCHEMES.append(info)
     return info
 
@@ -119,12 +173,12 @@ def unregister(name: str) -> SchemeInfo:
 
 def schemes() -> tuple[SchemeInfo, ...]:
     """Every registered scheme, in registration order."""
-    return tuple(_SCHEMES)
+    return tuple(_registry())
 
 
 def names() -> tuple[str, ...]:
     """Registry names of every scheme, in registration order."""
-    return tuple(e.name for e in _SCHEMES)
+    return tuple(e.name for e in _registry())
 
 
 def get(name: str) -> SchemeInfo:
@@ -135,7 +189,7 @@ def get(name: str) -> SchemeInfo:
     ValueError
         Listing the registry names, when none matches.
     """
-    for e in _SCHEMES:
+    for e in _registry():
         if name in (e.name, e.label):
             return e
     raise ValueError(f"scheme must be one of {list(names())}; got {name!r}")
@@ -145,16 +199,16 @@ def entry_for(scheme: Any) -> SchemeInfo | None:
     """The entry of a scheme instance or class: the nearest registered class in its MRO (a subclass of a
     registered scheme finds its base's entry), or ``None``."""
     cls = scheme if isinstance(scheme, type) else type(scheme)
-    by_cls = {e.cls: e for e in _SCHEMES}
+    by_cls = {e.cls: e for e in _registry()}
     for c in cls.__mro__:
         if c in by_cls:
             return by_cls[c]
     return None
 
 
-def types() -> dict[str, type]:
-    """``class name -> class`` of every registered scheme (the ``type`` of a scheme in a job file)."""
-    return {e.cls.__name__: e.cls for e in _SCHEMES}
+def classes() -> dict[str, type]:
+    """``registry name -> class`` of every registered scheme (the ``type`` of a scheme in a job file)."""
+    return {e.name: e.cls for e in _registry()}
 
 
 for _info in (

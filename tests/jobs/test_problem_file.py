@@ -38,8 +38,8 @@ def test_instances_cover_every_built_in_scheme():
 @pytest.mark.parametrize("scheme", SCHEME_INSTANCES, ids=lambda s: repr(s))
 def test_to_dict_from_dict_round_trip_and_protocol(scheme):
     d = pf.scheme_to_dict(scheme)
-    assert d["type"] == type(scheme).__name__
-    assert d == {"type": type(scheme).__name__, **dataclasses.asdict(scheme)}  # every field, by its own name
+    name = registry.entry_for(scheme).name  # the registry name, never a class or module path
+    assert d == {"type": name, **dataclasses.asdict(scheme)}  # every field, by its own name
     back = pf.scheme_from_dict(json.loads(json.dumps(d)))
     assert back == scheme and type(back) is type(scheme)
     assert isinstance(scheme, AccountedScheme)
@@ -56,7 +56,9 @@ def test_from_dict_refusals():
     with pytest.raises(ValueError, match="scheme.type must be one of"):
         pf.scheme_from_dict({"type": "Shuffling"})
     with pytest.raises(ValueError, match="has fields"):
-        pf.scheme_from_dict({"type": "BallsInBins", "min_sep": 4})
+        pf.scheme_from_dict({"type": "balls-in-bins", "min_sep": 4})
+    with pytest.raises(ValueError, match="scheme.type must be one of .*entry point"):
+        pf.scheme_from_dict({"type": "BallsInBins", "cycle_length": 4, "iterations": 8})  # a class name
     bad = {**pf.scheme_to_dict(mcacct.CyclicPoisson(0.5, 4, 32)), "extra": 1}
     with pytest.raises(ValueError, match=r"plan x\.scheme: CyclicPoisson has fields"):
         pf.scheme_from_dict(bad, "plan x.scheme")
@@ -110,13 +112,13 @@ def _downgrade_scheme(d: dict) -> None:
         d["min_sep"] = d.pop("cycle_length")
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_files_of_earlier_formats_are_refused_naming_the_version(tmp_path, capsys, version):
-    """Version 1 stored cyclic Poisson's cycle length as min_sep; version 2 carried no digest (#37): both are
-    refused by their format name, as statistics files and as plans."""
+    """Version 1 stored cyclic Poisson's cycle length as min_sep; version 2 carried no digest (#37); version 3 named
+    the scheme by its class name (#40): each is refused by its format name, as statistics files and as plans."""
     from mcacct.cli.commands import main
-    assert shards.FORMAT == "mcacct-stats/3" and cj.FORMAT == "mcacct-calibration-plan/3"
-    assert cj.SHARD_FORMAT == "mcacct-calibration-shard/2"
+    assert shards.FORMAT == "mcacct-stats/4" and cj.FORMAT == "mcacct-calibration-plan/4"
+    assert cj.SHARD_FORMAT == "mcacct-calibration-shard/3"
     problem = Problem(mcacct.CyclicPoisson(0.5, 2, 8), ST)
     cfg = shards.JobConfig(problem, 1.0, (0.5,), 64, 64)
     new = tmp_path / "new"
@@ -126,10 +128,12 @@ def test_files_of_earlier_formats_are_refused_naming_the_version(tmp_path, capsy
     obj.pop("integrity")
     if version == 1:
         _downgrade_scheme(obj["config"]["scheme"])
+    if version <= 3:
+        obj["config"]["scheme"]["type"] = "CyclicPoisson"
     old = tmp_path / "old"
     old.mkdir()
     (old / shards.shard_filename(0, 1)).write_text(json.dumps(obj))
-    needle = f"of format 'mcacct-stats/3': it has format 'mcacct-stats/{version}'"
+    needle = f"of format 'mcacct-stats/4': it has format 'mcacct-stats/{version}'"
     with pytest.raises(ValueError, match=needle):
         shards.load_stats_file(str(old / shards.shard_filename(0, 1)))
     with pytest.raises(ValueError, match=needle):
@@ -147,9 +151,11 @@ def test_files_of_earlier_formats_are_refused_naming_the_version(tmp_path, capsy
     d.pop("integrity")
     if version == 1:
         _downgrade_scheme(d["scheme"])
+    if version <= 3:
+        d["scheme"]["type"] = "CyclicPoisson"
     open(path, "w").write(json.dumps(d))
     for call in (lambda: cj.load_plan(str(tmp_path / "plan")), lambda: cj.run_plan_shard(str(tmp_path / "plan"), 0, 1),
                  lambda: cj.calibrate_from(str(tmp_path / "plan"))):
-        with pytest.raises(ValueError, match="of format 'mcacct-calibration-plan/3': it has format "
+        with pytest.raises(ValueError, match="of format 'mcacct-calibration-plan/4': it has format "
                                              f"'mcacct-calibration-plan/{version}'"):
             call()

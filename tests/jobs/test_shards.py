@@ -15,6 +15,7 @@ import pytest
 import mcacct
 from mcacct.jobs import integrity, shards as jobs
 from mcacct.engine.problem import Problem
+from mcacct.schemes import registry
 from mcacct.evr.calibrate import candidate_key
 from mcacct.cli.commands import main
 from mcacct.statistics.accumulators import DIRECTIONS
@@ -298,7 +299,7 @@ def test_fingerprint_covers_scheme_type_fields_and_kernel(monkeypatch):
     assert len(set(prints)) == len(prints)  # equal (n, b, p, warm) but other mechanisms: all different
     for c in cfgs:  # the config round-trips exactly (type and every field)
         d = c.to_dict()
-        assert d["kernel"] == jobs.KERNEL_VERSION and d["scheme"]["type"] == type(c.problem.scheme).__name__
+        assert d["kernel"] == jobs.KERNEL_VERSION and d["scheme"]["type"] == registry.entry_for(c.problem.scheme).name
         back = jobs.JobConfig.from_dict(json.loads(json.dumps(d)))
         assert back == c and back.fingerprint() == c.fingerprint()
     from mcacct.jobs import problem_file
@@ -318,7 +319,7 @@ def test_merge_refuses_other_scheme_type_with_equal_parameters(small, tmp_path):
     # (run_shard itself refuses to write next to shards of another configuration: run elsewhere and copy)
     jobs.run_shard(other, 2, 3, str(tmp_path / "other"))
     shutil.copy(tmp_path / "other" / jobs.shard_filename(2, 3), mixed)
-    with pytest.raises(ValueError, match=r"scheme\.type differs \('BMinSep'.*'BandedInverse'"):
+    with pytest.raises(ValueError, match=r"scheme\.type differs \('bminsep'.*'banded-inverse'"):
         jobs.merge([str(mixed)])
     # nor can a shard file of one mechanism be resumed by another
     with pytest.raises(ValueError, match=r"scheme\.type differs"):
@@ -336,7 +337,7 @@ def test_multi_attribution_shards_merge_to_the_single_run(tmp_path):
     ref = mcacct.estimate(problem, cfg.sigma, cfg.root_key(), cfg.num_samples, cfg.epsilons, chunk_size=64)
     for d in DIRECTIONS:
         _assert_same(res.stats[d], ref.stats[d])
-    assert res.report()["config"]["scheme"] == {"type": "MultiAttribution", "sampling_prob": 0.3, "min_sep": 2,
+    assert res.report()["config"]["scheme"] == {"type": "multi-attribution", "sampling_prob": 0.3, "min_sep": 2,
                                                 "iterations": 8, "max_examples_per_user": 2}
 
 

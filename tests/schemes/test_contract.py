@@ -20,7 +20,7 @@ from mcacct.engine.runner import run_ladder
 from mcacct.engine.systematic import systematic_bound
 from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
-from mcacct.schemes.base import Draws, LossErrorParams, Scheme
+from mcacct.schemes.base import Draws, LossErrorParams, Scheme, SchemeSummary
 from mcacct.schemes.registry import SchemeInfo, register, unregister
 
 
@@ -59,6 +59,10 @@ class PoissonOnce(Scheme):
 
     def loss_error_params(self) -> LossErrorParams:
         return LossErrorParams(1, self.sampling_prob, 1, 1.0)
+
+    def summary(self) -> SchemeSummary:
+        rate = self.sampling_prob / self.iterations  # one chance in n iterations
+        return SchemeSummary(bands=None, sampling_prob=self.sampling_prob, participation_rate=rate, count_sampler=None)
 
     def exact_pld(self, strategy):
         return pld.PoissonGaussianSpec(sampling_prob=self.sampling_prob, sigma=1.0, steps=1,
