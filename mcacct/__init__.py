@@ -33,12 +33,22 @@ from mcacct import dpis  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
-    "BMinSep", "expected_participation_rate", "sampling_prob_from_batch_size", "BandedToeplitz",
-    "sample_participation", "sample", "sample_y", "privacy_loss", "AccountedScheme", "Draws", "Scheme", "SchemeInfo",
-    "SchemeSummary", "LossErrorParams", "register", "sliding_dot", "Problem", "Estimate", "estimate",
-    "CalibrationResult", "calibrate", "get_noise_multiplier", "NoiseMultiplier", "evr", "pld",
+    # the front door: a certified noise multiplier in one call
+    "get_noise_multiplier", "NoiseMultiplier",
+    # schemes (what is accounted) and the strategy C
+    "BMinSep", "TruncatedBMinSep", "MultiAttribution", "CyclicPoisson", "BallsInBins", "BandedInverse",
+    "BandedToeplitz", "strategy_from_inverse",
+    # adding a scheme: the contract, its base class and records, the registry
+    "AccountedScheme", "Scheme", "Draws", "LossErrorParams", "SchemeSummary", "SchemeInfo", "register",
+    # sampling and losses, for every scheme
+    "sample", "sample_y", "privacy_loss", "sample_participation", "expected_participation_rate",
+    "sampling_prob_from_batch_size",
+    # Monte Carlo accounting: estimate, then Estimate-Verify-Release
+    "Problem", "estimate", "Estimate", "calibrate", "CalibrationResult",
+    # compositions with PLD-analysed mechanisms
+    "compose_mc_with_pld", "certified_composition",
+    # interoperation with jax-privacy
     "from_jax_privacy", "to_jax_privacy", "problem_from_jax_privacy",
-    "certified_composition", "compose_mc_with_pld",
-    "MultiAttribution", "TruncatedBMinSep", "CyclicPoisson", "BallsInBins", "BandedInverse",
-    "strategy_from_inverse", "individual", "dpis", "precision",
+    # the accountants' subpackages and the float64 policy
+    "evr", "pld", "individual", "dpis", "precision",
 ]

@@ -41,8 +41,8 @@ AUTO_LOSS_KERNEL = {
 
 
 #: The largest ``min_sep`` the engine sends to the compiled (Pallas Triton) fused kernel: a policy, not a limit of
-#: the kernel, whose Triton compilation grows with ``min_sep`` (4.6 s at 8; unfinished after 180 s at 256 on an
-#: H200); 64 is untested between those two points, chosen to keep compilations well under a minute.
+#: the kernel, whose Triton compilation grows with ``min_sep``; chosen to keep compilations well under a minute
+#: (benchmarks/results/design_choices.md).
 FUSED_GPU_MAX_MIN_SEP = 64
 
 

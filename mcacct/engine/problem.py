@@ -37,7 +37,7 @@ MAX_ITERATIONS = 1 << 20
 #: after another there, so a larger chunk buys nothing.
 DEFAULT_CHUNK_SIZE = 4096
 #: Largest chunk :func:`auto_chunk_size` picks: the largest the §7.4 probe was measured at on an H200
-#: (benchmarks/results/accelerator_nvidia_h200_plan_chunks.json: 1.37e5 draws/s at 131072 against 1.13e5 at 65536).
+#: (why: benchmarks/results/design_choices.md).
 AUTO_CHUNK_MAX = 131072
 #: Peak device bytes per (sample x round) of a chunk that :func:`auto_chunk_size` budgets for: about 3x the
 #: largest single buffer seen (72.8 GiB at chunk 262144, n = 7200, the truncated 4-sigma ladder on an H200, which
@@ -118,7 +118,7 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, direc
 
     A chunk is made of blocks of :func:`block_size` samples with keys :func:`block_keys`, so the numbers
     depend only on ``(key, chunk_size)``. On CPU the blocks run one after another (``lax.map``: a block's
-    ``(n, block)`` arrays stay in cache, about 2x faster than one big batch); on accelerators they are
+    ``(n, block)`` arrays stay in cache; benchmarks/results/design_choices.md); on accelerators they are
     batched with ``vmap``.
     """
     bsize = block_size(problem, chunk_size)
@@ -141,8 +141,8 @@ def auto_chunk_size(problem: Problem, device: jax.Device | None = None) -> int:
 
     where ``n`` is the problem's number of rounds, ``beta`` :data:`AUTO_CHUNK_BYTES_PER_ELEMENT` and ``L`` the
     device's ``bytes_limit`` (``memory_stats()``; :data:`DEFAULT_CHUNK_SIZE` where the device reports none).
-    On an H200 at the §7.4 shape a chunk of 4096 ran the ladder at 1.7e4 draws/s and one of 65536 at 1.1e5:
-    a GPU runs the count chain's sequential rounds latency-bound, and a wider chunk fills it.
+    A GPU runs the count chain's sequential rounds latency-bound, and a wider chunk fills it
+    (benchmarks/results/design_choices.md).
 
     The chunk size fixes which samples a key draws (:func:`block_keys`), so the resolved number, not
     ``"auto"``, is what plans, job files and results record; resuming reads it from there.

@@ -111,12 +111,9 @@ def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_s
     ``min_seconds`` of them, are timed, and the rate is their draws over their time. A call whose time is below
     ``call_seconds`` makes the next one run twice the chunks (up to :data:`PROBE_MAX_CHUNKS` per device): a run
     overlaps each chunk's host work (statistics folded in, histograms copied back) with the next chunk on the
-    devices, while a call of one chunk pays it, and its set-up, in full. On the H100 at §7.4 that made a probe of
-    one-chunk calls read 105,914 draws/s where the chunk program ran 164,561 back to back (0.1 s per chunk of
-    16,384); on the 2-core box a chunk takes seconds and every call stays at one chunk. Each call still pays its
-    set-up once, so the rate errs low, never high. The first call less one steady chunk's time is the one-off
-    figure: at the §7.4 shape with 2 CPU devices (MSE c) the timed calls ran 2.9, 2.9, then 2.3 s each (3,200
-    draws/s over five) and a run of 60 chunks sustained 3,160."""
+    devices, while a call of one chunk pays it, and its set-up, in full (measured: benchmarks/results/
+    design_choices.md). Each call still pays its set-up once, so the rate errs low, never high. The first call less
+    one steady chunk's time is the one-off figure."""
     devices = jax.local_device_count()
     n = chunk_size * devices
     run = dict(problem=problem, sigmas=list(sigmas), key=key, num_samples=n, epsilons=(epsilon,),

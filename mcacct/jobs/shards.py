@@ -26,336 +26,31 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import jax
 import numpy as np
 
 from mcacct.core.validate import check_int, check_real
-from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem
 from mcacct.engine.estimate import Estimate, certification_notes
-from mcacct.evr.calibrate import candidate_key
 from mcacct.engine.runner import run_ladder
-from mcacct.core.validate import check_sigma_range
-from mcacct.statistics.accumulators import DIRECTIONS, DirectionStats, HistogramSpec
-from mcacct.jobs import integrity, storage
-from mcacct.jobs.problem_file import (KERNEL_VERSION, check_format, fingerprint, problem_from_dict, problem_to_dict,
-                                      scheme_to_dict)
+from mcacct.statistics.accumulators import DIRECTIONS, DirectionStats
+from mcacct.jobs import storage
+from mcacct.jobs.problem_file import KERNEL_VERSION, check_format
 from mcacct.core.precision import float64
+from mcacct.jobs.config import (CANDIDATE_MAX, FORMAT, SEED_MAX, JobConfig, config_difference, config_fingerprint,
+                                describe_difference)
+from mcacct.jobs.files import (MERGED_NAME, SHARD_GLOB, STALE_TMP_SECONDS, StatsFile, atomic_write_json, file_json,
+                               load_stats_file, normalise_ranges, shard_chunk_range, shard_filename, stats_from_json,
+                               stats_to_json)
 
 __all__ = ["FORMAT", "JobConfig", "StatsFile", "MergeResult", "config_difference", "shard_chunk_range",
            "shard_filename", "run_shard", "load_stats_file", "find_stats_files", "merge", "write_merged",
            "atomic_write_json", "stats_to_json", "stats_from_json", "config_fingerprint", "KERNEL_VERSION",
-           "SEED_MAX", "CANDIDATE_MAX"]
-
-#: The format of statistics files. Version 4: the scheme is named by its registry name (was its class name).
-#: Version 3: every file carries the digest (and, with a key, the MAC) of :mod:`mcacct.jobs.integrity`. Version 2 stored the problem by :mod:`mcacct.jobs.problem_file` (cyclic Poisson's
-#: and balls-in-bins' ``min_sep`` became ``cycle_length``). Files of earlier versions are refused, naming both
-#: versions.
-FORMAT = "mcacct-stats/4"
-MERGED_NAME = "merged.json"
-#: The largest root seed (``jax.random.key`` takes a signed 64-bit integer) and EVR candidate index
-#: (``jax.random.fold_in`` takes a uint32).
-SEED_MAX = 2**63 - 1
-CANDIDATE_MAX = 2**32 - 1
-_SHARD_GLOB = "shard-*-of-*.json"
+           "SEED_MAX", "CANDIDATE_MAX", "MERGED_NAME", "STALE_TMP_SECONDS"]
 
 
-# -- configuration (the problem is stored by mcacct.jobs.problem_file) -----------------------------------
-@dataclass(frozen=True)
-class JobConfig:
-    """Everything that determines the statistics of a sharded run (and hence its fingerprint).
-
-    Parameters
-    ----------
-    problem:
-        Scheme (any registered in :mod:`mcacct.schemes.registry`), strategy, kernel dtype, dot-product method
-        and recursion.
-    sigma:
-        Noise multiplier ``> 0``.
-    epsilons:
-        Epsilons ``>= 0`` at which the fixed-point sums are kept.
-    num_samples:
-        Samples per direction of the whole plan (all shards together), ``>= 1``.
-    chunk_size:
-        Samples per chunk, ``>= 1``.
-    seed:
-        Root seed (``jax.random.key(seed)``), in ``[0, 2**63 - 1]``.
-    candidate:
-        EVR ladder candidate in ``[0, 2**32 - 1]``: keys from :func:`mcacct.evr.calibrate.candidate_key`
-        (``None``: the root key, as in ``mcacct delta``).
-    directions:
-        ``('remove', 'add')`` by default.
-    spec:
-        Histogram binning.
-    """
-
-    problem: Problem
-    sigma: float
-    epsilons: tuple[float, ...]
-    num_samples: int
-    chunk_size: int = DEFAULT_CHUNK_SIZE
-    seed: int = 0
-    candidate: int | None = None
-    directions: tuple[str, ...] = DIRECTIONS
-    spec: HistogramSpec = HistogramSpec()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", check_sigma_range("sigma", self.sigma))  # before any file is written
-        eps = tuple(check_real("epsilon", e, low=0.0) for e in np.atleast_1d(self.epsilons))
-        if not eps:
-            raise ValueError("epsilon must be given at least once")
-        object.__setattr__(self, "epsilons", eps)
-        object.__setattr__(self, "num_samples", check_int("num_samples", self.num_samples, low=1))
-        object.__setattr__(self, "chunk_size", check_int("chunk_size", self.chunk_size, low=1))
-        object.__setattr__(self, "seed", check_int("seed", self.seed, low=0, high=SEED_MAX))
-        if self.candidate is not None:  # jax.random.fold_in takes a uint32
-            object.__setattr__(self, "candidate", check_int("candidate", self.candidate, low=0, high=CANDIDATE_MAX))
-        dirs = tuple(self.directions)
-        if not dirs or any(d not in DIRECTIONS for d in dirs) or len(set(dirs)) != len(dirs):
-            raise ValueError(f"directions must be distinct entries of {DIRECTIONS}; got {dirs}")
-        object.__setattr__(self, "directions", dirs)
-        if self.num_chunks >= 2**31:
-            raise ValueError(f"num_samples / chunk_size must be < 2**31 chunks; got {self.num_chunks}")
-        scheme_to_dict(self.problem.scheme)  # refuse a scheme that a job file cannot describe, now
-
-    @property
-    def num_chunks(self) -> int:
-        """Chunks per direction of the whole plan."""
-        return -(-self.num_samples // self.chunk_size)
-
-    def root_key(self) -> jax.Array:
-        """``jax.random.key(seed)``, or the key of EVR candidate ``candidate``."""
-        root = jax.random.key(self.seed)
-        return root if self.candidate is None else candidate_key(root, self.candidate)
-
-    def to_dict(self) -> dict:
-        """Canonical JSON-able description (the fingerprint hashes exactly this): the problem's fields
-        (:func:`mcacct.jobs.problem_file.problem_to_dict`: the scheme's class name and every dataclass field, the
-        strategy, kernel dtype, dot method, recursion, the kernel identity :data:`KERNEL_VERSION` and the
-        random-number generator) and the run parameters."""
-        return {**problem_to_dict(self.problem),
-                "sigma": self.sigma, "epsilons": list(self.epsilons), "num_samples": self.num_samples,
-                "chunk_size": self.chunk_size, "seed": self.seed, "candidate": self.candidate,
-                "directions": list(self.directions),
-                "histogram": {"width": self.spec.width, "bins": self.spec.bins}}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "JobConfig":
-        """Inverse of :meth:`to_dict`. Refuses a config of another kernel (:data:`KERNEL_VERSION`) or random-number
-        generator."""
-        try:
-            problem = problem_from_dict(d, "config")
-            spec = HistogramSpec(float(d["histogram"]["width"]), int(d["histogram"]["bins"]))
-            return cls(problem, d["sigma"], tuple(d["epsilons"]), d["num_samples"], d["chunk_size"], d["seed"],
-                       d["candidate"], tuple(d["directions"]), spec)
-        except (KeyError, TypeError, AttributeError) as err:
-            raise ValueError(f"config is missing or has a malformed field: {err!r}") from err
-
-    def fingerprint(self) -> str:
-        """:func:`config_fingerprint` of :meth:`to_dict`."""
-        return config_fingerprint(self.to_dict())
-
-
-def config_fingerprint(cfg: dict) -> str:
-    """The fingerprint of a statistics file with config ``cfg`` (:func:`mcacct.jobs.problem_file.fingerprint`
-    of :data:`FORMAT` and ``cfg``)."""
-    return fingerprint(FORMAT, cfg)
-
-
-def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(d, dict):
-        out: dict[str, Any] = {}
-        for k in sorted(d):
-            out.update(_flatten(d[k], f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: d}
-
-
-def config_difference(a: dict, b: dict) -> list[tuple[str, Any, Any]]:
-    """Fields (dotted names, e.g. ``sigma`` or ``scheme.min_sep``) where two config dicts differ."""
-    fa, fb = _flatten(a), _flatten(b)
-    return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
-
-
-def _describe_difference(diff: list[tuple[str, Any, Any]], where_a: str, where_b: str) -> str:
-    parts = [f"{k} differs ({va!r} in {where_a}, {vb!r} in {where_b})" for k, va, vb in diff[:4]]
-    more = f" and {len(diff) - 4} more field(s)" if len(diff) > 4 else ""
-    return "; ".join(parts) + more
-
-
-# -- plans -------------------------------------------------------------------------------------------------
-def shard_chunk_range(num_chunks: int, shard: int, num_shards: int) -> tuple[int, int]:
-    """Contiguous chunk range ``[start, stop)`` of shard ``shard`` of ``num_shards`` (sizes differ by <= 1)."""
-    n = check_int("num_chunks", num_chunks, low=0)
-    k = check_int("num_shards", num_shards, low=1)
-    i = check_int("shard", shard, low=0, high=k - 1)
-    return i * n // k, (i + 1) * n // k
-
-
-def shard_filename(shard: int, num_shards: int) -> str:
-    """``shard-{shard:05d}-of-{num_shards:05d}.json``."""
-    return f"shard-{shard:05d}-of-{num_shards:05d}.json"
-
-
-# -- (de)serialisation -------------------------------------------------------------------------------------
-def stats_to_json(stats: DirectionStats) -> dict:
-    """Exact JSON form: integer count and sums, histogram as sparse (index, count) lists."""
-    nz = np.flatnonzero(stats.hist)
-    return {"count": int(stats.count), "sums": [int(v) for v in stats.sums],
-            "hist": {"size": int(stats.hist.shape[0]), "index": nz.tolist(),
-                     "count": stats.hist[nz].astype(np.int64).tolist()}}
-
-
-def _int_list(v: Any, what: str) -> list[int]:
-    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
-        raise ValueError(f"{what} must be a list of integers")
-    return v
-
-
-def stats_from_json(d: dict, epsilons: Sequence[float], spec: HistogramSpec, where: str = "statistics") -> DirectionStats:
-    """Inverse of :func:`stats_to_json`, refusing statistics that no run can produce: histogram indices not
-    sorted, repeated or out of range, zero or negative sparse counts, a histogram total other than ``count``, and
-    sums outside what the histogram allows (:func:`mcacct.jobs.integrity.check_statistics`). ``where`` names the
-    file and direction in messages."""
-    size = spec.bins + 2
-    h = d["hist"]
-    sums = _int_list(d["sums"], f"{where}: sums")
-    count = d["count"]
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise ValueError(f"{where}: count must be a non-negative integer; got {count!r}")
-    if int(h["size"]) != size or len(sums) != len(epsilons):
-        raise ValueError(f"{where}: statistics do not match the configured histogram or epsilons")
-    idx = np.asarray(_int_list(h["index"], f"{where}: histogram index"), np.int64)
-    cnt = np.asarray(_int_list(h["count"], f"{where}: histogram count"), np.int64)
-    if idx.shape != cnt.shape:
-        raise ValueError(f"{where}: histogram index and count lists differ in length")
-    if idx.size and (idx.min() < 0 or idx.max() >= size):
-        raise ValueError(f"{where}: histogram index out of range [0, {size})")
-    if np.any(np.diff(idx) <= 0):
-        raise ValueError(f"{where}: histogram indices must be sorted and unique (file edited or corrupt)")
-    if np.any(cnt <= 0):
-        raise ValueError(f"{where}: sparse histogram counts must be positive (file edited or corrupt)")
-    hist = np.zeros(size, np.int64)
-    hist[idx] = cnt
-    integrity.check_statistics(count, sums, hist, epsilons, spec.width, spec.bins, where)
-    return DirectionStats(tuple(epsilons), spec, count, list(sums), hist)
-
-
-#: The writer of every job file (kept under this name for callers of earlier versions): whole and atomic, on a local
-#: path or an object store (:func:`mcacct.jobs.storage.write_json`).
-atomic_write_json = storage.write_json
-#: A temporary file of a local write older than this (seconds) was left by a killed writer
-#: (:data:`mcacct.jobs.storage.STALE_TMP_SECONDS`).
-STALE_TMP_SECONDS = storage.STALE_TMP_SECONDS
-
-
-@dataclass
-class StatsFile:
-    """A shard or merged statistics file, loaded and validated.
-
-    ``done[d]`` lists the chunk ranges ``[a, b)`` of direction ``d`` whose samples are in ``stats[d]``;
-    ``planned[d]`` the ranges the file is responsible for (equal to ``done`` once complete).
-    """
-
-    path: str
-    kind: str
-    config: dict
-    fingerprint: str
-    shard: int | None
-    num_shards: int | None
-    planned: dict[str, list[tuple[int, int]]]
-    done: dict[str, list[tuple[int, int]]]
-    stats: dict[str, DirectionStats]
-    seconds: float = 0.0
-    sources: list = field(default_factory=list)
-    integrity: str = "digest"
-
-    @property
-    def complete(self) -> bool:
-        return all(_normalise(self.done[d]) == _normalise(self.planned[d]) for d in self.planned)
-
-
-def _normalise(ranges) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted((int(a), int(b)) for a, b in ranges if int(b) > int(a)):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _file_json(kind: str, cfg: JobConfig | dict, planned, done, stats, shard=None, num_shards=None,
-               seconds: float = 0.0, sources=None, key_data=None) -> dict:
-    cfg_d = cfg.to_dict() if isinstance(cfg, JobConfig) else cfg
-    dirs = {}
-    for d in cfg_d["directions"]:
-        entry = {"planned": [list(r) for r in planned[d]], "done": [list(r) for r in done[d]],
-                 **stats_to_json(stats[d])}
-        if key_data is not None:
-            entry["direction_key"] = key_data[d]
-        dirs[d] = entry
-    complete = all(_normalise(done[d]) == _normalise(planned[d]) for d in cfg_d["directions"])
-    out = {"format": FORMAT, "kind": kind, "fingerprint": config_fingerprint(cfg_d), "config": cfg_d,
-           "complete": complete, "directions": dirs, "seconds": seconds}
-    if kind == "shard":
-        out["shard"] = {"index": shard, "num_shards": num_shards}
-    if sources is not None:
-        out["sources"] = sources
-    out["written"] = time.time()
-    return integrity.seal(out)
-
-
-def load_stats_file(path: str) -> StatsFile:
-    """Read and validate one statistics file (shard or merged).
-
-    Raises
-    ------
-    ValueError
-        If the file is unreadable, of another format, carries no digest or one (or, with
-        :data:`mcacct.jobs.integrity.KEY_ENV` set, a MAC) that does not match its content, its fingerprint does
-        not match its config, or its statistics are inconsistent (:func:`stats_from_json`).
-    """
-    d = storage.read_json(path, "statistics file")
-    check_format(d.get("format") if isinstance(d, dict) else None, FORMAT, f"{path} is not an mcacct statistics file")
-    level = integrity.verify(d, path)
-    try:
-        cfg_d = d["config"]
-        try:
-            cfg = JobConfig.from_dict(cfg_d)
-        except ValueError as err:
-            raise ValueError(f"{path}: {err}") from err
-        if config_fingerprint(cfg_d) != d["fingerprint"] or cfg.to_dict() != cfg_d:
-            raise ValueError(f"{path}: fingerprint does not match its config (file edited or corrupt)")
-        planned, done, stats = {}, {}, {}
-        for dname in cfg.directions:
-            e = d["directions"][dname]
-            planned[dname] = [(int(a), int(b)) for a, b in e["planned"]]
-            done[dname] = [(int(a), int(b)) for a, b in e["done"]]
-            for a, b in planned[dname] + done[dname]:
-                if not 0 <= a <= b <= cfg.num_chunks:
-                    raise ValueError(f"{path}: chunk range [{a}, {b}) outside the plan [0, {cfg.num_chunks})")
-            stats[dname] = stats_from_json(e, cfg.epsilons, cfg.spec, f"{path}: direction {dname}")
-            expect = sum(_range_samples(cfg, a, b) for a, b in _normalise(done[dname]))
-            if stats[dname].count != expect:
-                raise ValueError(f"{path}: direction {dname} counts {stats[dname].count} samples but its "
-                                 f"done chunks hold {expect}")
-        sh = d.get("shard") or {}
-        return StatsFile(path, d["kind"], cfg_d, d["fingerprint"], sh.get("index"), sh.get("num_shards"),
-                         planned, done, stats, float(d.get("seconds", 0.0)), d.get("sources", []), level)
-    except (KeyError, TypeError, AttributeError) as err:
-        raise ValueError(f"{path}: malformed statistics file ({err!r})") from err
-
-
-def _range_samples(cfg: JobConfig, a: int, b: int) -> int:
-    if b <= a:
-        return 0
-    return min(b * cfg.chunk_size, cfg.num_samples) - a * cfg.chunk_size
-
-
-# -- running a shard ---------------------------------------------------------------------------------------
 @float64
 def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, progress: bool = False,
               checkpoint_seconds: float = 0.0, mesh=None, max_chunks: int | None = None) -> dict:
@@ -410,7 +105,7 @@ def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, prog
         if old.fingerprint != config.fingerprint():
             diff = config_difference(old.config, config.to_dict())
             raise ValueError(f"out {path} already holds this shard for another configuration: "
-                             + _describe_difference(diff, "the file", "this run") + "; use another --out")
+                             + describe_difference(diff, "the file", "this run") + "; use another --out")
         if old.planned != planned:
             raise ValueError(f"out {path} plans chunks {old.planned} but this shard plans {planned}")
         done = {d: [tuple(r) for r in old.done[d]] for d in config.directions}
@@ -436,7 +131,7 @@ def run_shard(config: JobConfig, shard: int, num_shards: int, out_dir: str, prog
         now = time.perf_counter()
         if not force and now - last_write[0] < checkpoint_seconds:
             return
-        atomic_write_json(path, _file_json("shard", config, planned, done, stats, i, k,
+        atomic_write_json(path, file_json("shard", config, planned, done, stats, i, k,
                                            seconds_before + (now - t0), key_data=key_data))
         last_write[0] = now
 
@@ -505,7 +200,7 @@ def _check_out_dir(out_dir: str, config: JobConfig, num_shards: int) -> None:
         raise ValueError(f"out {out_dir} holds a calibration plan (plan.json): run its shards with "
                          f"`mcacct sample --plan {out_dir}`, or use another --out")
     fp, cfg = config.fingerprint(), None
-    for name in storage.list_names(out_dir, _SHARD_GLOB):
+    for name in storage.list_names(out_dir, SHARD_GLOB):
         m = _SHARD_NAME.fullmatch(name)
         if m is None:
             continue
@@ -522,7 +217,7 @@ def _check_out_dir(out_dir: str, config: JobConfig, num_shards: int) -> None:
             other_cfg = full.get("config")
             cfg = config.to_dict() if cfg is None else cfg
             diff = config_difference(other_cfg, cfg) if isinstance(other_cfg, dict) else []
-            why = _describe_difference(diff, name, "this run") if diff else "another fingerprint"
+            why = describe_difference(diff, name, "this run") if diff else "another fingerprint"
             raise ValueError(f"out {out_dir} already holds shards of another configuration: {why}; a directory "
                              "holds the shards of one plan (use another --out)")
         other_k = int(m.group(2))
@@ -541,11 +236,11 @@ def find_stats_files(paths: Sequence[str]) -> list[str]:
     seen: set[str] = set()
     for p in paths:
         if storage.isdir(p):
-            files = [storage.join(p, n) for n in storage.list_names(p, _SHARD_GLOB)]
+            files = [storage.join(p, n) for n in storage.list_names(p, SHARD_GLOB)]
             if not files and storage.exists(storage.join(p, MERGED_NAME)):
                 files = [storage.join(p, MERGED_NAME)]
             if not files:
-                raise ValueError(f"dirs: no statistics files ({_SHARD_GLOB} or {MERGED_NAME}) in {p}")
+                raise ValueError(f"dirs: no statistics files ({SHARD_GLOB} or {MERGED_NAME}) in {p}")
         elif storage.isfile(p):
             files = [p]
         else:
@@ -647,7 +342,7 @@ def merge(paths: Sequence[str], allow_partial: bool = False) -> MergeResult:
         if f.fingerprint != ref.fingerprint:
             diff = config_difference(ref.config, f.config)
             raise ValueError("cannot merge statistics of different configurations: "
-                             + _describe_difference(diff, ref.path, f.path))
+                             + describe_difference(diff, ref.path, f.path))
     config = JobConfig.from_dict(ref.config)
     seen: dict[tuple[int, int], str] = {}
     for f in files:
@@ -658,7 +353,7 @@ def merge(paths: Sequence[str], allow_partial: bool = False) -> MergeResult:
             seen[sk] = f.path
     # overlapping planned ranges (chunks = keys) between any two files
     for d in config.directions:
-        spans = sorted((a, b, f.path) for f in files for a, b in _normalise(f.planned[d]))
+        spans = sorted((a, b, f.path) for f in files for a, b in normalise_ranges(f.planned[d]))
         for (a1, b1, p1), (a2, b2, p2) in zip(spans, spans[1:]):
             if a2 < b1:
                 raise ValueError(f"overlapping key ranges in direction {d}: {p1} has chunks [{a1}, {b1}) "
@@ -669,7 +364,7 @@ def merge(paths: Sequence[str], allow_partial: bool = False) -> MergeResult:
             stats[d] = stats[d].merge(f.stats[d])
     missing_chunks = {}
     for d in config.directions:
-        covered = _normalise([r for f in files for r in f.done[d]])
+        covered = normalise_ranges([r for f in files for r in f.done[d]])
         gaps, pos = [], 0
         for a, b in covered + [(config.num_chunks, config.num_chunks)]:
             if a > pos:
@@ -677,7 +372,7 @@ def merge(paths: Sequence[str], allow_partial: bool = False) -> MergeResult:
             pos = max(pos, b)
         missing_chunks[d] = gaps
     missing_shards = []
-    planned_cover = {d: _normalise([r for f in files for r in f.planned[d]]) for d in config.directions}
+    planned_cover = {d: normalise_ranges([r for f in files for r in f.planned[d]]) for d in config.directions}
     for k in sorted({f.num_shards for f in files if f.kind == "shard"}):
         have = {f.shard for f in files if f.kind == "shard" and f.num_shards == k}
         for i in range(k):
@@ -722,11 +417,12 @@ def write_merged(result: MergeResult, out_dir: str) -> str:
     if storage.exists(out_dir) and not storage.isdir(out_dir):
         raise ValueError(f"out {out_dir} is not a directory")
     cfg = result.config
-    done = {d: _normalise([r for f in result.files for r in f.done[d]]) for d in cfg.directions}
-    planned = {d: _normalise([r for f in result.files for r in f.planned[d]]) for d in cfg.directions}
+    done = {d: normalise_ranges([r for f in result.files for r in f.done[d]]) for d in cfg.directions}
+    planned = {d: normalise_ranges([r for f in result.files for r in f.planned[d]]) for d in cfg.directions}
     sources = [{"path": storage.absolute(f.path), "kind": f.kind, "shard": f.shard, "num_shards": f.num_shards}
                for f in result.files]
     path = storage.join(out_dir, MERGED_NAME)
-    atomic_write_json(path, _file_json("merged", cfg, planned, done, result.stats, seconds=result.seconds,
+    atomic_write_json(path, file_json("merged", cfg, planned, done, result.stats, seconds=result.seconds,
                                        sources=sources))
     return path
+

@@ -27,8 +27,8 @@ def lanes_target(iterations: int) -> int:
     """Samples per block for ``n`` iterations: ``2^18 / n`` (the ``(n, block)`` float64 arrays stay in cache) but at
     least ``min(256, 2^23 / n)`` (the stepwise recursion, :mod:`mcacct.kernels.stepwise`, vectorises over the
     samples and wants a few hundred of them; arrays up to 8 MiB), within ``[16, 4096]``, rounded down to a power of
-    two. At n = 7200: 256 (was 32; measured on the 2-core box: the same single-direction speed and 1.6x the
-    draws/s of a 4-sigma ladder)."""
+    two. At n = 7200: 256 (was 32; why: benchmarks/results/design_choices.md). The truncated scheme caps its
+    sub-blocks apart (:func:`cache_lanes`)."""
     n = int(iterations)
     target = max(16, min(4096, (1 << 18) // n), min(256, (1 << 23) // n))
     return 1 << (target.bit_length() - 1)

@@ -89,8 +89,8 @@ def block_maxima_t(x_t: jax.Array, block: int, k_pad: int) -> jax.Array:
     blocks padded in front with ``-inf`` (block ``k_pad - K`` holds rounds ``1..n - (K-1) block``)."""
     n, lead = x_t.shape[0], x_t.shape[1:]
     front = k_pad * block - n
-    # one reduce_window pass, the front padding its -inf init (a tree of row slices, or a reduce over the middle
-    # axis of a reshape, cost XLA's CPU code 9x and 1.6x as much at n = 7200, 256 lanes)
+    # one reduce_window pass, the front padding its -inf init (cheaper on XLA:CPU than slices or a reshape and
+    # reduce: benchmarks/results/design_choices.md)
     return jax.lax.reduce_window(x_t, -jnp.inf, jax.lax.max, (block,) + (1,) * len(lead),
                                  (block,) + (1,) * len(lead), ((front, 0),) + ((0, 0),) * len(lead))
 

@@ -5,8 +5,8 @@ count off its alias table, a participation beyond the drawn gaps), the batch is 
 With ``lax.cond`` that costs nothing while no sample needs it. But ``vmap`` turns a ``lax.cond`` whose predicate
 is batched into a ``select`` of both branches, so the exact path (e.g. a 7200-step log-space scan) then runs for
 every batch element, always. The engine batches its blocks with ``vmap`` on accelerators, so this is the
-accelerator's common case: measured on an H200 (``benchmarks/results/accelerator_nvidia_h200.json``, before this
-module), the unfused kernel ran 23x below its RNG + sliding-sum + exp roofline at n = 7200, b = 256.
+accelerator's common case, and it cost the unfused kernel most of its speed there before this module
+(benchmarks/results/design_choices.md).
 
 :func:`rare_cond` is ``lax.cond`` for one element. For a batch it evaluates the common branch for the whole
 batch, and the rare branch only when some element takes it (one ``lax.cond`` on ``any``), selecting per element:

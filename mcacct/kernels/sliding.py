@@ -98,9 +98,8 @@ def sliding_dot_t(y_t: jax.Array, c_col: tuple[float, ...], method: str = "auto"
     for d in range(1, k):
         rev[size - d] = c_col[d]
     cf = jnp.fft.rfft(jnp.asarray(rev, dtype))
-    # transformed along the last axis: XLA:CPU's FFT along axis 0 of a time-major (7200, 256) float64 block took
-    # 1.6x the time of transposing, transforming the rows and transposing back (31 ms against 20 ms, the MSE c of
-    # 256 taps), with the same values bit for bit
+    # transformed along the last axis: faster on XLA:CPU than along axis 0 of the time-major block, the same
+    # values bit for bit (benchmarks/results/design_choices.md)
     yf = jnp.fft.rfft(jnp.moveaxis(y_t, 0, -1), n=size, axis=-1)
     return jnp.moveaxis(jnp.fft.irfft(yf * cf, n=size, axis=-1)[..., :n], -1, 0).astype(dtype)
 

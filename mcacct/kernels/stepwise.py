@@ -41,8 +41,7 @@ import jax.numpy as jnp
 __all__ = ["stepwise_first_values", "range_floor", "STEPWISE_MIN_LANES"]
 
 #: the fewest samples per call for which ``"auto"`` picks the stepwise recursion on CPU (below, the per-step cost
-#: of the scan dominates; measured at n = 7200, b = 256 on the 2-core box: 13k/s at 32 samples against 14k/s
-#: for ``"linear"``, 23k/s at 64 against 13k/s)
+#: of the scan dominates; benchmarks/results/design_choices.md)
 STEPWISE_MIN_LANES = 64
 
 

@@ -12,10 +12,8 @@ the truncated scheme regenerates the noise columns of its rare samples
 argument changes. Plain uint32 operations, written out round by round.
 
 Not used for whole arrays. On CPU JAX lowers the block function with rolled loops (a ``while`` over the five
-groups of rounds), and the unrolled form here computes the words of a ``(7200, 1024)`` array in about 0.4 of
-``jax.random.bits``' time on the 2-core box; but inside the loss kernels, at their 256-lane blocks, it gained
-nothing, and at ``n = 1024, b = 1`` it made the single-sigma kernel slower (about 53k against 78k samples/s, A/B
-in separate processes, 2026-11-26). So ``standard_normal`` keeps ``jax.random.bits``.
+groups of rounds); the unrolled form here is faster for a whole array alone but not inside the loss kernels
+(benchmarks/results/design_choices.md), so ``standard_normal`` keeps ``jax.random.bits``.
 """
 
 from __future__ import annotations

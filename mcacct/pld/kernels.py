@@ -501,8 +501,8 @@ _query_certified = jax.jit(query_one)
 
 
 def query_one_jit(out, inf, a_start, h, eps_q, delta_q, rho=None):
-    """:func:`query_one` as one compiled program per pmf length (run eagerly, its dozens of operations compile
-    one by one for every new length: ~8 s against ~1 s on the 2-core box; the values are the same)."""
+    """:func:`query_one` as one compiled program per pmf length (run eagerly, its dozens of operations would compile
+    one by one for every new length: benchmarks/results/design_choices.md; the values are the same)."""
     if rho is None:
         return _query_plain(out, inf, a_start, h, eps_q, delta_q)
     return _query_certified(out, inf, a_start, h, eps_q, delta_q, rho)

@@ -51,10 +51,9 @@ round-by-round replay would draw for it, drawn for all the block's rounds at onc
 a resolved tie leads a lane off the band).
 
 The lookup rounds of a block form one ``lax.scan``, unrolled :data:`COUNT_CHAIN_UNROLL` times per platform (integer
-arithmetic: the counts are the same for every unroll). On a GPU the chain's sequential rounds look latency-bound
-(H200, §7.4 shape: the truncated scheme at one sigma ran at 1.0e5 samples/s against 1.6e6 for BMinSep, ~22 us per
-round at chunk 16384), and an unrolled body could let XLA run several rounds per kernel launch; on CPU unrolling
-is slower.
+arithmetic: the counts are the same for every unroll). On a GPU the chain's sequential rounds look latency-bound,
+and an unrolled body could let XLA run several rounds per kernel launch; on CPU unrolling is slower
+(benchmarks/results/design_choices.md).
 
 Everything here takes numbers and arrays; no scheme is imported.
 """
@@ -246,12 +245,9 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     return rare_cond(jnp.any(look.outside), off_band, keep, value, key, index, look.outside, avail, sampling_prob)
 
 
-#: ``platform -> unroll`` of the chain's lookup rounds (:func:`other_counts_t`). CPU: 1; on the 2-core box at the
-#: §7.4 shape (256 lanes, min of 2 runs) unroll 4, 8 and 16 took 2.1x, 2.5x and 6.1x the time of unroll 1
-#: (213 us/sample). GPU: 8; on an H100 at the §7.4 shape (``benchmarks/results/accelerator_nvidia_h100_80gb_hbm3.json``
-#: and its ``_chunk65536`` file, ``count_chain``) unroll 1, 8 and 32 drew 2.2e5, 4.8e5 and 5.4e5 samples/s at 16,384
-#: lanes (compiled in 22-25, 24 and 36-39 s) and 5.9e5, 9.6e5 and 9.4e5 at 65,536. TPU: 1, no measurement
-#: (``benchmarks/accelerator.py --part production --count-unrolls 1,8,32`` records them on the device it runs on).
+#: ``platform -> unroll`` of the chain's lookup rounds (:func:`other_counts_t`): CPU 1, GPU 8, TPU 1 (no
+#: measurement; ``benchmarks/accelerator.py --part production --count-unrolls 1,8,32`` records them on a device).
+#: The figures behind them: benchmarks/results/design_choices.md.
 COUNT_CHAIN_UNROLL = {"cpu": 1, "gpu": 8, "tpu": 1}
 
 

@@ -27,7 +27,7 @@ privacy loss does not depend on ``r``: the engine draws ``tau`` for every sample
 chain only for the others (:func:`count_draws`), a buffer of them at a time.
 
 Platforms. Screening pays on CPUs, where the chain's cost is per sample; on GPUs the chain is latency-bound (its
-rounds are sequential: on an H100, 65,536 samples took twice the time of 16,384), while the screened round's
+rounds are sequential; benchmarks/results/design_choices.md), while the screened round's
 rejection loop and rare branches each cost a host synchronisation (the likely cause of its measured cost there).
 :data:`AUTO_SCREEN` says, per platform, which sampler :func:`count_draws` uses unless told, and why
 (:func:`active_screen_plan`). Both draw the same law (within their stated total variations), from independent keys
