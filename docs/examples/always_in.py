@@ -69,6 +69,9 @@ class AlwaysIn(mcacct.Scheme):
     def participation_boundaries(self) -> int:
         return 0  # no participation is drawn
 
+    def draw_law_tv(self) -> float:
+        return 0.0  # no discrete draw at all
+
     def loss_error_params(self) -> mcacct.LossErrorParams:
         # the loss is the product form of b = 1, p = 1: n terms, one participation each, Q a plain Gaussian
         return mcacct.LossErrorParams(separation=1, sampling_prob=1.0, max_participations=self.iterations,

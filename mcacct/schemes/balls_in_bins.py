@@ -207,6 +207,11 @@ class BallsInBins(Scheme):
         terms = (per_class - half_norms) * inv_var
         return jax.scipy.special.logsumexp(terms, axis=-1) - jnp.asarray(math.log(b), dtype)
 
+    def draw_law_tv(self) -> float:
+        """``0.0``: the phase is the only random draw besides the noise, and its uniform-draw boundaries are counted
+        by :meth:`participation_boundaries`."""
+        return 0.0
+
     def participation_boundaries(self) -> int:
         """``2 n^2`` (generous: the sampler draws one phase of ``b`` outcomes)."""
         return 2 * self.iterations * self.iterations

@@ -238,6 +238,11 @@ class BandedInverse(Scheme):
         lower, upper = self._log_ratio_bounds(y, sigma, strategy, dot_method, recursion, which)
         return upper if direction == "remove" else lower
 
+    def draw_law_tv(self) -> float:
+        """``0.0``: the r-min-sep participation is the only random draw besides the noise, and its uniform-draw
+        boundaries are counted by :meth:`participation_boundaries`."""
+        return 0.0
+
     def participation_boundaries(self) -> int:
         """The r-min-sep sampler's boundaries plus one per iteration (generous)."""
         return self.base.participation_boundaries() + self.iterations

@@ -268,7 +268,8 @@ class Scheme:
     """Base class of mcacct's schemes: the public, checked forms of the contract and its always-valid defaults.
 
     A subclass (a frozen dataclass with field ``iterations``) implements ``check_strategy``,
-    ``sensitivity_bound``, ``participation_boundaries``, ``loss_error_params`` and the two row-major hooks
+    ``sensitivity_bound``, ``participation_boundaries``, ``draw_law_tv`` (no default: a scheme states that its
+    discrete draws are exact, or bounds their law), ``loss_error_params``, ``summary`` and the two row-major hooks
     ``draw(key, strategy, sigma, num_samples, direction, dtype) -> Draws`` and
     ``loss_rows(y, sigma, strategy, aux, direction, dot_method, recursion)`` (traceable, unchecked). The
     time-major forms default to transposes of those (the same draws, the same values); a scheme with a native
@@ -331,10 +332,6 @@ class Scheme:
     def output_coordinate_bound(self, strategy) -> float:
         r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one."""
         return float(self.sensitivity_bound(strategy))
-
-    def draw_law_tv(self) -> float:
-        """``0.0``: the scheme has no auxiliary draws beyond the participation sampler."""
-        return 0.0
 
     def fused_ladder_args(self, strategy):
         """``None``: no fused kernel."""

@@ -119,6 +119,11 @@ class BMinSep(MinSepAccounting):
                 "warm_start": self.warm_start, "participation_rate": self.participation_rate,
                 "c_col": tuple(strategy.c_col)}
 
+    def draw_law_tv(self) -> float:
+        """``0.0``: the participation is the only random draw besides the noise, and its uniform-draw boundaries are
+        counted by :meth:`participation_boundaries`."""
+        return 0.0
+
     def participation_boundaries(self) -> int:
         """Uniform-draw boundaries of the renewal sampler (:mod:`mcacct.kernels.participation`): gap draw
         ``k`` (``k = 1, 2, ...``) matters only if ``k - 1`` participations happened, hence only for gaps up to

@@ -162,6 +162,11 @@ class CyclicPoisson(Scheme):
         self.check_strategy(strategy)
         return float(max(abs(v) for v in strategy.c_col))
 
+    def draw_law_tv(self) -> float:
+        """``0.0``: the phase and the coins are the only random draws besides the noise, and their uniform-draw
+        boundaries are counted by :meth:`participation_boundaries`."""
+        return 0.0
+
     def participation_boundaries(self) -> int:
         """The phase (``b`` outcomes) and one coin per iteration."""
         return self.cycle_length + self.iterations

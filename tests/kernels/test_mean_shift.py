@@ -67,6 +67,9 @@ class EveryRound(mcacct.Scheme):
     def participation_boundaries(self):
         return 0
 
+    def draw_law_tv(self):
+        return 0.0
+
     def loss_error_params(self):
         return mcacct.LossErrorParams(1, 1.0, self.iterations, 1.0)
 

@@ -57,6 +57,9 @@ class PoissonOnce(Scheme):
     def participation_boundaries(self) -> int:
         return 1  # one coin
 
+    def draw_law_tv(self) -> float:
+        return 0.0  # the coin is its only discrete draw, counted above
+
     def loss_error_params(self) -> LossErrorParams:
         return LossErrorParams(1, self.sampling_prob, 1, 1.0)
 
