@@ -83,8 +83,8 @@ def ref_multi(coins: np.ndarray, users: np.ndarray, b: int, on_sampled: bool) ->
     return out
 
 
-_alg1_t = jax.jit(bt._bminsep_transition)
-_multi_t = jax.jit(bt._multi_transition, static_argnums=(4, 5))
+_alg1_t = jax.jit(bt.transitions.bminsep_transition)
+_multi_t = jax.jit(bt.transitions.multi_transition, static_argnums=(4, 5))
 
 
 def run_transition(fn, coins: np.ndarray, blocked0: np.ndarray) -> np.ndarray:
@@ -378,7 +378,7 @@ def test_alg3_and_alg4_differ_as_in_the_paper():
     alg4 = ref_multi(coins, users, 3, False)
     u = jnp.asarray(users.reshape(2, 1))
     for on_sampled, ref in ((True, alg3), (False, alg4)):
-        fn = lambda s, c: bt._multi_transition(s, c, u, jnp.int32(3), 1, on_sampled)
+        fn = lambda s, c: bt.transitions.multi_transition(s, c, u, jnp.int32(3), 1, on_sampled)
         np.testing.assert_array_equal(run_transition(fn, coins, np.zeros(2)), ref)
     assert not alg3[3].any() and alg4[3, 0]
 
