@@ -189,7 +189,7 @@ def _lower_checks(plat: str) -> list[tuple[str, object]]:
     from mcacct.evr.calibrate import verification_spec
     from mcacct.kernels.fused import fused_pallas_losses
     from mcacct.schemes.bminsep import BMinSep
-    from mcacct.schemes.strategy import BandedToeplitz
+    from mcacct.strategies.banded import BandedToeplitz
     from mcacct.schemes.truncated import TruncatedBMinSep
 
     disabled = [export.DisabledSafetyCheck.custom_call(TRITON_CALL)] if plat == "cuda" else []
@@ -510,7 +510,7 @@ def _bminsep_problem(n: int, b: int, batch: tuple[int, int], dtype: str, loss_ke
     from mcacct.engine.problem import Problem
     from mcacct.core.rates import sampling_prob_from_batch_size
     from mcacct.schemes.bminsep import BMinSep
-    from mcacct.schemes.strategy import BandedToeplitz
+    from mcacct.strategies.banded import BandedToeplitz
     p = sampling_prob_from_batch_size(batch[0], batch[1], b)
     c = tuple(float(v) for v in np.ones(b) / np.sqrt(b))
     return Problem(BMinSep(p, b, n, True), BandedToeplitz(c), dtype=dtype, loss_kernel=loss_kernel,
@@ -733,7 +733,7 @@ def part_production(res: Results, args) -> dict:
 
     from mcacct.engine.problem import Problem
     from mcacct.core.rates import sampling_prob_from_batch_size
-    from mcacct.schemes.strategy import BandedToeplitz
+    from mcacct.strategies.banded import BandedToeplitz
     from mcacct.schemes.truncated import TruncatedBMinSep
     prod = _import_production(args.quick)
     shape = {"dataset_size": prod.M, "expected_batch": prod.BATCH, "min_sep": prod.B, "iterations": prod.N,

@@ -43,7 +43,7 @@ from mcacct.kernels.shortcuts import RemoveSkip
 from mcacct.core.precision import x64_scope
 from mcacct.core.rates import sampling_prob_from_batch_size
 from mcacct.schemes.bminsep import BMinSep
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 from mcacct.schemes.truncated import TruncatedBMinSep
 
 M, BATCH, B, N, BMAX = 14_745_600, 1793, 256, 7200, 2048

@@ -11,7 +11,7 @@ from mcacct.schemes.bminsep import (BMinSep, expected_participation_rate,  # noq
 from mcacct.schemes.api import privacy_loss, sample, sample_y  # noqa: E402
 from mcacct.schemes.base import AccountedScheme, Draws, LossErrorParams, Scheme, SchemeSummary  # noqa: E402
 from mcacct.schemes.registry import SchemeInfo, register  # noqa: E402
-from mcacct.schemes.strategy import BandedToeplitz  # noqa: E402
+from mcacct.strategies.banded import BandedToeplitz  # noqa: E402
 from mcacct.kernels.sliding import sliding_dot  # noqa: E402
 from mcacct.engine.problem import Problem  # noqa: E402
 from mcacct.engine.estimate import Estimate, estimate  # noqa: E402

@@ -137,7 +137,7 @@ def default_strategy(iterations: int, bands: int):
     ``iterations`` steps, as a :class:`mcacct.BandedToeplitz`: the default ``C`` of the Python API and of the
     command line. Remembered per shape in the process (the fit is an L-BFGS run compiled per shape, a few
     seconds; the persistent compilation cache keeps the program between processes)."""
-    from mcacct.schemes.strategy import BandedToeplitz
+    from mcacct.strategies.banded import BandedToeplitz
     n, k = check_count("iterations", iterations), check_count("bands", bands)
     return BandedToeplitz(_optimised_c_col(n, min(k, n)))
 
@@ -158,7 +158,7 @@ def _sampling_prob(sampling_prob, batch_size, dataset_size, min_sep: int, trunca
 
 def _problem(steps, sampling_prob, batch_size, dataset_size, min_sep, c_col, max_batch_size, warm_start,
              batch_selection) -> Problem:
-    from mcacct.schemes.strategy import BandedToeplitz
+    from mcacct.strategies.banded import BandedToeplitz
     if batch_selection is not None:
         from mcacct.interop.jax_privacy import from_jax_privacy
         for name, v in (("sampling_prob", sampling_prob), ("steps", steps), ("min_sep", min_sep),

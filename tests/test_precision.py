@@ -174,11 +174,12 @@ def test_scope_is_reentrant_restores_the_flag_and_survives_exceptions():
 
 
 PUBLIC_MODULES = ["mcacct", "mcacct.pld", "mcacct.individual", "mcacct.individual.accountant", "mcacct.dpis",
-                  "mcacct.evr", "mcacct.evr.calibrate", "mcacct.strategies", "mcacct.composition",
-                  "mcacct.composition.empirical", "mcacct.composition.mc_pld", "mcacct.pld.discrete", "mcacct.pld.events", "mcacct.engine.estimate", "mcacct.training.bandmf",
+                  "mcacct.evr", "mcacct.evr.calibrate", "mcacct.strategies", "mcacct.strategies.banded",
+                  "mcacct.composition", "mcacct.composition.empirical", "mcacct.composition.mc_pld",
+                  "mcacct.pld.discrete", "mcacct.pld.events", "mcacct.engine.estimate", "mcacct.training.bandmf",
                   "mcacct.training.batching", "mcacct.training.dpis_sampler", "mcacct.interop", "mcacct.noise_multiplier",
                   "mcacct.evr.cost", "mcacct.pld.stateful"] + [
-    f"mcacct.schemes.{m}" for m in ("bminsep", "strategy", "banded_inverse", "cyclic_poisson", "balls_in_bins",
+    f"mcacct.schemes.{m}" for m in ("bminsep", "banded_inverse", "cyclic_poisson", "balls_in_bins",
                                     "multi_attribution", "truncated", "api")]
 
 

@@ -19,7 +19,7 @@ import mcacct
 from mcacct.engine.problem import Problem
 from mcacct.schemes import registry
 from mcacct.schemes.bminsep import BMinSep
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 
 #: The built-in schemes (a specification: dropping one from the registry must fail here).
 BUILT_IN = {"BMinSep", "TruncatedBMinSep", "MultiAttribution", "CyclicPoisson", "BallsInBins", "BandedInverse"}

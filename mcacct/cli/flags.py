@@ -122,7 +122,7 @@ def flag_message(message: str) -> str:
 
 def c_col_arg(text: str) -> tuple[float, ...]:
     """``argparse`` type of ``--c-col``: finite entries in ``[0, inf)``, at least one positive, no empty item."""
-    from mcacct.schemes.strategy import parse_c_col
+    from mcacct.strategies.banded import parse_c_col
     try:
         return parse_c_col(text, "value")
     except ValueError as err:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from mcacct.schemes.bminsep import sampling_prob_from_batch_size
-from mcacct.schemes.strategy import BandedToeplitz, parse_c_col
+from mcacct.strategies.banded import BandedToeplitz, parse_c_col
 from mcacct.core.validate import check_count, check_prob, check_real
 
 __all__ = ["Flag", "COMMON_FLAGS", "COMMON_DESTS", "DEFAULTS", "SchemeArgs"]

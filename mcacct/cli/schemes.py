@@ -41,7 +41,7 @@ from mcacct.schemes.balls_in_bins import BallsInBins
 from mcacct.schemes.bminsep import BMinSep, expected_participation_rate, sampling_prob_from_batch_size
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.schemes.multi_attribution import MultiAttribution
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 from mcacct.schemes.truncated import TruncatedBMinSep
 from mcacct.core.validate import check_count, check_real, parse_floats
 

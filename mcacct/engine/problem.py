@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from mcacct.engine.losses import direction_losses
 from mcacct.kernels.blocks import lanes_target, map_blocks
 from mcacct.schemes.base import AccountedScheme
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 from mcacct.core.precision import float64
 from mcacct.core.validate import LOSS_KERNELS, check_choice, check_int
 

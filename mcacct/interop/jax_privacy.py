@@ -48,7 +48,7 @@ from mcacct.core.precision import float64
 from mcacct.schemes.balls_in_bins import BallsInBins
 from mcacct.schemes.bminsep import BMinSep
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
-from mcacct.schemes.strategy import BandedToeplitz, parse_c_col
+from mcacct.strategies.banded import BandedToeplitz, parse_c_col
 from mcacct.schemes.truncated import TruncatedBMinSep
 from mcacct.core.validate import check_bool, check_count, check_prob, check_real
 

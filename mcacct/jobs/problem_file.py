@@ -36,7 +36,7 @@ import numpy as np
 from mcacct.engine.kernel_choice import resolve_loss_kernel
 from mcacct.engine.problem import Problem, rng_identity
 from mcacct.schemes.registry import classes
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 
 __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_dict", "problem_from_dict",
            "PROBLEM_FIELDS", "fingerprint", "check_format"]

@@ -138,7 +138,7 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
 
     from mcacct.evr.calibrate import calibrate
     from mcacct.schemes.bminsep import sampling_prob_from_batch_size
-    from mcacct.schemes.strategy import BandedToeplitz
+    from mcacct.strategies.banded import BandedToeplitz
 
     t0 = time.perf_counter()
     eps = check_real("epsilon", epsilon, low=0.0, high=EPSILON_MAX)  # the Gaussian top of every row needs e^eps

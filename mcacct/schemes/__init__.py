@@ -2,7 +2,7 @@
 
 * :mod:`~mcacct.schemes.base` — the contract (:class:`AccountedScheme`: sampling, loss, the shared-draw ladder,
   the sensitivity bound and the inputs of every systematic term), the base class ``Scheme``, ``jit_method``;
-* :mod:`~mcacct.schemes.strategy` — the banded Toeplitz strategy ``C``;
+* :mod:`~mcacct.strategies.banded` — the banded Toeplitz strategy ``C``;
 * :mod:`~mcacct.schemes.bminsep` — b-min-sep subsampling (Dong & Ganesh 2026, arXiv:2602.09338, Alg. 1–2) and
   its samplers and privacy loss;
 * :mod:`~mcacct.schemes.truncated` (App. D), :mod:`~mcacct.schemes.multi_attribution` (Alg. 3),

@@ -31,7 +31,7 @@ def sample(key: jax.Array, scheme: AccountedScheme, strategy: Any, sigma: Any, n
     ----------
     key : a ``jax.random`` key; the same key gives the same draws.
     scheme : any :class:`~mcacct.schemes.base.AccountedScheme`.
-    strategy : a :class:`~mcacct.schemes.strategy.BandedToeplitz` or its ``c_col`` values.
+    strategy : a :class:`~mcacct.strategies.banded.BandedToeplitz` or its ``c_col`` values.
     sigma : noise multiplier, ``> 0``.
     num_samples : ``>= 1``.
     direction : ``"remove"`` or ``"add"``.

@@ -44,7 +44,7 @@ from mcacct.kernels.sliding import sliding_dot
 from mcacct.core.precision import float64
 from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
-from mcacct.schemes.strategy import check_strategy_type
+from mcacct.strategies.banded import check_strategy_type
 from mcacct.core.validate import check_call, check_count
 
 __all__ = ["BallsInBins", "max_bins", "BIN_BYTES", "BIN_TERMS_PER_BLOCK"]

@@ -38,7 +38,7 @@ direction, hence the lower bound). The warm start (Alg. 2) combines ``f_1..f_r``
 on being blocked for ``s`` iterations the example cannot touch rows ``< s + 1``, so the bounds hold
 per start state.
 
-The strategy is passed as a :class:`~mcacct.schemes.strategy.BandedToeplitz` holding the (long) first column of
+The strategy is passed as a :class:`~mcacct.strategies.banded.BandedToeplitz` holding the (long) first column of
 ``C`` — :func:`strategy_from_inverse` builds it from the bands of :math:`C^{-1}`; entries beyond row ``n``
 are irrelevant. Sensitivity: :math:`\|Cx\|^2 \le \lceil n/r\rceil (\|c\|^2 + 2\Gamma_{n-1})`.
 """
@@ -56,7 +56,7 @@ import numpy as np
 from mcacct.core.validate import check_bool, check_call, check_choice, check_count, check_int, check_prob
 from mcacct.kernels.output import gaussian_output
 from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
-from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type, parse_c_col
+from mcacct.strategies.banded import BandedToeplitz, check_strategy_type, parse_c_col
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.kernels.sliding import participation_log_ratios
 from mcacct.core.precision import float64
@@ -191,7 +191,7 @@ class BandedInverse(Scheme):
 
     # -- AccountedScheme ---------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
-        """Any non-negative Toeplitz ``C`` (a :class:`~mcacct.schemes.strategy.BandedToeplitz`, which checks
+        """Any non-negative Toeplitz ``C`` (a :class:`~mcacct.strategies.banded.BandedToeplitz`, which checks
         ``c >= 0``) is admissible, any number of bands."""
         check_strategy_type("strategy", strategy)
 

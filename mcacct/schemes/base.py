@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.core.precision import float64
-from mcacct.schemes.strategy import BandedToeplitz, check_strategy_type
+from mcacct.strategies.banded import BandedToeplitz, check_strategy_type
 from mcacct.core.validate import DIRECTIONS, check_call, check_choice, check_fields, is_real_scalar
 
 __all__ = ["AccountedScheme", "Scheme", "MinSepAccounting", "Draws", "LossErrorParams", "SchemeSummary", "jit_method",
@@ -259,7 +259,7 @@ def check_direction(direction: Any) -> str:
 
 
 def as_strategy(strategy: Any) -> BandedToeplitz:
-    """A :class:`~mcacct.schemes.strategy.BandedToeplitz`, or ``c_col`` values turned into one."""
+    """A :class:`~mcacct.strategies.banded.BandedToeplitz`, or ``c_col`` values turned into one."""
     return strategy if isinstance(strategy, BandedToeplitz) else BandedToeplitz(strategy)
 
 
@@ -357,7 +357,7 @@ class MinSepAccounting(Scheme):
         return -(-self.iterations // self.min_sep)
 
     def check_strategy(self, strategy) -> None:
-        """``strategy`` must be a :class:`~mcacct.schemes.strategy.BandedToeplitz` with ``len(c_col) <= min_sep``."""
+        """``strategy`` must be a :class:`~mcacct.strategies.banded.BandedToeplitz` with ``len(c_col) <= min_sep``."""
         check_strategy_type("strategy", strategy)
         strategy.check_min_sep(self.min_sep)
 

@@ -34,7 +34,7 @@ from mcacct.core.rates import sampling_prob_from_batch_size as rates_sampling_pr
 from mcacct.pld.specs import CyclicPoissonBandMFSpec, PoissonGaussianSpec
 from mcacct.schemes.base import (Draws, LossErrorParams, MinSepAccounting, SchemeSummary, check_direction,
                                  check_scheme_fields)
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 from mcacct.core.validate import check_bool, check_call, check_count, check_int, check_prob, check_sigma
 from mcacct.core.precision import float64
 

@@ -41,7 +41,7 @@ from mcacct.kernels.recursion import shift_mixture_log_ratio
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
 from mcacct.core.precision import float64
 from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
-from mcacct.schemes.strategy import check_strategy_type
+from mcacct.strategies.banded import check_strategy_type
 from mcacct.core.validate import check_bool, check_call, check_count, check_prob
 
 __all__ = ["CyclicPoisson"]
@@ -91,7 +91,7 @@ class CyclicPoisson(Scheme):
 
     # -- the contract -----------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
-        """``strategy`` must be a :class:`~mcacct.schemes.strategy.BandedToeplitz` with ``len(c_col) <= cycle_length``."""
+        """``strategy`` must be a :class:`~mcacct.strategies.banded.BandedToeplitz` with ``len(c_col) <= cycle_length``."""
         check_strategy_type("strategy", strategy)
         if strategy.bands > self.cycle_length:
             raise ValueError(

@@ -50,7 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.schemes.strategy import check_strategy_type
+from mcacct.strategies.banded import check_strategy_type
 from mcacct.core.validate import check_call, check_count, check_prob
 from mcacct.kernels.alias import alias_draw, rational_alias
 from mcacct.kernels.output import gaussian_output
@@ -135,7 +135,7 @@ class MultiAttribution(Scheme):
 
     # -- AccountedScheme ---------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
-        """``strategy`` must be a :class:`~mcacct.schemes.strategy.BandedToeplitz` with ``len(c_col) <= min_sep``."""
+        """``strategy`` must be a :class:`~mcacct.strategies.banded.BandedToeplitz` with ``len(c_col) <= min_sep``."""
         check_strategy_type("strategy", strategy)
         strategy.check_min_sep(self.min_sep)
 

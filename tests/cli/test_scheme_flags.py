@@ -23,7 +23,7 @@ from mcacct.schemes import registry
 from mcacct.schemes.banded_inverse import BandedInverse, strategy_from_inverse
 from mcacct.schemes.bminsep import BMinSep, sampling_prob_from_batch_size
 from mcacct.schemes.multi_attribution import MultiAttribution
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 from mcacct.schemes.truncated import TruncatedBMinSep
 
 CyclicPoisson, BallsInBins = mcacct.CyclicPoisson, mcacct.BallsInBins

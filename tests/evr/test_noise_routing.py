@@ -19,7 +19,7 @@ from mcacct.cli.commands import build_parser
 from mcacct.cli.scheme_args import DEFAULTS
 from mcacct.noise_multiplier import default_strategy, get_noise_multiplier
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 
 EPS, DELTA = 2.0, 1e-5
 

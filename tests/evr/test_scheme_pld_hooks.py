@@ -14,7 +14,7 @@ from mcacct import pld
 from mcacct.engine.problem import Problem
 from mcacct.evr import budget as evr_budget
 from mcacct.evr import calibrate as evr_calibrate
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 
 ST = BandedToeplitz((1.0, 0.5))
 OTHERS = [mcacct.TruncatedBMinSep(0.2, 2, 8, 40, 8), mcacct.MultiAttribution(0.2, 2, 8),

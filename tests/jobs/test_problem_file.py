@@ -18,7 +18,7 @@ from mcacct.jobs import problem_file as pf
 from mcacct.jobs import shards
 from mcacct.schemes import registry
 from mcacct.schemes.base import AccountedScheme
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 
 SCHEME_INSTANCES = [
     mcacct.BMinSep(0.2, 4, 32), mcacct.BMinSep(0.2, 4, 32, warm_start=False),

@@ -88,7 +88,7 @@ from mcacct.engine.problem import Problem, chunk_losses
 from mcacct.engine.runner import ladder_chunk_statistics
 from mcacct.evr.calibrate import verification_spec
 from mcacct.schemes.bminsep import BMinSep
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 
 N, B = 96, 8
 

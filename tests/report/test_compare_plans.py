@@ -13,7 +13,7 @@ from mcacct.cli import schemes as cli_schemes
 from mcacct.report import compare
 from mcacct.report import compare_plans as cp
 from mcacct.schemes import registry
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 
 
 def test_plans_are_keyed_by_registry_name():

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from mcacct.schemes.strategy import check_strategy_type
+from mcacct.strategies.banded import check_strategy_type
 from mcacct.core.validate import check_bool, check_call, check_count, check_counts, check_prob
 from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.kernels.blocks import apply_to_flagged, cache_lanes, map_blocks, map_sub_blocks, sub_block_size
@@ -77,7 +77,7 @@ class TruncatedBMinSep(Scheme):
 
     # -- AccountedScheme ---------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
-        """``strategy`` must be a :class:`~mcacct.schemes.strategy.BandedToeplitz` with ``len(c_col) <= min_sep``."""
+        """``strategy`` must be a :class:`~mcacct.strategies.banded.BandedToeplitz` with ``len(c_col) <= min_sep``."""
         check_strategy_type("strategy", strategy)
         strategy.check_min_sep(self.min_sep)
 

@@ -24,7 +24,7 @@ from mcacct.schemes.truncated.counts import count_tables, other_counts_t
 from mcacct.core.platform import PLATFORM_ENV
 from mcacct.cli.flags import scheme_json
 from mcacct.engine.problem import Problem
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 from mcacct.schemes.truncated import TruncatedBMinSep
 from mcacct.schemes.truncated.screen import (count_draws, hypergeometric_draw, hypergeometric_tv, hypergeometric_weights,
                                    screen_plan)

@@ -20,7 +20,7 @@ import pytest
 from mcacct.engine.losses import direction_losses
 from mcacct.engine.problem import Problem
 from mcacct.engine.systematic import loss_error_bound
-from mcacct.schemes.strategy import BandedToeplitz
+from mcacct.strategies.banded import BandedToeplitz
 from mcacct.schemes.truncated import TruncatedBMinSep
 from mcacct.training import batching as bt
 
