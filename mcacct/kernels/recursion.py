@@ -24,6 +24,9 @@ samples per call, :mod:`mcacct.kernels.stepwise`); ``"scan"`` is the plain ``n``
 products, which cost ``O(n b)`` directly, ``O(n log n)`` by FFT and ``O(n)`` for constant ``c_col`` by
 prefix sums. For ``b = 1`` the recursion
 factorises: :math:`L = \sum_i \ln(1 - p + p e^{\ell_i})`.
+
+The algorithms live in :mod:`mcacct.kernels.recursion_log` and :mod:`mcacct.kernels.recursion_linear` (and
+:mod:`mcacct.kernels.stepwise`); this module chooses among them and composes them into losses.
 """
 
 from __future__ import annotations
@@ -32,283 +35,22 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from mcacct.kernels.bound import remove_loss_bound_from_sums_t
 from mcacct.kernels.control import rare_cond
-from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
 from mcacct.kernels.stepwise import STEPWISE_MIN_LANES, range_floor, stepwise_first_values
 from mcacct.core.validate import RECURSIONS, check_bool, check_int, check_prob
 from mcacct.core.platform import target_platform
+from mcacct.kernels.recursion_log import (assoc_first_values, blocked_first_values, p_one_first_values,
+                                          scan_first_values)
+from mcacct.kernels.recursion_linear import (linear_applicable, linear_block_finish, linear_block_init,
+                                             linear_block_step, linear_first_values, poisson_log_ratio_linear)
 
 __all__ = ["RECURSIONS", "linear_block_init", "linear_block_step", "linear_block_finish", "start_log_ratio",
            "linear_applicable", "range_floor", "auto_recursion", "recursion_log_ratio", "recursion_log_ratio_t",
            "ladder_losses_t", "ladder_losses_from_sums_t", "shift_mixture_log_ratio",
            "scan_first_values", "blocked_first_values", "linear_first_values", "poisson_log_ratio_linear"]
-
-
-
-def _assoc_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
-    r"""``log f_1..log f_b`` by blocks of ``b`` iterations (time-major ``ell_t`` of shape ``(n, ...)``).
-
-    Inside a block the recursion is first order given the next block ``g`` (``f_{i+b}``):
-    :math:`x_j = \mathrm{logaddexp}(A + x_{j+1}, B_j)` with :math:`A = \ln(1-p)`,
-    :math:`B_j = \ln p + \ell_j + g_j`, :math:`x_b = g_0`. Each step is the map
-    :math:`x \mapsto \mathrm{logaddexp}(a + x, c)`; these maps compose associatively,
-    :math:`(a_1, c_1)` then :math:`(a_2, c_2)` giving :math:`(a_1 + a_2, \mathrm{logaddexp}(a_2 + c_1, c_2))`,
-    so a block costs ``O(b log b)`` work at depth ``log b`` and the scan runs ``ceil(n/b)`` steps.
-    Every step is a ``logaddexp`` (no subtraction of sums), so it needs no range guard.
-    """
-    blocks, pad = _blocks(ell_t, b)
-    lead = blocks.shape[2:]
-
-    def combine(acc, e):
-        a1, c1 = acc
-        a2, c2 = e
-        return a1 + a2, jnp.logaddexp(a2 + c1, c2)
-
-    def body(carry, blk):
-        g, _ = carry
-        c = log_p + blk + g
-        a = jnp.full_like(c, log_q)
-        a_cum, c_cum = jax.lax.associative_scan(combine, (a, c), reverse=True, axis=0)
-        x = jnp.logaddexp(a_cum + g[0], c_cum)
-        return (x, g), None
-
-    ones = jnp.zeros((b,) + lead, ell_t.dtype)  # log f = 0 beyond the horizon
-    (block0, block1), _ = jax.lax.scan(body, (ones, ones), blocks, reverse=True)
-    # real iterations 1..b are block0[pad:] followed by block1[:pad]
-    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
-
-
-def _blocks(ell_t: jax.Array, b: int):
-    """Pad ``ell_t`` (time-major) in front to a multiple of ``b`` and reshape to ``(m, b, ...)``."""
-    n = ell_t.shape[0]
-    lead = ell_t.shape[1:]
-    m = -(-n // b)
-    pad = m * b - n  # dummy iterations in front: they never influence f_1..f_n
-    if pad:
-        ell_t = jnp.concatenate([jnp.zeros((pad,) + lead, ell_t.dtype), ell_t], axis=0)
-    return ell_t.reshape((m, b) + lead), pad
-
-
-def _p_one_first_values(ell_t: jax.Array, b: int, log_p) -> jax.Array:
-    """``log f_1..log f_b`` for ``p = 1``: :math:`f_i = e^{\\ell_i} f_{i+b}` (additions only, exact to
-    ``ceil(n/b)`` roundings)."""
-    blocks, pad = _blocks(ell_t, b)
-    lead = blocks.shape[2:]
-
-    def body(carry, blk):
-        g, _ = carry
-        return (log_p + blk + g, g), None
-
-    ones = jnp.zeros((b,) + lead, ell_t.dtype)
-    (block0, block1), _ = jax.lax.scan(body, (ones, ones), blocks, reverse=True)
-    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0)
-
-
-def blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Array, jax.Array]:
-    r"""``log f_1..log f_b`` by blocks of ``b`` iterations with two transcendentals per iteration
-    (``p < 1``), and ``ok`` per sample.
-
-    Given the next block ``g`` (``f_{i+b}``) the block solves
-    :math:`x_j = \mathrm{logaddexp}(A + x_{j+1}, B_j)`, :math:`x_b = g_0`, :math:`A = \ln(1-p)`,
-    :math:`B_j = \ln p + \ell_j + g_j`, whose solution is
-
-    .. math::  x_j = -jA + \ln\Big(\sum_{t=j}^{b-1} e^{B_t + tA} + e^{bA + g_0}\Big).
-
-    The sum is a reverse cumulative sum of non-negative terms ``exp(u_t - M)``, ``M`` the block maximum of
-    the exponents (per sample), so nothing overflows and no partial sum is formed by a subtraction. A
-    suffix sum far below ``M`` may have lost terms to underflow; ``ok`` is false wherever a suffix sum is
-    below :func:`range_floor` (so flushing could have changed it by more than one ulp), and callers must
-    then fall back to an exact log-space recursion (:func:`recursion_log_ratio_t` does).
-    """
-    blocks, pad = _blocks(ell_t, b)
-    lead = blocks.shape[2:]
-    dtype = blocks.dtype
-    thr = range_floor(b, dtype)
-    shape_t = (b,) + (1,) * len(lead)
-    t_a = (jnp.arange(b, dtype=dtype) * log_q).reshape(shape_t)  # t * A
-    b_a = jnp.asarray(b, dtype) * log_q
-
-    def body(carry, blk):
-        g, _, ok = carry
-        u = log_p + blk + g + t_a                  # B_t + t A
-        tail = b_a + g[0]                          # b A + g_0
-        m = jnp.maximum(jnp.max(u, axis=0), tail)
-        sums = _reverse_cumsum0(jnp.exp(u - m)) + jnp.exp(tail - m)
-        ok = ok & (jnp.min(sums, axis=0) >= thr)
-        x = jnp.log(jnp.maximum(sums, thr)) + m - t_a
-        return (x, g, ok), None
-
-    ones = jnp.zeros((b,) + lead, dtype)
-    (block0, block1, ok), _ = jax.lax.scan(body, (ones, ones, jnp.ones(lead, bool)), blocks, reverse=True)
-    return jnp.concatenate([block0[pad:], block1[:pad]], axis=0), ok
-
-
-def scan_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
-    """``log f_1..log f_b`` by a reverse ``lax.scan`` over the ``n`` iterations with a ring buffer:
-    ``ring[i % b]`` holds ``f_{i+b}`` when step ``i`` reads it and ``f_i`` after it. Every step is one
-    ``logaddexp`` of two terms (relative error a few ulps, no range limit): the reference recursion."""
-    n = ell_t.shape[0]
-    lead = ell_t.shape[1:]
-    dtype = ell_t.dtype
-
-    def body(carry, inputs):
-        ring, f_next = carry
-        i, e = inputs
-        slot = i % b
-        f_ib = jax.lax.dynamic_index_in_dim(ring, slot, 0, keepdims=False)  # f_{i+b}
-        f_i = jnp.logaddexp(log_q + f_next, log_p + e + f_ib)
-        ring = jax.lax.dynamic_update_index_in_dim(ring, f_i, slot, 0)
-        return (ring, f_i), None
-
-    ring0 = jnp.zeros((b,) + lead, dtype)
-    f0 = jnp.zeros(lead, dtype)
-    (ring, _), _ = jax.lax.scan(body, (ring0, f0), (jnp.arange(n, dtype=jnp.int32), ell_t), reverse=True)
-    return ring  # ring[i] = f_{i+1} (1-based) for i < b; f = 1 beyond n
-
-
-def _reverse_cumsum0(x: jax.Array) -> jax.Array:
-    """Reverse cumulative sum along axis 0 of non-negative terms, every partial sum a sum of non-negative
-    terms (no subtraction), so each has relative error at most ``(b + 1)`` ulps.
-
-    Short axes (``<= 32``) by ``cumsum``; longer ones by two levels of 0/1 triangular products
-    (:func:`mcacct.kernels.prefix.prefix_sums0`: ~``2 * 16`` multiply-adds per element, where XLA's CPU
-    ``cumsum`` is a ``reduce_window`` whose cost grows with the axis). (An earlier two-level form built
-    the group offsets as ``inclusive - total``, which cancels catastrophically when a later group dwarfs
-    the earlier ones; every output here is a sum of a subset of the terms.)
-    """
-    if x.shape[0] <= 32:
-        return jnp.cumsum(x[::-1], axis=0)[::-1]
-    return prefix_sums0(x, reverse=True)
-
-
-def _suffix_sums_consistent(terms: jax.Array, sums: jax.Array, tail: jax.Array) -> jax.Array:
-    r"""A-posteriori check of a reverse cumulative sum ``S_j = t_j + S_{j+1}``, ``S_b = tail`` of
-    non-negative terms, whatever order the backend summed in: with
-    :math:`d_j = S_j - S_{j+1} - t_j` (and :math:`d_{b-1} = S_{b-1} - t_{b-1} - tail`), true for every
-    sample where :math:`|d_j| \le (2b + 4)\,\epsilon\, S_j` for all ``j``. Then the error of each
-    :math:`S_j` is at most :math:`\sum_{i \ge j} |d_i| \le (2b+4)\,b\,\epsilon\, S_j` (suffix sums of
-    non-negative terms decrease), so no mass can have been lost unnoticed, e.g. by cancellation."""
-    b = terms.shape[0]
-    eps = float(jnp.finfo(terms.dtype).eps)
-    nxt = jnp.concatenate([sums[1:], tail[None]], axis=0)
-    d = jnp.abs(sums - nxt - terms)
-    return jnp.all(d <= (2 * b + 4) * eps * sums, axis=0)
-
-
-# largest (b - 1) |ln(1 - p)| for which the linear recursion's in-block factors (1 - p)^{-j} stay finite
-_LINEAR_MAX_SPAN = {np.dtype(np.float64): 300.0, np.dtype(np.float32): 20.0}
-
-
-def linear_applicable(b: int, log_q, dtype):
-    """Whether :func:`linear_first_values` may run: ``(b - 1) |ln(1 - p)|`` within the dtype's span
-    (a Python bool for a number ``log_q``, a traced bool for a traced one)."""
-    span = _LINEAR_MAX_SPAN[np.dtype(dtype)]
-    if isinstance(log_q, (int, float)):
-        return (b - 1) * abs(log_q) <= span
-    return (b - 1) * jnp.abs(log_q) <= span
-
-
-def linear_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Array, jax.Array]:
-    r"""``log f_1..log f_b`` in linear space by blocks of ``b`` iterations, one ``exp`` per iteration.
-
-    Each block stores its values as :math:`f = e^{s} \hat f` with a per-sample log scale ``s`` (float64)
-    and :math:`\max_j \hat f_j = 1`. Given the next block :math:`\hat g` (scale ``s``), the block solves
-    :math:`f_j = (1 - p) f_{j+1} + p e^{\ell_j} f_{j+b}`, :math:`f_b = g_0`, in closed form,
-
-    .. math::
-        \hat f_j \propto e^{-jA} S_j, \qquad
-        S_j = \sum_{t=j}^{b-1} e^{u_t - M} \hat g_t + e^{bA - M} \hat g_0,
-
-    with :math:`A = \ln(1-p)`, :math:`u_t = \ln p + \ell_t + tA` and :math:`M = \max(\max_t u_t, bA)`, so
-    every term is at most 1 and the reverse cumulative sum cannot overflow; the new scale is
-    :math:`s + M + \ln \max_j e^{-jA} S_j`. That is one ``exp`` per iteration and one ``log`` per block
-    and sample, against two transcendentals per iteration in log space (float64 ``log`` is ~4x the cost
-    of ``exp`` on CPU).
-
-    Soundness of the arithmetic: all terms are non-negative and every partial sum is a sum of them (no
-    subtraction, :func:`_reverse_cumsum0`), so each block sum has relative error at most ``(b + 1)`` ulps
-    plus ``(b + 1) tiny / S_j`` from terms flushed to zero or subnormals. The function also returns ``ok``
-    (per sample), true only if (i) every block sum and every stored value is at least
-    :func:`range_floor` (flushing changed nothing by more than one ulp) and (ii) every block's suffix sums
-    pass :func:`_suffix_sums_consistent` (no mass lost by the summation, whatever order the backend used).
-    Callers must fall back to a log-space recursion where ``ok`` is false (:func:`recursion_log_ratio_t`
-    does, exactly). Requires :func:`linear_applicable` (else ``e^{-jA}`` could overflow).
-    """
-    blocks, pad = _blocks(ell_t, b)
-    init = linear_block_init(b, blocks.shape[2:], blocks.dtype)
-    carry, _ = jax.lax.scan(lambda c, blk: (linear_block_step(c, blk, log_p, log_q), None), init, blocks,
-                            reverse=True)
-    return linear_block_finish(carry, pad)
-
-
-def linear_block_init(b: int, lead: tuple[int, ...], dtype):
-    """The state of :func:`linear_block_step` beyond the horizon (``f = 1``): ``(v, s, v_prev, s_prev, ok)``,
-    ``v`` the block's scaled values ``(b, *lead)``, ``s`` its float64 log scale, the previous block's pair, and
-    the running ``ok`` flags."""
-    ones = jnp.ones((b,) + tuple(lead), dtype)
-    zero = jnp.zeros(tuple(lead), jnp.float64)
-    return ones, zero, ones, zero, jnp.ones(tuple(lead), bool)
-
-
-def linear_block_step(carry, blk: jax.Array, log_p, log_q):
-    """One block of :func:`linear_first_values`: ``blk`` holds the block's terms ``ell`` ``(b, *lead)``, the
-    carry the next block (:func:`linear_block_init`); returns the new carry. Pure: the fused kernel
-    (:mod:`mcacct.kernels.fused`) runs the same step."""
-    g, s, _, _, ok = carry
-    b = blk.shape[0]
-    lead = blk.shape[1:]
-    dtype = blk.dtype
-    thr = range_floor(b, dtype)
-    shape_t = (b,) + (1,) * len(lead)
-    tt = jnp.arange(b, dtype=jnp.float64)
-    lq = jnp.asarray(log_q, jnp.float64)
-    t_a = (tt * lq).astype(dtype).reshape(shape_t)               # t A
-    inv_q_t = jnp.exp(-tt * lq).astype(dtype).reshape(shape_t)   # e^{-t A}
-    b_a = (b * lq).astype(dtype)
-    u = log_p + blk + t_a
-    m = jnp.maximum(jnp.max(u, axis=0), b_a)
-    terms = jnp.exp(u - m) * g
-    tail = jnp.exp(b_a - m) * g[0]
-    sums = _reverse_cumsum0(terms) + tail
-    v = sums * inv_q_t
-    mx = jnp.max(v, axis=0)
-    v = v * (1.0 / mx)
-    ok = (ok & (jnp.min(sums, axis=0) >= thr) & (jnp.min(v, axis=0) >= thr)
-          & _suffix_sums_consistent(terms, sums, tail))
-    s_new = s + m.astype(jnp.float64) + jnp.log(mx).astype(jnp.float64)
-    return v, s_new, g, s, ok
-
-
-def linear_block_finish(carry, pad: int) -> tuple[jax.Array, jax.Array]:
-    """``(log f_1..log f_b, ok)`` from the carry after the first block (``pad`` dummy rows in front of it)."""
-    v0, s0, v1, s1, ok = carry
-    dtype = v0.dtype
-    first = jnp.concatenate([jnp.log(v0[pad:]).astype(jnp.float64) + s0,
-                             jnp.log(v1[:pad]).astype(jnp.float64) + s1], axis=0)
-    return first.astype(dtype), ok
-
-
-def poisson_log_ratio_linear(ell_t: jax.Array, log_p, p, group: int = 8) -> tuple[jax.Array, jax.Array]:
-    r""":math:`\sum_i \ln(1 - p + p e^{\ell_i})` (``b = 1``) as logs of products of ``group`` factors,
-    one ``exp`` per iteration and one ``log`` per group. Each factor is a sum of two non-negative terms.
-    ``ok`` (per sample) is false where a product left the normal range by less than ``1/eps`` (overflow
-    or loss of relative precision); callers fall back."""
-    n = ell_t.shape[0]
-    lead = ell_t.shape[1:]
-    m = -(-n // group)
-    pad = m * group - n
-    if pad:  # ell = 0 gives the factor 1
-        ell_t = jnp.concatenate([ell_t, jnp.zeros((pad,) + lead, ell_t.dtype)], axis=0)
-    finfo = jnp.finfo(ell_t.dtype)
-    factors = (1.0 - jnp.asarray(p, ell_t.dtype)) + jnp.exp(log_p + ell_t)
-    prods = jnp.prod(factors.reshape((m, group) + lead), axis=1)
-    ok = jnp.all(jnp.isfinite(prods) & (prods >= float(finfo.tiny) / float(finfo.eps))
-                 & (prods <= float(finfo.max) * float(finfo.eps)), axis=0)
-    return jnp.sum(jnp.log(prods), axis=0), ok
 
 
 def _with_fallback(fast, ok, exact, *operands):
@@ -375,15 +117,15 @@ def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_st
             fast, ok = blocked_first_values(ell_t, b, log_p, log_q)
             return _with_fallback(fast, ok, exact_scan, ell_t, log_p, log_q)
         if recursion == "assoc":
-            return _assoc_first_values(ell_t, b, log_p, log_q)
+            return assoc_first_values(ell_t, b, log_p, log_q)
         return scan()
 
     if recursion == "scan" or recursion == "assoc":
         f_first = general()  # both are exact at p = 1 (log(1 - p) = -inf is handled by logaddexp)
     elif static_p:
-        f_first = _p_one_first_values(ell_t, b, log_p) if sampling_prob >= 1.0 else general()
+        f_first = p_one_first_values(ell_t, b, log_p) if sampling_prob >= 1.0 else general()
     else:
-        f_first = jax.lax.cond(p64 >= 1.0, lambda: _p_one_first_values(ell_t, b, log_p), general)
+        f_first = jax.lax.cond(p64 >= 1.0, lambda: p_one_first_values(ell_t, b, log_p), general)
     return start_log_ratio(f_first, sampling_prob, warm_start)
 
 
@@ -533,3 +275,4 @@ def shift_mixture_log_ratio(ell: jax.Array, period: int, sampling_prob: float, r
     if not random_phase:
         return per_class[..., 0]
     return jax.scipy.special.logsumexp(per_class, axis=-1) - jnp.asarray(math.log(period), dtype)
+
