@@ -9,5 +9,6 @@ Data flow of one Monte Carlo sample (Dong & Ganesh 2026, arXiv:2602.09338):
 * :mod:`~mcacct.kernels.recursion` — the privacy-loss recursions of §5 / §6.2.
 
 Schemes (:mod:`mcacct.schemes`) compose these with their fields; the engine (:mod:`mcacct.engine`) runs the
-schemes' kernels over chunks and devices.
+schemes' kernels over chunks and devices. A name ending in ``_t`` takes or returns *time-major* arrays,
+``(iterations, samples, ...)``, the engine's layout; docs/glossary.md fixes this and mcacct's other words.
 """
