@@ -100,8 +100,8 @@ def test_register_refuses_duplicates_and_non_schemes(scratch_registry):
         def check_strategy(self, strategy):
             pass
     missing = registry.missing_members(Bare)
-    assert set(missing) == {"sensitivity_bound", "participation_boundaries", "draw_law_tv", "loss_error_params",
-                            "summary", "draw", "loss_rows"}
+    assert set(missing) == {"sensitivity_bound", "output_coordinate_bound", "participation_boundaries", "draw_law_tv",
+                            "loss_error_params", "summary", "draw", "loss_rows"}
     with pytest.raises(ValueError, match="Bare does not implement the scheme contract .*: missing "
                                          + ", ".join(missing) + "$"):
         registry.register(registry.SchemeInfo("bare", Bare))

@@ -207,6 +207,10 @@ class BallsInBins(Scheme):
         terms = (per_class - half_norms) * inv_var
         return jax.scipy.special.logsumexp(terms, axis=-1) - jnp.asarray(math.log(b), dtype)
 
+    def output_coordinate_bound(self, strategy) -> float:
+        r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one."""
+        return float(self.sensitivity_bound(strategy))
+
     def draw_law_tv(self) -> float:
         """``0.0``: the phase is the only random draw besides the noise, and its uniform-draw boundaries are counted
         by :meth:`participation_boundaries`."""

@@ -238,6 +238,11 @@ class BandedInverse(Scheme):
         lower, upper = self._log_ratio_bounds(y, sigma, strategy, dot_method, recursion, which)
         return upper if direction == "remove" else lower
 
+    def output_coordinate_bound(self, strategy) -> float:
+        r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one (C is not
+        banded here, so the participations can share output coordinates)."""
+        return float(self.sensitivity_bound(strategy))
+
     def draw_law_tv(self) -> float:
         """``0.0``: the r-min-sep participation is the only random draw besides the noise, and its uniform-draw
         boundaries are counted by :meth:`participation_boundaries`."""

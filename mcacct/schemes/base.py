@@ -16,8 +16,9 @@ A scheme is a frozen dataclass that implements :class:`AccountedScheme`. The con
   draws (``draw_law_tv``) and :class:`LossErrorParams`.
 
 Each scheme states its own values, with the proof in its docstring; nothing is guessed. :class:`Scheme` is the
-base class that gives the public methods (argument checks, row-major/time-major forms) and the defaults that
-are always valid (no PLD, no baselines, the sensitivity bound as output-coordinate bound). A scheme becomes
+base class that gives the public methods (argument checks, row-major/time-major forms) and the capabilities a
+scheme has only where it says so (no exact PLD, no baselines, no fused kernel, no loss bounds); it defaults no
+bound. A scheme becomes
 known to the command line and the job files through :func:`mcacct.schemes.registry.register`.
 
 The adjacency directions are named as everywhere in mcacct: ``"remove"`` (``y ~ P``, loss
@@ -265,11 +266,12 @@ def as_strategy(strategy: Any) -> BandedToeplitz:
 
 @float64
 class Scheme:
-    """Base class of mcacct's schemes: the public, checked forms of the contract and its always-valid defaults.
+    """Base class of mcacct's schemes: the public, checked forms of the contract; no bound is defaulted.
 
     A subclass (a frozen dataclass with field ``iterations``) implements ``check_strategy``,
-    ``sensitivity_bound``, ``participation_boundaries``, ``draw_law_tv`` (no default: a scheme states that its
-    discrete draws are exact, or bounds their law), ``loss_error_params``, ``summary`` and the two row-major hooks
+    ``sensitivity_bound``, ``output_coordinate_bound``, ``participation_boundaries``, ``draw_law_tv`` (no defaults
+    for bounds: a scheme states each, e.g. that its discrete draws are exact), ``loss_error_params``, ``summary``
+    and the two row-major hooks
     ``draw(key, strategy, sigma, num_samples, direction, dtype) -> Draws`` and
     ``loss_rows(y, sigma, strategy, aux, direction, dot_method, recursion)`` (traceable, unchecked). The
     time-major forms default to transposes of those (the same draws, the same values); a scheme with a native
@@ -328,11 +330,7 @@ class Scheme:
         """``None``: no proven bound of the add losses, so none is skipped (schemes with one say so)."""
         return None
 
-    # -- defaults that hold for every scheme -------------------------------------------------------------
-    def output_coordinate_bound(self, strategy) -> float:
-        r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one."""
-        return float(self.sensitivity_bound(strategy))
-
+    # -- capabilities a scheme has only where it says so ---------------------------------------------------
     def fused_ladder_args(self, strategy):
         """``None``: no fused kernel."""
         return None

@@ -194,6 +194,11 @@ class MultiAttribution(Scheme):
         :meth:`draw_law_tv`)."""
         return self.user_scheme.participation_boundaries()
 
+    def output_coordinate_bound(self, strategy) -> float:
+        r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one (no sharper
+        bound is stated for this scheme)."""
+        return float(self.sensitivity_bound(strategy))
+
     def draw_law_tv(self) -> float:
         """``n`` draws of the count given participation (``k_u > 1``), each from an integer alias table of the
         exact rational weights ``Binom(j; k_u, p)``, ``j = 1..k_u`` (:func:`mcacct.kernels.alias.rational_alias`),

@@ -64,6 +64,9 @@ class EveryRound(mcacct.Scheme):
     def loss_rows(self, y, sigma, strategy, aux, direction, dot_method, recursion):
         return jnp.sum(y, axis=-1) / sigma**2
 
+    def output_coordinate_bound(self, strategy):
+        return self.sensitivity_bound(strategy)
+
     def participation_boundaries(self):
         return 0
 

@@ -54,6 +54,9 @@ class PoissonOnce(Scheme):
         q = self.sampling_prob
         return jnp.logaddexp(jnp.log1p(-q), math.log(q) + ell0)
 
+    def output_coordinate_bound(self, strategy) -> float:
+        return float(max(abs(v) for v in strategy.c_col))  # the one participation adds column 0 of C
+
     def participation_boundaries(self) -> int:
         return 1  # one coin
 
