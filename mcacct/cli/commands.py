@@ -303,7 +303,11 @@ def out_of_memory_message(chunk_size, err: BaseException) -> str:
 
 @float64  # the whole command in float64 (mcacct.core.precision); the caller's global flag is unchanged
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # reads the scheme registry, which loads the installed schemes' entry points
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     record_given(args, argv)

@@ -120,20 +120,33 @@ def _registry() -> list[SchemeInfo]:
     read. An entry point that gives no :class:`SchemeInfo`, or one under another name, is refused naming it."""
     global _ENTRY_POINTS_LOADED
     if not _ENTRY_POINTS_LOADED:
-        _ENTRY_POINTS_LOADED = True
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        _ENTRY_POINTS_LOADED = True  # before loading: a package that reads the registry as it loads sees the rest
+        try:
+            _load_entry_points()
+        except Exception:
+            _ENTRY_POINTS_LOADED = False  # every later read fails the same way, never with a partial registry
+            raise
+    return _SCHEMES
+
+
+def _load_entry_points() -> None:
+    """Register every installed scheme (:func:`_registry`)."""
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        where = f"entry point {ep.name!r} = {ep.value!r} of group {ENTRY_POINT_GROUP!r}"
+        try:
             obj = ep.load()
             info = obj if isinstance(obj, SchemeInfo) else obj() if callable(obj) else obj
-            where = f"entry point {ep.name!r} = {ep.value!r} of group {ENTRY_POINT_GROUP!r}"
-            if not isinstance(info, SchemeInfo):
-                raise ValueError(f"{where} must give a SchemeInfo (or a function returning one); got "
-                                 f"{type(info).__name__}")
-            if info.name != ep.name:
-                raise ValueError(f"{where} gives scheme {info.name!r}: the entry point's name must be the scheme's "
-                                 "registry name")
-            if not any(e.cls is info.cls and e.name == info.name for e in _SCHEMES):
-                register(info)
-    return _SCHEMES
+        except Exception as err:  # noqa: BLE001 - an installed package's failure, named with its entry point
+            raise ValueError(f"{where} could not be loaded ({type(err).__name__}: {err}); fix or uninstall "
+                             f"the package that declares it") from err
+        if not isinstance(info, SchemeInfo):
+            raise ValueError(f"{where} must give a SchemeInfo (or a function returning one); got "
+                             f"{type(info).__name__}")
+        if info.name != ep.name:
+            raise ValueError(f"{where} gives scheme {info.name!r}: the entry point's name must be the scheme's "
+                             "registry name")
+        if not any(e.cls is info.cls and e.name == info.name for e in _SCHEMES):
+            register(info)
 
 
 @float64

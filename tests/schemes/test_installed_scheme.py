@@ -109,3 +109,12 @@ def test_installed_scheme_runs_shards_merge_plan_and_report_in_fresh_processes(a
     r = _cli(site, "merge", str(tmp_path / "stats"), entry_point=False)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "got 'always-in'" in r.stderr and "entry point of group 'mcacct.schemes'" in r.stderr
+    # an installed package whose entry point fails to load is named, not a traceback
+    broken = tmp_path / "broken"
+    (broken / "broken_scheme-0.1.dist-info").mkdir(parents=True)
+    (broken / "broken_scheme-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-scheme\n"
+                                                                     "Version: 0.1\n")
+    (broken / "broken_scheme-0.1.dist-info" / "entry_points.txt").write_text("[mcacct.schemes]\nbroken = nowhere:INFO\n")
+    r = _cli(broken, "merge", str(tmp_path / "stats"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "entry point 'broken' = 'nowhere:INFO' of group 'mcacct.schemes' could not be loaded" in r.stderr
