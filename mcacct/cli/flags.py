@@ -17,7 +17,6 @@ from mcacct.cli.schemes import add_scheme_flags, all_flags, problem_from_args
 from mcacct.engine.kernel_choice import resolve_loss_kernel
 from mcacct.core.platform import ENV_CACHE, compilation_cache_dir, enable_compilation_cache  # the API uses them too
 from mcacct.jobs.problem_file import scheme_to_dict
-from mcacct.schemes.registry import entry_for
 from mcacct.core.validate import LOSS_KERNELS, check_int, check_real, interval, parse_floats
 
 __all__ = ["add_problem_flags", "add_monte_carlo_flags", "cpu_devices_type", "configure_cpu_devices",
@@ -263,7 +262,8 @@ def scheme_json(problem) -> dict:
     """The report's ``scheme`` object: the registry name, the class (``type``; job files store the registry name
     there) and every field, the participation rate, ``c_col`` and the kernel dtype."""
     s = problem.scheme
-    out = {"name": entry_for(s).name, **scheme_to_dict(s)}
+    fields = scheme_to_dict(s)  # its "type" is the registry name (an unregistered scheme is refused, named)
+    out = {"name": fields["type"], **fields}
     out["type"] = type(s).__name__
     summary = s.summary()
     if summary.participation_rate is not None:

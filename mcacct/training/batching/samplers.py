@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from mcacct.core.validate import check_bool, check_count, check_int, check_prob
+from mcacct.core.validate import check_bool, check_count, check_fields, check_int, check_prob
 from mcacct.core.precision import float64
 from mcacct.training.batching.transitions import (SamplerState, TruncatedBatch, jit_bminsep_step,
                                                   jit_masks_from_batches, jit_truncate, jit_truncated_step,
@@ -95,9 +95,7 @@ class BMinSepSampler:
     min_sep: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, low=1))
-        object.__setattr__(self, "sampling_prob", check_prob("sampling_prob", self.sampling_prob))
-        object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
+        check_fields(self, dataset_size=check_count, sampling_prob=check_prob, min_sep=check_count)
 
     @classmethod
     def from_participation_rate(cls, dataset_size: int, rate: float, min_sep: int) -> "BMinSepSampler":
@@ -230,11 +228,8 @@ class TruncatedBMinSepSampler:
     max_batch_size: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "dataset_size", check_int("dataset_size", self.dataset_size, low=1))
-        object.__setattr__(self, "sampling_prob", check_prob("sampling_prob", self.sampling_prob))
-        object.__setattr__(self, "min_sep", check_int("min_sep", self.min_sep, low=1))
-        object.__setattr__(self, "max_batch_size",
-                           check_int("max_batch_size", self.max_batch_size, low=1))
+        check_fields(self, dataset_size=check_count, sampling_prob=check_prob, min_sep=check_count,
+                     max_batch_size=check_count)
 
     @classmethod
     def from_participation_rate(cls, dataset_size: int, rate: float, min_sep: int,
