@@ -32,7 +32,6 @@ the noise multiplier; the translation of Opacus' arguments is :mod:`mcacct.inter
 
 from __future__ import annotations
 
-import functools
 import inspect
 import sys
 import time
@@ -50,6 +49,8 @@ from mcacct.interop.opacus import (OPACUS_KEYWORDS, check_accountant, check_epsi
 from mcacct.core.validate import check_choice, check_count, check_prob, check_real
 from mcacct.core.platform import ensure_compilation_cache
 from mcacct.core.precision import float64
+from mcacct.strategies import default
+from mcacct.strategies.default import default_strategy
 
 __all__ = ["NoiseMultiplier", "get_noise_multiplier", "default_strategy"]
 
@@ -124,24 +125,6 @@ class NoiseMultiplier:
         return out
 
 
-@functools.lru_cache(maxsize=64)
-@float64
-def _optimised_c_col(iterations: int, bands: int) -> tuple[float, ...]:
-    from mcacct.strategies import optimize_banded_toeplitz
-    return optimize_banded_toeplitz(iterations, bands).c_col
-
-
-@float64
-def default_strategy(iterations: int, bands: int):
-    """mcacct's MSE-optimised banded Toeplitz strategy (``||c|| = 1``) with ``min(bands, iterations)`` bands over
-    ``iterations`` steps, as a :class:`mcacct.BandedToeplitz`: the default ``C`` of the Python API and of the
-    command line. Remembered per shape in the process (the fit is an L-BFGS run compiled per shape, a few
-    seconds; the persistent compilation cache keeps the program between processes)."""
-    from mcacct.strategies.banded import BandedToeplitz
-    n, k = check_count("iterations", iterations), check_count("bands", bands)
-    return BandedToeplitz(_optimised_c_col(n, min(k, n)))
-
-
 def _sampling_prob(sampling_prob, batch_size, dataset_size, min_sep: int, truncated: bool = False) -> float:
     if sampling_prob is not None:
         if batch_size is not None:
@@ -183,7 +166,8 @@ def _problem(steps, sampling_prob, batch_size, dataset_size, min_sep, c_col, max
             scheme = TruncatedBMinSep(p, b, n, int(dataset_size), int(max_batch_size), warm_start=warm_start)
     # the bands of the default C: b-min-sep's separation, cyclic Poisson's and balls-in-bins' cycle length
     bands = int(scheme.summary().bands or 1)
-    strategy = BandedToeplitz(tuple(c_col)) if c_col is not None else default_strategy(scheme.iterations, bands)
+    strategy = (BandedToeplitz(tuple(c_col)) if c_col is not None
+                else default.default_strategy(scheme.iterations, bands))
     return Problem(scheme, strategy)
 
 

@@ -3,7 +3,7 @@ registration -- a scheme registered with ``register(...)`` and nothing else work
 files and calibration, and is simply not offered by the command line or ``mcacct compare``.
 
 The command-line table is tested in tests/cli/test_scheme_flags.py, the job-file form in
-tests/jobs/test_problem_file.py, the compare plans in tests/report/test_compare_plans.py and the schemes' PLD
+tests/jobs/test_problem_file.py, the compare rows in tests/report/test_compare_rows.py and the schemes' PLD
 hooks in tests/evr/test_scheme_pld_hooks.py."""
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def test_the_registry_module_imports_no_consumer():
     tree = ast.parse(pathlib.Path(registry.__file__).read_text())
     mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert all(not m.startswith("mcacct") or m.startswith(("mcacct.schemes.", "mcacct.core.")) for m in mods), mods
+    assert all(not m.startswith("mcacct") or m == "mcacct.schemes" or m.startswith(("mcacct.schemes.", "mcacct.core."))
+               for m in mods), mods
 
 
 @pytest.fixture
@@ -177,3 +178,44 @@ def test_a_scheme_registered_at_run_time_works_without_cli_or_compare_entries(sc
     with pytest.raises(ValueError, match="schemes must be a non-empty list"):
         compare.compare_schemes(1.0, 0.05, 8, 2, 2, 16, schemes="renamed-bminsep")
 
+
+
+def test_a_scheme_with_facets_is_offered_by_the_command_line_compare_and_interop(scratch_registry, monkeypatch):
+    """One entry carries everything: a run-time scheme whose SchemeInfo has a command line, a compare row and a
+    jax-privacy mapping is offered by all three, with nothing added anywhere else; an entry with a wrong facet is
+    refused, naming it."""
+    from mcacct.cli import schemes as cli_schemes
+    from mcacct.cli.commands import build_parser
+    from mcacct.interop import jax_privacy as jp
+    from mcacct.report import compare
+    from mcacct.schemes.entry import CompareRow, ComparePlan, JaxPrivacyEntry
+    from mcacct.schemes.flags import Flag, SchemeCLI
+
+    def build(a):
+        return RenamedBMinSep(a.min_sep_prob(a.min_sep), a.min_sep, a.iterations, a.warm_start), a.strategy()
+
+    cli = SchemeCLI(build, flags=(Flag("--renamed-knob", int, "renamed: a knob"),))
+    row = CompareRow(lambda s: ComparePlan(RenamedBMinSep(s.sampling_prob, s.min_sep, s.iterations), s.strategy))
+    mapping = JaxPrivacyEntry("RenamedSampling", ("iterations",), lambda sel, m: None,
+                              lambda scheme, bs: ("renamed", scheme.iterations))
+    registry.register(registry.SchemeInfo("renamed-bminsep", RenamedBMinSep, "renamed", label="renamed",
+                                          cli=cli, compare=row, jax_privacy=mapping))
+    assert cli_schemes.cli_names()[-1] == "renamed-bminsep" and cli_schemes.flag_for("renamed_knob") is not None
+    args = build_parser().parse_args(["delta", "--sigma", "1", "--epsilon", "1", "--scheme", "renamed-bminsep",
+                                      "--sampling-prob", "0.2", "--min-sep", "2", "--iterations", "8",
+                                      "--c-col", "1"])
+    assert cli_schemes.scheme_from_args(args) == (RenamedBMinSep(0.2, 2, 8), BandedToeplitz((1.0,)))
+    with pytest.raises(ValueError, match="--renamed-knob does not apply to --scheme bminsep"):
+        cli_schemes.scheme_args(build_parser().parse_args(["delta", "--sigma", "1", "--epsilon", "1",
+                                                           "--renamed-knob", "3"]))
+    assert compare.row_names()[-1] == "renamed" and compare.parse_schemes("renamed")[0].cls is RenamedBMinSep
+    assert jp.supported_batch_selections()[-1] == "RenamedSampling"
+    # to_jax_privacy reads the mapping (jax-privacy itself is not needed for it)
+    monkeypatch.setattr(jp, "_jax_privacy_batch_selection", lambda: None)
+    assert jp.to_jax_privacy(RenamedBMinSep(0.2, 2, 8)) == ("renamed", 8)
+    with pytest.raises(ValueError, match="got MultiAttribution"):
+        jp.to_jax_privacy(mcacct.MultiAttribution(0.2, 2, 8, 2))
+    with pytest.raises(ValueError, match="SchemeInfo.cli must be a SchemeCLI"):
+        registry.SchemeInfo("x", RenamedBMinSep, cli=row)
+    with pytest.raises(ValueError, match="compare_default needs a compare row"):
+        registry.SchemeInfo("x", RenamedBMinSep, compare_default=True)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from mcacct.cli.flags import SEED_MAX, c_col_arg, device_info, int_in, real_in, sample_count
 from mcacct.cli.schemes import Flag, flag_for
-from mcacct.report.compare import compare_schemes, row_names
-from mcacct.report.compare_plans import compare_options
+from mcacct.report.compare import compare_options, compare_schemes, row_names
+from mcacct.strategies import default
 
 __all__ = ["add_compare_parser", "cmd_compare", "compare_flags", "print_compare"]
 
 
 def compare_flags() -> tuple[Flag, ...]:
     """The scheme flags (:mod:`mcacct.cli.schemes`) of the compare rows' options
-    (:func:`mcacct.report.compare_plans.compare_options`): each adds its scheme's row. An option without a
+    (:func:`mcacct.report.compare.compare_options`): each adds its scheme's row. An option without a
     command-line flag is not offered."""
     out = []
     for _, dest, _ in compare_options():
@@ -39,7 +39,7 @@ def add_compare_parser(subparsers):
                    help="comma-separated non-zeros of C's first column (length <= min-sep); default: the "
                         "MSE-optimised banded Toeplitz C with min-sep bands (||c|| = 1), as the other commands "
                         "and get_noise_multiplier")
-    for flag in compare_flags():  # each adds its scheme's row (mcacct.report.compare_plans)
+    for flag in compare_flags():  # each adds its scheme's row (its entry's CompareRow)
         flag.add_to(p)
     p.add_argument("--schemes", type=str, default=None, help=f"comma-separated subset of {','.join(row_names())}")
     p.add_argument("--samples", type=sample_count, default=None, help="Monte Carlo samples per direction per candidate")
@@ -57,9 +57,8 @@ def cmd_compare(args) -> dict:
     """Handler of ``mcacct compare``: returns the result dict (printed as JSON by the caller with ``--json``)."""
     options = {f.dest: getattr(args, f.dest) for f in compare_flags()}
     c_col = args.c_col
-    if c_col is None:  # the default C of every command (mcacct.cli.scheme_args.SchemeArgs.strategy)
-        from mcacct.noise_multiplier import default_strategy
-        c_col = default_strategy(args.iterations, args.min_sep).c_col
+    if c_col is None:  # the default C of every command (mcacct.schemes.flags.SchemeArgs.strategy)
+        c_col = default.default_strategy(args.iterations, args.min_sep).c_col
     out = compare_schemes(args.epsilon, args.delta, args.iterations, args.min_sep, args.batch_size,
                           args.dataset_size, c_col, schemes=args.schemes, num_samples=args.samples,
                           seed=args.seed, ladder_ratio=args.ladder_ratio, chunk_size=args.chunk_size,

@@ -39,37 +39,21 @@ truncated last columns of ``C`` up to norm 1: that ``C`` is not banded Toeplitz 
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from mcacct.engine.problem import Problem
 from mcacct.core.precision import float64
-from mcacct.schemes.balls_in_bins import BallsInBins
-from mcacct.schemes.bminsep import BMinSep
-from mcacct.schemes.cyclic_poisson import CyclicPoisson
+from mcacct.schemes import registry
+from mcacct.schemes.base import AccountedScheme
+from mcacct.schemes.entry import JaxPrivacyEntry, SchemeInfo
 from mcacct.strategies.banded import BandedToeplitz, parse_c_col
-from mcacct.schemes.truncated import TruncatedBMinSep
-from mcacct.core.validate import check_bool, check_count, check_prob, check_real
+from mcacct.core.validate import check_count, check_real
 
 __all__ = ["from_jax_privacy", "to_jax_privacy", "problem_from_jax_privacy", "noise_multiplier_to_jax_privacy",
-           "noise_multiplier_from_jax_privacy", "SUPPORTED_BATCH_SELECTIONS"]
-
-#: The schemes with a jax-privacy counterpart.
-InteropScheme = BMinSep | TruncatedBMinSep | CyclicPoisson | BallsInBins
+           "noise_multiplier_from_jax_privacy", "supported_batch_selections"]
 
 _MODULE = "jax_privacy.batch_selection"
-
-#: The jax-privacy 2.0 fields of each supported class, all of which enter the mapping.
-_FIELDS: dict[str, tuple[str, ...]] = {
-    "BMinSepSampling": ("sampling_prob", "iterations", "min_sep", "warm_start", "truncated_batch_size"),
-    "CyclicPoissonSampling": ("sampling_prob", "iterations", "truncated_batch_size", "cycle_length",
-                              "partition_type"),
-    "BallsInBinsSampling": ("iterations", "cycle_length"),
-}
-
-#: The ``jax_privacy.batch_selection`` classes :func:`from_jax_privacy` accepts.
-SUPPORTED_BATCH_SELECTIONS: tuple[str, ...] = tuple(_FIELDS)
 
 #: Why some other jax-privacy classes are refused (added to the message).
 _HINTS = {
@@ -78,74 +62,23 @@ _HINTS = {
                               "as examples with from_jax_privacy(selection.base_strategy)"),
 }
 
-# partition_type (by enum member name) -> CyclicPoisson.random_phase
-_PARTITIONS = {"EQUAL_SPLIT": False, "INDEPENDENT": True}
+
+def _mappings() -> tuple[tuple[SchemeInfo, JaxPrivacyEntry], ...]:
+    """``(info, info.jax_privacy)`` of every registered scheme with a jax-privacy batch selection."""
+    return tuple((e, e.jax_privacy) for e in registry.schemes() if e.jax_privacy is not None)
 
 
-def _name(field: str) -> str:
-    return f"batch_selection.{field}"
-
-
-def _no_dataset_size(dataset_size: int | None, what: str) -> None:
-    """Refuse a ``dataset_size`` that the scheme would not use (only truncation counts the other examples)."""
-    if dataset_size is not None:
-        raise ValueError(f"dataset_size does not apply to {what} (mcacct's scheme has no dataset size; it is "
-                         "needed only with BMinSepSampling(..., truncated_batch_size=B)); got "
-                         f"{dataset_size!r}")
-
-
-def _from_bminsep(sel: Any, dataset_size: int | None) -> InteropScheme:
-    p = check_prob(_name("sampling_prob"), sel.sampling_prob)
-    n = check_count(_name("iterations"), sel.iterations)
-    b = check_count(_name("min_sep"), sel.min_sep)
-    warm = check_bool(_name("warm_start"), sel.warm_start)
-    b_max = sel.truncated_batch_size
-    if b_max is None:
-        _no_dataset_size(dataset_size, "BMinSepSampling without truncated_batch_size")
-        return BMinSep(p, b, n, warm_start=warm)
-    b_max = check_count(_name("truncated_batch_size"), b_max)
-    if dataset_size is None:
-        raise ValueError("dataset_size is required for BMinSepSampling with truncated_batch_size (mcacct."
-                         "TruncatedBMinSep counts the other examples drawn): pass dataset_size=M, the num_examples "
-                         "given to batch_iterator")
-    return TruncatedBMinSep(p, b, n, dataset_size, b_max, warm_start=warm)
-
-
-def _from_cyclic_poisson(sel: Any, dataset_size: int | None) -> InteropScheme:
-    q = check_prob(_name("sampling_prob"), sel.sampling_prob)
-    n = check_count(_name("iterations"), sel.iterations)
-    b = check_count(_name("cycle_length"), sel.cycle_length)
-    b_max = sel.truncated_batch_size
-    if b_max is not None:
-        raise ValueError(f"{_name('truncated_batch_size')} must be None for CyclicPoissonSampling: truncated cyclic "
-                         f"Poisson sampling is not modelled by mcacct; got {b_max!r} (truncation is modelled for "
-                         "BMinSepSampling: mcacct.TruncatedBMinSep)")
-    partition = sel.partition_type
-    if not (isinstance(partition, enum.Enum) and partition.name in _PARTITIONS):
-        raise ValueError(f"{_name('partition_type')} must be one of {tuple(_PARTITIONS)} (jax-privacy's "
-                         f"PartitionType); got {partition!r}")
-    _no_dataset_size(dataset_size, "CyclicPoissonSampling")
-    return CyclicPoisson(q, b, n, random_phase=_PARTITIONS[partition.name])
-
-
-def _from_balls_in_bins(sel: Any, dataset_size: int | None) -> InteropScheme:
-    n = check_count(_name("iterations"), sel.iterations)
-    b = check_count(_name("cycle_length"), sel.cycle_length)
-    _no_dataset_size(dataset_size, "BallsInBinsSampling")
-    return BallsInBins(b, n)
-
-
-_BUILDERS: dict[str, Callable[[Any, int | None], InteropScheme]] = {
-    "BMinSepSampling": _from_bminsep,
-    "CyclicPoissonSampling": _from_cyclic_poisson,
-    "BallsInBinsSampling": _from_balls_in_bins,
-}
+@float64
+def supported_batch_selections() -> tuple[str, ...]:
+    """The ``jax_privacy.batch_selection`` classes :func:`from_jax_privacy` accepts: those of the registered schemes'
+    entries (:attr:`mcacct.schemes.entry.SchemeInfo.jax_privacy`), in registry order."""
+    return tuple(dict.fromkeys(m.selection for _, m in _mappings()))
 
 
 def _class_name(selection: Any) -> str | None:
     """The supported class ``selection`` is an instance of (exactly, not a subclass), or ``None``."""
     cls = type(selection)
-    if cls.__module__ == _MODULE and cls.__qualname__ in _BUILDERS:
+    if cls.__module__ == _MODULE and cls.__qualname__ in supported_batch_selections():
         return cls.__qualname__
     return None
 
@@ -154,15 +87,16 @@ def _check_fields(selection: Any, name: str) -> None:
     """Refuse a field this module does not know: it might change the sampling, hence the privacy analysis."""
     if not dataclasses.is_dataclass(selection):
         return
-    extra = [f.name for f in dataclasses.fields(selection) if f.name not in _FIELDS[name]]
+    known = tuple(dict.fromkeys(f for _, m in _mappings() if m.selection == name for f in m.fields))
+    extra = [f.name for f in dataclasses.fields(selection) if f.name not in known]
     if extra:
-        raise ValueError(f"{_name(extra[0])} is not modelled by mcacct: {name} has fields {extra} beyond jax-privacy "
-                         f"2.0's {list(_FIELDS[name])}, and mcacct does not know how they change the sampling")
+        raise ValueError(f"batch_selection.{extra[0]} is not modelled by mcacct: {name} has fields {extra} beyond "
+                         f"jax-privacy 2.0's {list(known)}, and mcacct does not know how they change the sampling")
 
 
 @float64
 def from_jax_privacy(batch_selection: Any, c_col: Sequence[float] | None = None,
-                     dataset_size: int | None = None) -> InteropScheme:
+                     dataset_size: int | None = None) -> AccountedScheme:
     r"""The mcacct scheme that accounts a jax-privacy batch selection.
 
     Parameters
@@ -197,12 +131,15 @@ def from_jax_privacy(batch_selection: Any, c_col: Sequence[float] | None = None,
     if name is None:
         cls = type(batch_selection)
         hint = _HINTS.get(cls.__qualname__) if cls.__module__ == _MODULE else None
-        raise ValueError(f"batch_selection must be one of jax-privacy's {', '.join(SUPPORTED_BATCH_SELECTIONS)}; "
+        raise ValueError(f"batch_selection must be one of jax-privacy's {', '.join(supported_batch_selections())}; "
                          f"got {cls.__module__}.{cls.__qualname__}" + (f" ({hint})" if hint else ""))
     _check_fields(batch_selection, name)
     if dataset_size is not None:
         dataset_size = check_count("dataset_size", dataset_size)
-    scheme = _BUILDERS[name](batch_selection, dataset_size)
+    scheme = next((s for s in (m.from_selection(batch_selection, dataset_size) for _, m in _mappings()
+                               if m.selection == name) if s is not None), None)
+    if scheme is None:
+        raise ValueError(f"batch_selection {batch_selection!r} is not modelled by any registered scheme")
     if c_col is not None:
         scheme.check_strategy(BandedToeplitz(c_col))
     return scheme
@@ -235,14 +172,17 @@ def _jax_privacy_batch_selection():
 
 
 @float64
-def to_jax_privacy(scheme: InteropScheme | Problem) -> Any:
+def to_jax_privacy(scheme: AccountedScheme | Problem) -> Any:
     """The jax-privacy batch selection that samples as ``scheme`` does (the training side of the account).
 
     Parameters
     ----------
-    scheme : BMinSep, TruncatedBMinSep, CyclicPoisson, BallsInBins or Problem
-        A :class:`~mcacct.Problem` stands for its scheme. Other schemes (``MultiAttribution``,
-        ``BandedInverse``, ...) have no jax-privacy counterpart: ``ValueError``.
+    scheme : AccountedScheme or Problem
+        A registered scheme whose entry has a jax-privacy batch selection
+        (:attr:`mcacct.schemes.entry.SchemeInfo.jax_privacy`): among the built-in ones ``BMinSep``,
+        ``TruncatedBMinSep``, ``CyclicPoisson`` and ``BallsInBins``. A :class:`~mcacct.Problem` stands for its
+        scheme. The scheme's own class must be registered: a subclass may sample differently from its base, so
+        it does not borrow its base's mapping.
 
     Returns
     -------
@@ -256,26 +196,20 @@ def to_jax_privacy(scheme: InteropScheme | Problem) -> Any:
 
     Raises
     ------
+    ValueError
+        A scheme without a jax-privacy counterpart (``MultiAttribution``, ``BandedInverse``, an unregistered
+        class, ...), naming the schemes that have one.
     ImportError
         jax-privacy is not installed (``pip install jax-privacy``); it is imported only here.
     """
     if isinstance(scheme, Problem):
         scheme = scheme.scheme
-    kind = type(scheme)
-    if kind not in (BMinSep, TruncatedBMinSep, CyclicPoisson, BallsInBins):
-        raise ValueError(f"scheme must be one of mcacct's BMinSep, TruncatedBMinSep, CyclicPoisson, BallsInBins "
-                         f"(the schemes with a jax-privacy batch selection); got {kind.__name__}")
-    bs = _jax_privacy_batch_selection()
-    if kind is BallsInBins:
-        return bs.BallsInBinsSampling(iterations=int(scheme.iterations), cycle_length=int(scheme.cycle_length))
-    if kind is CyclicPoisson:
-        partition = bs.PartitionType.INDEPENDENT if scheme.random_phase else bs.PartitionType.EQUAL_SPLIT
-        return bs.CyclicPoissonSampling(sampling_prob=float(scheme.sampling_prob), iterations=int(scheme.iterations),
-                                        cycle_length=int(scheme.cycle_length), partition_type=partition)
-    b_max = int(scheme.max_batch_size) if kind is TruncatedBMinSep else None
-    return bs.BMinSepSampling(sampling_prob=float(scheme.sampling_prob), iterations=int(scheme.iterations),
-                              min_sep=int(scheme.min_sep), warm_start=bool(scheme.warm_start and scheme.min_sep > 1),
-                              truncated_batch_size=b_max)
+    info = registry.entry_for(scheme)
+    if info is None or info.cls is not type(scheme) or info.jax_privacy is None:
+        names = ", ".join(e.cls.__name__ for e, _ in _mappings())
+        raise ValueError(f"scheme must be one of mcacct's {names} (the registered schemes with a jax-privacy batch "
+                         f"selection); got {type(scheme).__name__}")
+    return info.jax_privacy.to_selection(scheme, _jax_privacy_batch_selection())
 
 
 def _column_norm(c_col: Sequence[float]) -> float:

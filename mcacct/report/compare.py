@@ -25,26 +25,39 @@ which upper-bounds the random-phase mixture estimated by Monte Carlo. The multi-
 user-level (a different adjacency) and its batch size is only matched per example.
 
 Rows, their parameters, their PLD specs and the optional-row options (``max_batch_size``,
-``max_examples_per_user``, ``inverse_bands``) come from the plans of :mod:`mcacct.report.compare_plans`, keyed
-by registry name; row names and defaults from :mod:`mcacct.schemes.registry` (``label``, ``compare_default``).
-This module lists no scheme itself.
+``max_examples_per_user``, ``inverse_bands``) come from each registered scheme's entry
+(:attr:`mcacct.schemes.entry.SchemeInfo.compare`, a :class:`~mcacct.schemes.entry.CompareRow` declared in the
+scheme's module), row names and defaults from the same entry (``label``, ``compare_default``). This module lists
+no scheme itself.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from typing import Any, Callable
 
 from mcacct import pld as pld_api
 from mcacct.engine.progress import stage
 from mcacct.statistics.confidence import EPSILON_MAX
 from mcacct.jobs.problem_file import scheme_to_dict
-from mcacct.report.compare_plans import CompareSetting, compare_options, compare_schemes_info
-from mcacct.schemes.registry import SchemeInfo
+from mcacct.engine.problem import Problem
+from mcacct.schemes import registry
+from mcacct.schemes.entry import CompareRow, CompareSetting, SchemeInfo
 from mcacct.core.validate import check_int, check_real
 from mcacct.core.precision import float64
 
-__all__ = ["compare_schemes", "row_names", "parse_schemes"]
+__all__ = ["compare_schemes", "row_names", "parse_schemes", "compare_schemes_info", "compare_options"]
+
+
+def compare_schemes_info() -> tuple[tuple[SchemeInfo, CompareRow], ...]:
+    """``(info, info.compare)`` of every registered scheme with a compare row, in registry order."""
+    return tuple((e, e.compare) for e in registry.schemes() if e.compare is not None)
+
+
+def compare_options() -> tuple[tuple[SchemeInfo, str, Callable[[str, Any], Any]], ...]:
+    """``(info, dest, check)`` of every compare option (each adds its scheme's row), in registry order."""
+    return tuple((e, dest, check) for e, row in compare_schemes_info() for dest, check in row.options.items())
 
 
 def row_names() -> tuple[str, ...]:
@@ -53,10 +66,9 @@ def row_names() -> tuple[str, ...]:
     return tuple(e.label for e, _ in compare_schemes_info())
 
 
-def _pld_sigma(build, epsilon, delta):
-    """Run ``build(mcacct.pld) -> (spec, scale)`` and calibrate; returns ``(sigma or None, note or None)``."""
+def _pld_sigma(spec, scale, epsilon, delta):
+    """``scale`` times the PLD accountant's sigma of ``spec``; returns ``(sigma or None, note or None)``."""
     try:
-        spec, scale = build(pld_api)
         return float(pld_api.pld_calibrate(spec, epsilon, delta)) * scale, None
     except ValueError as err:
         return None, f"PLD calibration failed: {err}"
@@ -119,7 +131,7 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
     pld:
         Also compute the PLD baselines.
     options:
-        Values of the rows' options (:func:`mcacct.report.compare_plans.compare_options`) by ``dest`` name (the
+        Values of the rows' options (:func:`compare_options`) by ``dest`` name (the
         three keyword arguments above are such options).
 
     Returns
@@ -180,15 +192,14 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
     c_norm = math.sqrt(sum(v * v for v in strategy.c_col))
 
     rows, skipped = [], []
-    entries = {info.name: entry for info, entry in compare_schemes_info()}
-    plans = [(info.label, entries[info.name].plan(setting)) for info in wanted]  # (row name, ComparePlan)
+    plans = [(info.label, info.compare.plan(setting)) for info in wanted]  # (row name, ComparePlan)
 
     root = jax.random.key(seed)
     for j, (name, plan) in enumerate(plans):
-        problem, pld_build = plan.problem, plan.pld
-        if problem is None:
+        if plan.scheme is None:
             skipped.append({"scheme": name, "reason": plan.skip})
             continue
+        problem = Problem(plan.scheme, plan.strategy)
         params = {k: v for k, v in scheme_to_dict(problem.scheme).items()
                   if k not in ("type", "iterations")}
         params.update(plan.params)
@@ -200,8 +211,8 @@ def compare_schemes(epsilon: float, delta: float, iterations: int, min_sep: int,
         row = {"scheme": name, "params": params, "sigma": res.sigma, "verified": res.verified,
                "overall_delta": res.overall_delta, "top_sigma": res.top_sigma, "num_samples": res.num_samples,
                "note": res.note, "seconds": time.perf_counter() - t1, "sigma_pld": None, "pld_note": None}
-        if pld and pld_build is not None:
-            row["sigma_pld"], row["pld_note"] = _pld_sigma(pld_build, eps, dl)
+        if pld and plan.pld_spec is not None:
+            row["sigma_pld"], row["pld_note"] = _pld_sigma(plan.pld_spec, plan.pld_scale, eps, dl)
         elif pld:
             row["pld_note"] = "no PLD analysis for this scheme"
         rows.append(row)

@@ -10,8 +10,11 @@
   :mod:`~mcacct.schemes.balls_in_bins` (the baselines of §3);
 * :mod:`~mcacct.schemes.api` — one sampling/loss API for every scheme (``sample``, ``sample_y``,
   ``privacy_loss``);
-* :mod:`~mcacct.schemes.registry` — the one list of schemes every consumer reads, ``register(...)``.
+* :mod:`~mcacct.schemes.entry` — one entry per scheme (:class:`~mcacct.schemes.entry.SchemeInfo`): how mcacct
+  offers it (command line, ``mcacct compare`` row, jax-privacy batch selection), declared as ``INFO`` next to
+  each class; :mod:`~mcacct.schemes.flags` — the command-line facet (flags, builders' parsed arguments);
+* :mod:`~mcacct.schemes.registry` — the one list of entries every consumer reads, ``register(...)``.
 
 Each scheme composes the pure kernels of :mod:`mcacct.kernels` with its fields and states its own values of
-the contract. Adding a scheme is one module here and one ``register(...)`` entry.
+the contract. Adding a scheme is one module (its class and its ``INFO``) and one ``register(...)`` call.
 """

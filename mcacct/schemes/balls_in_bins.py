@@ -45,9 +45,12 @@ from mcacct.core.precision import float64
 from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.strategies.banded import check_strategy_type
-from mcacct.core.validate import check_call, check_count
+from mcacct.core.validate import check_call, check_count, check_real
+from mcacct.schemes.entry import (CompareRow, ComparePlan, CompareSetting, JaxPrivacyEntry, SchemeInfo,
+                                  refuse_dataset_size, selection_field)
+from mcacct.schemes.flags import Flag, SchemeArgs, SchemeCLI
 
-__all__ = ["BallsInBins", "max_bins", "BIN_BYTES", "BIN_TERMS_PER_BLOCK"]
+__all__ = ["BallsInBins", "max_bins", "bins_from_batch", "BIN_BYTES", "BIN_TERMS_PER_BLOCK", "INFO"]
 
 
 #: Bytes per shift term of the loss kernel, temporaries included (measured: ``n = 64`` with 32768 bins, one block
@@ -228,3 +231,64 @@ class BallsInBins(Scheme):
         """The closed form is at most as long as Theorem 5.1's recursion with ``b`` bins and ``p = 1``; at most
         ``ceil(n/b)`` participations; taken as a ratio of mixtures (factor 2, generous)."""
         return LossErrorParams(self.cycle_length, 1.0, self.max_participations, 2.0)
+
+
+# -- the entry: how mcacct offers the scheme (mcacct.schemes.entry) ---------------------------------------------
+@float64
+def bins_from_batch(expected_batch_size: float, dataset_size: int) -> int:
+    """Balls-in-bins' ``T = M / B``; ``ValueError`` when it is not an integer (naming ``--bins``)."""
+    m = check_count("dataset_size", dataset_size)
+    bs = check_real("expected_batch_size", expected_batch_size, low=0.0, high=float(m), low_open=True)
+    bins = m / bs
+    t = int(round(bins))
+    if abs(bins - t) > 1e-9 * bins:
+        raise ValueError(f"dataset_size / expected_batch_size = {bins:g} is not an integer number of bins: give "
+                         "--bins (an integer >= 1) or a batch size that divides the dataset size")
+    return t
+
+
+def _build_cli(a: SchemeArgs):
+    bins = a.get("bins")
+    if bins is None:
+        _, bs, m = a.rate()
+        bins = bins_from_batch(bs, m)
+    elif a.given("batch_size") or a.given("dataset_size"):
+        raise ValueError("give either --bins or --batch-size with --dataset-size for --scheme balls-in-bins, "
+                         "not both")
+    return BallsInBins(bins, a.iterations), a.strategy(bands=bins)  # participations are exactly `bins` apart
+
+
+def _compare_plan(s: CompareSetting) -> ComparePlan:
+    try:
+        t = bins_from_batch(s.expected_batch_size, s.dataset_size)
+    except ValueError:
+        return ComparePlan.skipped(f"dataset_size / expected_batch_size = {s.dataset_size / s.expected_batch_size:g} "
+                                   "is not an integer number of bins")
+    # more bands than bins is handled exactly (overlapping columns of a bin)
+    return ComparePlan(BallsInBins(t, s.iterations), s.strategy)
+
+
+def _from_jax_privacy(selection, dataset_size: int | None) -> BallsInBins:
+    n = check_count(selection_field("iterations"), selection.iterations)
+    b = check_count(selection_field("cycle_length"), selection.cycle_length)
+    refuse_dataset_size(dataset_size, "BallsInBinsSampling")
+    return BallsInBins(b, n)
+
+
+def _to_jax_privacy(scheme: BallsInBins, batch_selection):
+    return batch_selection.BallsInBinsSampling(iterations=int(scheme.iterations), cycle_length=int(scheme.cycle_length))
+
+
+#: The scheme's entry (:mod:`mcacct.schemes.registry` lists it).
+INFO = SchemeInfo(
+    "balls-in-bins", BallsInBins, "balls-in-bins with T bins (T = M / B)", compare_default=True,
+    cli=SchemeCLI(_build_cli, frozenset({"iterations", "batch_size", "dataset_size", "c_col"}),
+                  flags=(Flag("--bins", int, "balls-in-bins: number of bins T (>= 1; default dataset size / batch "
+                                             "size)", check=check_count, rate=True),),
+                  hints={"min_sep": "its separation is the number of bins: use --bins",
+                         "sampling_prob": "every opportunity is taken (p = 1): give --bins or the batch flags",
+                         "cold_start": "there is no start state"},
+                  parameters={"cycle_length": "--bins"}),
+    compare=CompareRow(_compare_plan),
+    jax_privacy=JaxPrivacyEntry("BallsInBinsSampling", ("iterations", "cycle_length"), _from_jax_privacy,
+                                _to_jax_privacy))

@@ -53,15 +53,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mcacct.core.validate import check_bool, check_call, check_choice, check_count, check_int, check_prob
+from mcacct.core.validate import (check_bool, check_call, check_choice, check_count, check_int, check_prob,
+                                  parse_floats)
 from mcacct.kernels.output import gaussian_output
 from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.strategies.banded import BandedToeplitz, check_strategy_type, parse_c_col
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.kernels.sliding import participation_log_ratios
 from mcacct.core.precision import float64
+from mcacct.schemes.entry import CompareRow, ComparePlan, CompareSetting, SchemeInfo
+from mcacct.schemes.flags import Flag, SchemeArgs, SchemeCLI
 
-__all__ = ["BandedInverse", "strategy_from_inverse", "cross_term_allowance"]
+__all__ = ["BandedInverse", "strategy_from_inverse", "cross_term_allowance", "INFO"]
 
 
 @float64
@@ -259,3 +262,37 @@ class BandedInverse(Scheme):
     def loss_error_params(self) -> LossErrorParams:
         """Theorem 5.1's recursion with ``b = r`` and ``p``; ``J = n`` (generous); factor 2 (generous)."""
         return LossErrorParams(self.min_sep, self.sampling_prob, self.iterations, 2.0)
+
+
+# -- the entry: how mcacct offers the scheme (mcacct.schemes.entry) ---------------------------------------------
+def _build_cli(a: SchemeArgs):
+    r = a.min_sep
+    bands = a.get("inverse_bands")
+    if bands is not None:
+        if a.given("c_col"):
+            raise ValueError("give either --c-col (C's first column) or --inverse-bands (the bands of C^-1) for "
+                             "--scheme banded-inverse, not both")
+        strategy = strategy_from_inverse(parse_floats("inverse_bands", bands), a.iterations)
+    else:  # its own default: C = I (DP-SGD), whose inverse has one band
+        strategy = a.strategy(default=(1.0,))
+    return BandedInverse(a.min_sep_prob(r), r, a.iterations, a.warm_start), strategy
+
+
+def _compare_plan(s: CompareSetting) -> ComparePlan:
+    bands = s.option("inverse_bands")
+    if bands is None:
+        return ComparePlan.skipped("inverse_bands not given")
+    bands = parse_floats("inverse_bands", bands)
+    inv = strategy_from_inverse(bands, s.iterations)
+    return ComparePlan(BandedInverse(s.sampling_prob, s.min_sep, s.iterations, True), inv,
+                       {"inverse_bands": list(bands), "c_col_length": len(inv.c_col)})
+
+
+#: The scheme's entry (:mod:`mcacct.schemes.registry` lists it).
+INFO = SchemeInfo(
+    "banded-inverse", BandedInverse, "r-min-sep with a non-banded C from banded C^-1 (App. B)",
+    cli=SchemeCLI(_build_cli, flags=(
+        Flag("--inverse-bands", str, "banded-inverse: comma-separated bands h0,h1,... of C^-1 (h0 > 0; C = their "
+                                     "inverse, instead of --c-col); compare: adds the banded-inverse row",
+             check=parse_floats),)),
+    compare=CompareRow(_compare_plan, {"inverse_bands": parse_floats}))

@@ -36,10 +36,14 @@ from mcacct.schemes.base import (Draws, LossErrorParams, MinSepAccounting, Schem
                                  check_scheme_fields)
 from mcacct.strategies.banded import BandedToeplitz
 from mcacct.core.validate import check_bool, check_call, check_count, check_int, check_prob, check_sigma
+from mcacct.schemes.entry import (CompareRow, ComparePlan, CompareSetting, JaxPrivacyEntry, SchemeInfo,
+                                  refuse_dataset_size, selection_field)
+from mcacct.schemes.flags import SchemeArgs, SchemeCLI
 from mcacct.core.precision import float64
 
 __all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "sample_participation",
-           "sample_participation_t", "sample_y_t", "log_ratio_from_terms", "log_ratio_from_terms_t"]
+           "sample_participation_t", "sample_y_t", "log_ratio_from_terms", "log_ratio_from_terms_t", "INFO",
+           "BMINSEP_SELECTION_FIELDS", "bminsep_selection"]
 
 
 @float64
@@ -244,3 +248,51 @@ def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto
 def log_ratio_from_terms_t(ell_t: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
     """:func:`log_ratio_from_terms` for time-major terms ``ell_t`` of shape ``(n, ...)``."""
     return recursion_log_ratio_t(ell_t, scheme.min_sep, scheme.sampling_prob, scheme.warm_start, recursion)
+
+
+# -- the entry: how mcacct offers the scheme (mcacct.schemes.entry) ---------------------------------------------
+#: jax-privacy 2.0's ``BMinSepSampling`` fields (with and without truncation), all of which enter the mapping.
+BMINSEP_SELECTION_FIELDS = ("sampling_prob", "iterations", "min_sep", "warm_start", "truncated_batch_size")
+
+
+@float64
+def bminsep_selection(selection) -> tuple[float, int, int, bool]:
+    """``(p, n, b, warm_start)`` of a jax-privacy ``BMinSepSampling``, each checked (a refusal names
+    ``batch_selection.FIELD``)."""
+    return (check_prob(selection_field("sampling_prob"), selection.sampling_prob),
+            check_count(selection_field("iterations"), selection.iterations),
+            check_count(selection_field("min_sep"), selection.min_sep),
+            check_bool(selection_field("warm_start"), selection.warm_start))
+
+
+def _from_jax_privacy(selection, dataset_size: int | None) -> BMinSep | None:
+    p, n, b, warm = bminsep_selection(selection)
+    if selection.truncated_batch_size is not None:
+        return None  # truncated b-min-sep's
+    refuse_dataset_size(dataset_size, "BMinSepSampling without truncated_batch_size")
+    return BMinSep(p, b, n, warm_start=warm)
+
+
+def _to_jax_privacy(scheme: BMinSep, batch_selection):
+    # jax-privacy 2.0's warm start needs min_sep >= 2; for b = 1 it changes nothing
+    return batch_selection.BMinSepSampling(sampling_prob=float(scheme.sampling_prob),
+                                           iterations=int(scheme.iterations), min_sep=int(scheme.min_sep),
+                                           warm_start=bool(scheme.warm_start and scheme.min_sep > 1),
+                                           truncated_batch_size=None)
+
+
+def _build_cli(a: SchemeArgs):
+    b = a.min_sep
+    return BMinSep(a.min_sep_prob(b), b, a.iterations, a.warm_start), a.strategy()
+
+
+def _compare_plan(s: CompareSetting) -> ComparePlan:
+    scheme = BMinSep(s.sampling_prob, s.min_sep, s.iterations, True)
+    return ComparePlan(scheme, s.strategy, pld_spec=scheme.exact_pld(s.strategy))  # Poisson's PLD when b = 1
+
+
+#: The scheme's entry (:mod:`mcacct.schemes.registry` lists it).
+INFO = SchemeInfo("bminsep", BMinSep, "b-min-sep subsampling (Alg. 1/2)", label="b-min-sep", compare_default=True,
+                  cli=SchemeCLI(_build_cli), compare=CompareRow(_compare_plan),
+                  jax_privacy=JaxPrivacyEntry("BMinSepSampling", BMINSEP_SELECTION_FIELDS, _from_jax_privacy,
+                                              _to_jax_privacy))

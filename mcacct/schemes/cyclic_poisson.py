@@ -43,8 +43,13 @@ from mcacct.core.precision import float64
 from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.strategies.banded import check_strategy_type
 from mcacct.core.validate import check_bool, check_call, check_count, check_prob
+from mcacct.pld.specs import CyclicPoissonBandMFSpec
+from mcacct.schemes.entry import (CompareRow, ComparePlan, CompareSetting, JaxPrivacyEntry, SchemeInfo,
+                                  refuse_dataset_size, selection_field)
+from mcacct.schemes.flags import COMMON_DESTS, Flag, SchemeArgs, SchemeCLI
+from mcacct.core.rates import sampling_prob_from_batch_size
 
-__all__ = ["CyclicPoisson"]
+__all__ = ["CyclicPoisson", "INFO"]
 
 
 def _log_terms(y, sigma, strategy, dot_method):
@@ -146,7 +151,6 @@ class CyclicPoisson(Scheme):
         m = -(-n // b)
         if self.random_phase or b * (m - 1) + strategy.bands > n:
             return None
-        from mcacct.pld.specs import CyclicPoissonBandMFSpec
         return CyclicPoissonBandMFSpec(iterations=n, min_sep=b, sampling_prob=self.sampling_prob,
                                        c_col=tuple(strategy.c_col), sigma=1.0)
 
@@ -179,3 +183,68 @@ class CyclicPoisson(Scheme):
         """The closed form is at most as long as Theorem 5.1's recursion with ``b`` and ``q``; at most
         ``ceil(n/b)`` participations; ``Q`` is the plain Gaussian (factor 1)."""
         return LossErrorParams(self.cycle_length, self.sampling_prob, -(-self.iterations // self.cycle_length), 1.0)
+
+
+# -- the entry: how mcacct offers the scheme (mcacct.schemes.entry) ---------------------------------------------
+# jax-privacy's partition_type (by enum member name) -> random_phase: EQUAL_SPLIT ties one example's part to the
+# others' (the public-partition worst case), INDEPENDENT draws each part independently (a secret shift)
+_PARTITIONS = {"EQUAL_SPLIT": False, "INDEPENDENT": True}
+
+
+def _from_jax_privacy(selection, dataset_size: int | None) -> CyclicPoisson:
+    import enum
+
+    q = check_prob(selection_field("sampling_prob"), selection.sampling_prob)
+    n = check_count(selection_field("iterations"), selection.iterations)
+    b = check_count(selection_field("cycle_length"), selection.cycle_length)
+    b_max = selection.truncated_batch_size
+    if b_max is not None:
+        raise ValueError(f"{selection_field('truncated_batch_size')} must be None for CyclicPoissonSampling: "
+                         f"truncated cyclic Poisson sampling is not modelled by mcacct; got {b_max!r} (truncation is "
+                         "modelled for BMinSepSampling: mcacct.TruncatedBMinSep)")
+    partition = selection.partition_type
+    if not (isinstance(partition, enum.Enum) and partition.name in _PARTITIONS):
+        raise ValueError(f"{selection_field('partition_type')} must be one of {tuple(_PARTITIONS)} (jax-privacy's "
+                         f"PartitionType); got {partition!r}")
+    refuse_dataset_size(dataset_size, "CyclicPoissonSampling")
+    return CyclicPoisson(q, b, n, random_phase=_PARTITIONS[partition.name])
+
+
+def _to_jax_privacy(scheme: CyclicPoisson, batch_selection):
+    partition = batch_selection.PartitionType.INDEPENDENT if scheme.random_phase else \
+        batch_selection.PartitionType.EQUAL_SPLIT
+    return batch_selection.CyclicPoissonSampling(sampling_prob=float(scheme.sampling_prob),
+                                                 iterations=int(scheme.iterations),
+                                                 cycle_length=int(scheme.cycle_length), partition_type=partition)
+
+
+def _build_cli(a: SchemeArgs):
+    b = a.min_sep
+    sp, bs, m = a.rate()
+    if sp is None:
+        sampling_prob_from_batch_size(bs, m, b)  # checks B / M <= 1/b, naming expected_batch_size
+        sp = min(b * bs / m, 1.0)
+    return CyclicPoisson(sp, b, a.iterations, random_phase=not a.given("public_phase")), a.strategy()
+
+
+def _compare_plan(s: CompareSetting) -> ComparePlan:
+    b, n = s.min_sep, s.iterations
+    q = min(b * s.participation_rate, 1.0)
+    # the row calibrates the secret random phase; its PLD column is the public partition's composition, which
+    # upper-bounds the random-phase mixture (module docstring), complete last column or not
+    spec = CyclicPoissonBandMFSpec(iterations=n, min_sep=b, sampling_prob=q, c_col=tuple(s.strategy.c_col), sigma=1.0)
+    return ComparePlan(CyclicPoisson(q, b, n, random_phase=True), s.strategy, pld_spec=spec)
+
+
+#: The scheme's entry (:mod:`mcacct.schemes.registry` lists it).
+INFO = SchemeInfo(
+    "cyclic-poisson", CyclicPoisson, "cyclic Poisson over min-sep parts (q = b B / M)", compare_default=True,
+    cli=SchemeCLI(_build_cli, COMMON_DESTS - {"cold_start"},
+                  flags=(Flag("--public-phase", bool, "cyclic-poisson: the public-partition worst case (part 0) "
+                                                      "instead of a secret random phase"),),
+                  hints={"cold_start": "the part is fixed from step 1 (there is no start state)"},
+                  parameters={"cycle_length": "--min-sep"}),
+    compare=CompareRow(_compare_plan),
+    jax_privacy=JaxPrivacyEntry("CyclicPoissonSampling", ("sampling_prob", "iterations", "truncated_batch_size",
+                                                          "cycle_length", "partition_type"),
+                                _from_jax_privacy, _to_jax_privacy))

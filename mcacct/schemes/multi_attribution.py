@@ -58,8 +58,11 @@ from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, c
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios, sliding_dot
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.core.precision import float64
+from mcacct.pld.specs import GroupPoissonSpec
+from mcacct.schemes.entry import CompareRow, ComparePlan, CompareSetting, SchemeInfo
+from mcacct.schemes.flags import Flag, SchemeArgs, SchemeCLI
 
-__all__ = ["MultiAttribution"]
+__all__ = ["MultiAttribution", "INFO"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -215,3 +218,29 @@ class MultiAttribution(Scheme):
         """The user scheme's recursion (``b``, ``p``); ``J = n`` (posterior participation mass at most one per
         iteration; generous); the loss is taken as a ratio of mixtures (factor 2, generous)."""
         return LossErrorParams(self.min_sep, self.sampling_prob, self.iterations, 2.0)
+
+
+# -- the entry: how mcacct offers the scheme (mcacct.schemes.entry) ---------------------------------------------
+def _build_cli(a: SchemeArgs):
+    b = a.min_sep
+    k = a.get("max_examples_per_user", 1)
+    return MultiAttribution(a.min_sep_prob(b), b, a.iterations, k), a.strategy()
+
+
+def _compare_plan(s: CompareSetting) -> ComparePlan:
+    k = s.option("max_examples_per_user", 2)
+    p = s.sampling_prob
+    spec = None
+    if s.min_sep == 1:  # Poisson sampling of users: the group PLD, sensitivity c_0 as a scale of sigma
+        spec = GroupPoissonSpec(group_size=k, sampling_prob=p, sigma=1.0, steps=s.iterations)
+    return ComparePlan(MultiAttribution(p, s.min_sep, s.iterations, k), s.strategy, {"level": "user"},
+                       pld_spec=spec, pld_scale=s.strategy.c_col[0])
+
+
+#: The scheme's entry (:mod:`mcacct.schemes.registry` lists it).
+INFO = SchemeInfo(
+    "multi-attribution", MultiAttribution, "user-level multi-attribution b-min-sep (Alg. 3), cold start",
+    cli=SchemeCLI(_build_cli, flags=(
+        Flag("--max-examples-per-user", int, "multi-attribution: examples per user k_u (>= 1; default 1, compare: "
+                                             "2); compare: adds the multi-attribution row", check=check_count),)),
+    compare=CompareRow(_compare_plan, {"max_examples_per_user": check_count}))

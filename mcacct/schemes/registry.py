@@ -1,22 +1,16 @@
 r"""The one list of accounted sampling schemes, read by every consumer.
 
-Each :class:`SchemeInfo` holds a scheme's metadata only: its registry name (the command line's ``--scheme
-NAME``), its class (a frozen dataclass implementing :class:`mcacct.schemes.base.AccountedScheme`), a one-line
-summary, its row label in ``mcacct compare`` and whether that row runs by default. Everything a scheme does
-(sampling, losses, bounds, its exact PLD and PLD baselines) is a method of the class; everything else about it
-is keyed by its registry name in the layer that needs it:
+Each :class:`~mcacct.schemes.entry.SchemeInfo` is one scheme's whole entry: its registry name (the command line's
+``--scheme NAME`` and the ``type`` of a scheme in job files), its class (a frozen dataclass implementing
+:class:`mcacct.schemes.base.AccountedScheme`: the mechanism), a one-line summary and the optional facets through
+which mcacct offers it -- its command line (``cli``), its ``mcacct compare`` row (``compare``) and its jax-privacy
+batch selection (``jax_privacy``). Each built-in scheme's module declares its entry (``INFO``) next to its class;
+the command line, ``mcacct compare``, the interop, the job files and the plots read this registry, and no other
+table keyed by a scheme's name exists.
 
-* command-line flags and builders: :data:`mcacct.cli.schemes.SCHEME_CLI` (optional: a scheme without an entry
-  there is not offered by the command line);
-* ``mcacct compare`` rows: :data:`mcacct.report.compare_plans.COMPARE_PLANS` (optional too);
-* job files store a scheme by its registry name (:func:`classes`) and fields
-  (:func:`mcacct.jobs.problem_file.scheme_to_dict`): every registered scheme works there, and with the Python
-  API and calibration, without further entries.
-
-**Adding a scheme**: write its module (the dataclass) and call :func:`register` with its :class:`SchemeInfo`
-(below for the built-in schemes; at run time for others), optionally with a command-line entry in
-:mod:`mcacct.cli.schemes` and a compare plan in :mod:`mcacct.report.compare_plans`. :func:`register` refuses a
-class that lacks a member of the contract, naming it (:func:`missing_members`).
+**Adding a scheme**: write its module (the dataclass) and call :func:`register` with its
+:class:`~mcacct.schemes.entry.SchemeInfo` (at run time, or through an entry point, below). :func:`register`
+refuses a class that lacks a member of the contract, naming it (:func:`missing_members`).
 
 **Installed schemes** (entry points): a package that declares, in its metadata, an entry point of the group
 :data:`ENTRY_POINT_GROUP` (``mcacct.schemes``) whose object is a :class:`SchemeInfo` (or a function returning one)
@@ -30,83 +24,19 @@ This module imports the scheme classes and nothing from the engine, the jobs, EV
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata
-from dataclasses import dataclass
 from typing import Any
 
 from mcacct.core.precision import float64
-from mcacct.schemes.base import AccountedScheme, Scheme
-from mcacct.schemes.banded_inverse import BandedInverse
-from mcacct.schemes.balls_in_bins import BallsInBins
-from mcacct.schemes.bminsep import BMinSep
-from mcacct.schemes.cyclic_poisson import CyclicPoisson
-from mcacct.schemes.multi_attribution import MultiAttribution
-from mcacct.schemes.truncated import TruncatedBMinSep
+from mcacct.schemes import balls_in_bins, banded_inverse, bminsep, cyclic_poisson, multi_attribution
+from mcacct.schemes.entry import SCHEME_HOOKS, SchemeInfo, missing_members
+from mcacct.schemes.truncated import entry as truncated
 
 __all__ = ["SchemeInfo", "register", "unregister", "schemes", "names", "get", "entry_for", "classes",
-           "missing_members", "ENTRY_POINT_GROUP"]
+           "missing_members", "ENTRY_POINT_GROUP", "SCHEME_HOOKS"]
 
 #: the entry-point group of installed schemes (module docstring)
 ENTRY_POINT_GROUP = "mcacct.schemes"
-#: the hooks through which :class:`~mcacct.schemes.base.Scheme`'s public forms draw and compute losses
-SCHEME_HOOKS = ("draw", "loss_rows")
-
-
-def missing_members(cls: type) -> list[str]:
-    """The members of the scheme contract (:class:`~mcacct.schemes.base.AccountedScheme`; for a subclass of
-    :class:`~mcacct.schemes.base.Scheme` also its hooks ``draw`` and ``loss_rows``) that ``cls`` neither defines
-    nor inherits, in the contract's order. A dataclass field counts as defined."""
-    required = [m for m in vars(AccountedScheme) if not m.startswith("_")]
-    if isinstance(cls, type) and issubclass(cls, Scheme):
-        required += list(SCHEME_HOOKS)
-    fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
-    return [m for m in required if m not in fields and not hasattr(cls, m)]
-
-
-@float64
-@dataclass(frozen=True)
-class SchemeInfo:
-    """The metadata of one accounted scheme.
-
-    Parameters
-    ----------
-    name:
-        Registry name, also the command line's ``--scheme NAME`` (e.g. ``"bminsep"``).
-    cls:
-        The scheme's class: a frozen dataclass implementing :class:`~mcacct.schemes.base.AccountedScheme`; job
-        files name it by its class name.
-    summary:
-        One line (``--scheme``'s help).
-    label:
-        Name of the scheme's row in ``mcacct compare`` (default ``name``); accepted wherever ``name`` is.
-    compare_default:
-        Whether ``mcacct compare`` runs the row by default (otherwise only when one of its options is given
-        or it is named in ``--schemes``).
-    """
-
-    name: str
-    cls: type
-    summary: str = ""
-    label: str | None = None
-    compare_default: bool = False
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError(f"SchemeInfo.name must be a non-empty string; got {self.name!r}")
-        if not isinstance(self.cls, type) or not dataclasses.is_dataclass(self.cls):
-            raise ValueError(f"SchemeInfo.cls must be a dataclass (job files store its fields); got {self.cls!r}")
-        if not self.cls.__dataclass_params__.frozen:
-            raise ValueError(f"SchemeInfo.cls must be a frozen dataclass (schemes are static arguments of "
-                             f"jitted kernels); {self.cls.__name__} is not frozen")
-        missing = missing_members(self.cls)
-        if missing:
-            raise ValueError(f"SchemeInfo.cls {self.cls.__name__} does not implement the scheme contract "
-                             f"(mcacct.schemes.base.AccountedScheme): missing {', '.join(missing)}")
-        if self.label is None:
-            object.__setattr__(self, "label", self.name)
-        elif not isinstance(self.label, str) or not self.label.strip():
-            raise ValueError(f"SchemeInfo.label must be a non-empty string; got {self.label!r}")
 
 
 #: The registry, in registration order (the command line's order): read it through the functions below.
@@ -224,15 +154,7 @@ def classes() -> dict[str, type]:
     return {e.name: e.cls for e in _registry()}
 
 
-for _info in (
-    SchemeInfo("bminsep", BMinSep, "b-min-sep subsampling (Alg. 1/2)", label="b-min-sep", compare_default=True),
-    SchemeInfo("truncated", TruncatedBMinSep, "b-min-sep truncated to a maximum batch size (App. D)",
-               label="truncated-b-min-sep"),
-    SchemeInfo("multi-attribution", MultiAttribution, "user-level multi-attribution b-min-sep (Alg. 3), cold start"),
-    SchemeInfo("cyclic-poisson", CyclicPoisson, "cyclic Poisson over min-sep parts (q = b B / M)",
-               compare_default=True),
-    SchemeInfo("balls-in-bins", BallsInBins, "balls-in-bins with T bins (T = M / B)", compare_default=True),
-    SchemeInfo("banded-inverse", BandedInverse, "r-min-sep with a non-banded C from banded C^-1 (App. B)"),
-):
+for _info in (bminsep.INFO, truncated.INFO, multi_attribution.INFO, cyclic_poisson.INFO, balls_in_bins.INFO,
+              banded_inverse.INFO):
     register(_info)
 del _info

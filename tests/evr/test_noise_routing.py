@@ -16,7 +16,8 @@ import mcacct.noise_multiplier as noise
 from mcacct import pld
 from mcacct.cli import schemes as cli_schemes
 from mcacct.cli.commands import build_parser
-from mcacct.cli.scheme_args import DEFAULTS
+from mcacct.schemes.flags import DEFAULTS
+from mcacct.strategies import default as strategy_default
 from mcacct.noise_multiplier import default_strategy, get_noise_multiplier
 from mcacct.schemes.cyclic_poisson import CyclicPoisson
 from mcacct.strategies.banded import BandedToeplitz
@@ -33,7 +34,7 @@ def fits(monkeypatch):
         seen.append((iterations, bands))
         k = min(bands, iterations)
         return BandedToeplitz((k ** -0.5,) * k)
-    monkeypatch.setattr(noise, "default_strategy", fake)
+    monkeypatch.setattr(strategy_default, "default_strategy", fake)
     return seen
 
 

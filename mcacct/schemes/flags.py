@@ -1,27 +1,31 @@
-r"""The common scheme flags of the command line and the parsed flags every scheme builder reads.
+r"""The command-line facet of a scheme's entry: its flags and the builder that turns them into a scheme.
 
 :class:`Flag` defines a flag once for argparse and the absl launchers; :data:`COMMON_FLAGS` are the flags shared
-by the schemes (each scheme accepts a subset, :class:`mcacct.cli.schemes.SchemeCLI`); :class:`SchemeArgs` gives
-the builders of :mod:`mcacct.cli.schemes` the parsed values with the demo defaults (:data:`DEFAULTS`) and the
-rules shared by every scheme: ``--sampling-prob`` or ``--batch-size`` with ``--dataset-size``; with no sampling
-flag, the demo configuration (batch 32 of 1024 and its own ``c_col = 0.5 x 4``). Without ``--c-col``, a setting
-the user gives gets the default of the Python API (:func:`mcacct.get_noise_multiplier`): the MSE-optimised banded
-Toeplitz ``C`` (:func:`mcacct.noise_multiplier.default_strategy`, ``||c|| = 1``) with as many bands as the scheme's
-separation (``--min-sep``; the cycle length of cyclic Poisson, the number of bins of balls-in-bins), so that
-``C`` never has more bands than participations are apart; banded-inverse states its own (``C = I``).
+by the schemes (each scheme accepts a subset, :attr:`SchemeCLI.common`); :class:`SchemeCLI` is what a scheme's
+:class:`~mcacct.schemes.entry.SchemeInfo` says about its command line; :class:`SchemeArgs` gives a scheme's builder
+the parsed values with the demo defaults (:data:`DEFAULTS`) and the rules shared by every scheme:
+``--sampling-prob`` or ``--batch-size`` with ``--dataset-size``; with no sampling flag, the demo configuration
+(batch 32 of 1024 and its own ``c_col = 0.5 x 4``). Without ``--c-col``, a setting the user gives gets the default
+of the Python API (:func:`mcacct.get_noise_multiplier`): the MSE-optimised banded Toeplitz ``C``
+(:func:`mcacct.strategies.default.default_strategy`, ``||c|| = 1``) with as many bands as the scheme's separation
+(``--min-sep``; the cycle length of cyclic Poisson, the number of bins of balls-in-bins), so that ``C`` never has
+more bands than participations are apart; banded-inverse states its own (``C = I``).
+
+Nothing here parses a command line: :mod:`mcacct.cli.schemes` reads these entries from the registry.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from mcacct.schemes.bminsep import sampling_prob_from_batch_size
+from mcacct.core.rates import sampling_prob_from_batch_size
+from mcacct.strategies import default as strategy_default
 from mcacct.strategies.banded import BandedToeplitz, parse_c_col
 from mcacct.core.validate import check_count, check_prob, check_real
 
-__all__ = ["Flag", "COMMON_FLAGS", "COMMON_DESTS", "DEFAULTS", "SchemeArgs"]
+__all__ = ["Flag", "COMMON_FLAGS", "COMMON_DESTS", "DEFAULTS", "SchemeArgs", "SchemeCLI"]
 
 #: Defaults of the common scheme flags (the built-in demo configuration).
 DEFAULTS = {"iterations": 128, "min_sep": 4, "batch_size": 32.0, "dataset_size": 1024, "c_col": "0.5,0.5,0.5,0.5"}
@@ -102,8 +106,7 @@ _SAMPLING = ("sampling_prob", "batch_size", "dataset_size")
 class SchemeArgs:
     """The scheme flags of one command line, with the defaults and checks shared by every builder.
 
-    ``name`` is the scheme's registry name, ``cli`` its :class:`mcacct.cli.schemes.SchemeCLI` (its ``flags`` are
-    read); ``values`` maps flag ``dest`` names to values (``None`` or ``False``: not given)."""
+    ``name`` is the scheme's registry name, ``cli`` its :class:`SchemeCLI` (its ``flags`` are read); ``values`` maps flag ``dest`` names to values (``None`` or ``False``: not given)."""
 
     def __init__(self, name: str, cli: Any, values: Mapping[str, Any]):
         self.name = name
@@ -179,7 +182,7 @@ class SchemeArgs:
         BandedToeplitz
             ``--c-col`` when given; the demo's ``0.5 x 4`` when no sampling flag is given (the demo configuration
             spells out its own); else ``default`` when given, else the MSE-optimised banded Toeplitz ``C`` with
-            ``min(bands, iterations)`` bands (:func:`mcacct.noise_multiplier.default_strategy`, as the Python API).
+            ``min(bands, iterations)`` bands (:func:`mcacct.strategies.default.default_strategy`, as the Python API).
         """
         if self.given("c_col"):
             return BandedToeplitz(self.get("c_col"))
@@ -187,5 +190,36 @@ class SchemeArgs:
             return BandedToeplitz(DEFAULTS["c_col"])
         if default is not None:
             return BandedToeplitz(default)
-        from mcacct.noise_multiplier import default_strategy  # the API's default (an L-BFGS fit, compiled once per shape)
-        return default_strategy(self.iterations, self.min_sep if bands is None else int(bands))
+        return strategy_default.default_strategy(self.iterations, self.min_sep if bands is None else int(bands))
+
+
+@dataclass(frozen=True)
+class SchemeCLI:
+    """The command line of one scheme (:attr:`mcacct.schemes.entry.SchemeInfo.cli`).
+
+    Parameters
+    ----------
+    build : callable
+        ``build(args: SchemeArgs) -> (scheme, strategy)``; its ``ValueError`` names the scheme's fields, which
+        the command line renames to flags (``parameters``).
+    common : frozenset of str
+        The common flags (dest names) that apply to the scheme; any other given common flag is refused.
+    flags : tuple of Flag
+        The scheme's own flags.
+    hints : mapping of str to str
+        Words added when a common flag (by dest) is refused for this scheme.
+    parameters : mapping of str to str
+        The scheme's fields whose flag is not their dest (``cycle_length`` of cyclic Poisson is ``--min-sep``):
+        a refusal by the scheme names the flag instead.
+    """
+
+    build: Callable[[SchemeArgs], tuple[Any, BandedToeplitz]]
+    common: frozenset = COMMON_DESTS
+    flags: tuple[Flag, ...] = ()
+    hints: Mapping[str, str] = field(default_factory=dict)
+    parameters: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        """Options this scheme accepts, in order (for messages)."""
+        return tuple(f.option for f in COMMON_FLAGS if f.dest in self.common) + tuple(f.option for f in self.flags)
