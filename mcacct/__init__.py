@@ -9,7 +9,8 @@ from mcacct.core import precision
 from mcacct.schemes.bminsep import (BMinSep, expected_participation_rate,  # noqa: E402
                                     sample_participation, sampling_prob_from_batch_size)
 from mcacct.schemes.api import privacy_loss, sample, sample_y  # noqa: E402
-from mcacct.schemes.base import AccountedScheme, Draws, LossErrorParams, Scheme, SchemeSummary  # noqa: E402
+from mcacct.schemes.base import (AccountedScheme, Bounds, Draws, LossErrorModel, LossErrorParams, Scheme,  # noqa: E402
+                                 SchemeSummary)
 from mcacct.schemes.registry import SchemeInfo, register  # noqa: E402
 from mcacct.strategies.banded import BandedToeplitz  # noqa: E402
 from mcacct.kernels.sliding import sliding_dot  # noqa: E402
@@ -39,7 +40,8 @@ __all__ = [
     "BMinSep", "TruncatedBMinSep", "MultiAttribution", "CyclicPoisson", "BallsInBins", "BandedInverse",
     "BandedToeplitz", "strategy_from_inverse",
     # adding a scheme: the contract, its base class and records, the registry
-    "AccountedScheme", "Scheme", "Draws", "LossErrorParams", "SchemeSummary", "SchemeInfo", "register",
+    "AccountedScheme", "Scheme", "Draws", "Bounds", "LossErrorModel", "LossErrorParams", "SchemeSummary",
+    "SchemeInfo", "register",
     # sampling and losses, for every scheme
     "sample", "sample_y", "privacy_loss", "sample_participation", "expected_participation_rate",
     "sampling_prob_from_batch_size",

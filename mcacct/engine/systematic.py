@@ -66,30 +66,33 @@ def _c_stats(strategy) -> tuple[int, float, float, float]:
 
 def output_coordinate_bound(scheme, strategy) -> float:
     r""":math:`M_\infty \ge \max_x \|C x\|_\infty` over the scheme's patterns: the scheme's own statement
-    (``output_coordinate_bound``, with its proof in the scheme's docstring)."""
-    return float(scheme.output_coordinate_bound(strategy))
+    (``bounds(strategy).output_coordinate``, with its proof in the scheme's docstring)."""
+    return float(scheme.bounds(strategy).output_coordinate)
 
 
 def normal_coupling_delta(scheme, strategy, sigma: float) -> float:
     r"""Additive bound :math:`n\,\tau\,M_\infty / \sigma` (times the scheme's mixture factor: 2 for
     mixture-vs-mixture losses) on how much the sampler's normal law can move the mean of any contribution
     (module docstring, item 2)."""
-    m_inf = output_coordinate_bound(scheme, strategy)
-    factor = scheme.loss_error_params().mixture_factor
-    return scheme.iterations * NORMAL_COUPLING_L1 * factor * m_inf / check_sigma_range("sigma", sigma)
+    bounds = scheme.bounds(strategy)
+    factor = float(bounds.loss_error.mixture_factor)
+    sigma = check_sigma_range("sigma", sigma)
+    return scheme.iterations * NORMAL_COUPLING_L1 * factor * bounds.output_coordinate / sigma
 
 
-def participation_mismatch_bound(scheme) -> float:
+def participation_mismatch_bound(scheme, strategy) -> float:
     r"""Probability bound that the discrete participation draws of one sample differ from an exact coupling:
-    the scheme's count of uniform-draw boundaries that matter (``participation_boundaries``, argued in each
-    scheme's docstring), each costing :data:`UNIFORM_BOUNDARY_MASS`.
+    the scheme's count of uniform-draw boundaries that matter (``bounds(strategy).participation_boundaries``,
+    argued in each scheme's docstring), each costing :data:`UNIFORM_BOUNDARY_MASS`.
 
-    Plus the scheme's ``draw_law_tv``: the total-variation bound of its auxiliary draws (the truncated scheme's
-    counts of other examples come from integer alias tables, :mod:`mcacct.schemes.truncated.counts`, off their band and for
-    the warm start's virtual history from the exact digit tables of :mod:`mcacct.schemes.truncated.digits`; every discrete
-    draw and its charge is listed in ``docs/soundness.md``).
+    Plus the scheme's ``draw_law_tv`` (of the same record): the total-variation bound of its auxiliary draws
+    (the truncated scheme's counts of other examples come from integer alias tables,
+    :mod:`mcacct.schemes.truncated.counts`, off their band and for the warm start's virtual history from the exact
+    digit tables of :mod:`mcacct.schemes.truncated.digits`; every discrete draw and its charge is listed in
+    ``docs/soundness.md``).
     """
-    return int(scheme.participation_boundaries()) * UNIFORM_BOUNDARY_MASS + float(scheme.draw_law_tv())
+    bounds = scheme.bounds(strategy)
+    return int(bounds.participation_boundaries) * UNIFORM_BOUNDARY_MASS + float(bounds.draw_law_tv)
 
 
 def _term_error(problem, sigma: float) -> tuple[float, float]:
@@ -125,12 +128,14 @@ def loss_error_bound(problem, sigma: float) -> float:
     * sliding sums (absolute, before the division by :math:`\sigma^2`): ``direct`` ``(k + 3) u ||c||_1 Y``,
       ``prefix`` ``(3k + 4) u ||c||_1 Y``, ``fft`` ``10 log2(N) u ||c||_2 sqrt(n) Y`` (standard FFT bounds);
       the rounding of ``y`` itself adds ``2 u ||c||_1 Y``; so :math:`e_\ell \le e_{dot}/\sigma^2 + 4u\Lambda`;
-    * :math:`|\partial L/\partial \ell_i|` are posterior participation probabilities summing to at most
-      ``J``: the terms contribute ``J e_ell``;
-    * recursion: every one of at most ``n`` steps (or ``n/b`` blocks of ``b``) multiplies the relative error
-      by at most :math:`1 + u (8 + 4\Xi)` with :math:`\Xi = \Lambda + |\ln p| + b|\ln(1-p)| + 1` bounding the
-      exponents' magnitude, and the log-scale / log-space additions add :math:`4 n u L_{max}` with
-      :math:`L_{max} = J \Lambda + n |\ln(1-p)| + b |\ln p| + 1`.
+    * the scheme's loss-error model (``bounds(strategy).loss_error``, a
+      :class:`~mcacct.schemes.base.LossErrorModel`) turns :math:`e_\ell` and :math:`\Lambda` into the bound on the
+      loss; for the §5 recursion (:class:`~mcacct.schemes.base.LossErrorParams`):
+      :math:`|\partial L/\partial \ell_i|` are posterior participation probabilities summing to at most ``J``,
+      so the terms contribute ``J e_ell``; every one of at most ``n`` steps (or ``n/b`` blocks of ``b``) multiplies
+      the relative error by at most :math:`1 + u (8 + 4\Xi)` with :math:`\Xi = \Lambda + |\ln p| + b|\ln(1-p)| + 1`
+      bounding the exponents' magnitude, and the log-scale / log-space additions add :math:`4 n u L_{max}` with
+      :math:`L_{max} = J \Lambda + n |\ln(1-p)| + b |\ln p| + 1`; times the mixture factor.
 
     Deliberately generous (1e-8 nats at production sizes in float64, where it moves delta by a relative
     ~1e-8); in float32 it is too large to be useful, which is why certificates need float64.
@@ -138,16 +143,8 @@ def loss_error_bound(problem, sigma: float) -> float:
     scheme = problem.scheme
     u = float(np.finfo(np.dtype(problem.dtype)).eps) / 2.0
     sigma = check_sigma_range("sigma", sigma)
-    n = scheme.iterations
     e_ell, lam = _term_error(problem, sigma)
-    params = scheme.loss_error_params()
-    b, p, j = int(params.separation), float(params.sampling_prob), int(params.max_participations)
-    log_p = abs(math.log(p)) if p > 0 else 0.0
-    log_q = abs(math.log1p(-p)) if p < 1.0 else 0.0
-    xi = lam + log_p + b * log_q + 1.0
-    l_max = j * lam + n * log_q + b * log_p + 1.0
-    eta = j * e_ell + u * (n * (8.0 + 4.0 * xi) + 4.0 * n * l_max)
-    return params.mixture_factor * eta
+    return float(scheme.bounds(problem.strategy).loss_error.eta(scheme.iterations, e_ell, lam, u))
 
 
 def applied_loss_shift(problem, sigma: float) -> float:
@@ -180,4 +177,4 @@ def systematic_bound(problem, sigma: float) -> SystematicBound:
     sigma = check_sigma_range("sigma", sigma)
     return SystematicBound(applied_loss_shift(problem, sigma),
                            normal_coupling_delta(problem.scheme, problem.strategy, sigma),
-                           participation_mismatch_bound(problem.scheme))
+                           participation_mismatch_bound(problem.scheme, problem.strategy))

@@ -31,7 +31,7 @@ def top_sigma(problem: Problem, epsilon: float, delta: float) -> tuple[float, st
     * where the scheme has an exact PLD (``scheme.exact_pld(strategy)``; b-min-sep with ``b = 1`` is Poisson
       subsampling with ``C = c_0 I``): the pessimistic PLD accountant of :mod:`mcacct.pld` for it.
     """
-    sens = problem.scheme.sensitivity_bound(problem.strategy)
+    sens = problem.scheme.bounds(problem.strategy).sensitivity
     best = (evr.gaussian_sigma(sens, epsilon, delta), "gaussian-worst-case-sensitivity")
     spec = problem.scheme.exact_pld(problem.strategy)  # the scheme's exact PLD at sigma = 1, where it has one
     if spec is not None:

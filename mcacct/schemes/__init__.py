@@ -8,6 +8,8 @@
 * :mod:`~mcacct.schemes.truncated` (App. D), :mod:`~mcacct.schemes.multi_attribution` (Alg. 3),
   :mod:`~mcacct.schemes.banded_inverse` (App. B), :mod:`~mcacct.schemes.cyclic_poisson` and
   :mod:`~mcacct.schemes.balls_in_bins` (the baselines of §3);
+* :mod:`~mcacct.schemes.records` — the contract's records (``Draws``, ``Bounds`` with the loss-error models,
+  ``SchemeSummary``);
 * :mod:`~mcacct.schemes.api` — one sampling/loss API for every scheme (``sample``, ``sample_y``,
   ``privacy_loss``);
 * :mod:`~mcacct.schemes.entry` — one entry per scheme (:class:`~mcacct.schemes.entry.SchemeInfo`): how mcacct

@@ -10,15 +10,17 @@ A scheme is a frozen dataclass that implements :class:`AccountedScheme`. The con
 * **the shared-draw ladder** -- a scheme that can share work between the candidates of a ladder (draws,
   participation, sliding sums) says so with ``shares_ladder_work`` and implements ``ladder_losses``; the
   engine's generic default runs the loss kernel per candidate on the same key;
-* **the sensitivity bound** (the Monte-Carlo-free top of the EVR ladder);
-* **the inputs of every systematic term** (:mod:`mcacct.engine.systematic`): the output-coordinate bound, the
-  number of uniform-draw boundaries of the participation sampler, the total-variation bound of any auxiliary
-  draws (``draw_law_tv``) and :class:`LossErrorParams`.
+* **the bounds** -- one record, :class:`Bounds`, from :meth:`~AccountedScheme.bounds`: the sensitivity bound (the
+  Monte-Carlo-free top of the EVR ladder) and the inputs of every systematic term (:mod:`mcacct.engine.systematic`):
+  the output-coordinate bound, the number of uniform-draw boundaries of the participation sampler, the
+  total-variation bound of any auxiliary draws and the scheme's loss-error model (:class:`LossErrorModel`; the
+  recursion's is :class:`LossErrorParams`). No field has a default.
 
 Each scheme states its own values, with the proof in its docstring; nothing is guessed. :class:`Scheme` is the
 base class that gives the public methods (argument checks, row-major/time-major forms) and the capabilities a
 scheme has only where it says so (no exact PLD, no baselines, no fused kernel, no loss bounds); it defaults no
-bound. A scheme becomes
+bound: its :meth:`Scheme.bounds` gathers the five bounds its subclass states, one method each (with its proof),
+and :func:`mcacct.schemes.registry.register` refuses a subclass that lacks one. A scheme becomes
 known to the command line and the job files through :func:`mcacct.schemes.registry.register`.
 
 The adjacency directions are named as everywhere in mcacct: ``"remove"`` (``y ~ P``, loss
@@ -29,17 +31,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from mcacct.core.precision import float64
+from mcacct.schemes.records import BOUND_HOOKS, Bounds, Draws, LossErrorModel, LossErrorParams, SchemeSummary
 from mcacct.strategies.banded import BandedToeplitz, check_strategy_type
 from mcacct.core.validate import DIRECTIONS, check_call, check_choice, check_fields, is_real_scalar
 
-__all__ = ["AccountedScheme", "Scheme", "MinSepAccounting", "Draws", "LossErrorParams", "SchemeSummary", "jit_method",
+__all__ = ["AccountedScheme", "Scheme", "MinSepAccounting", "Draws", "Bounds", "LossErrorModel", "LossErrorParams",
+           "SchemeSummary", "BOUND_HOOKS", "jit_method",
            "as_strategy", "check_direction", "check_field_types", "check_scheme_fields", "FieldTypeError"]
 
 
@@ -80,53 +84,6 @@ def check_scheme_fields(obj: Any, **checkers) -> None:
     :func:`mcacct.core.validate.check_fields` with ``checkers`` (ranges checked, values normalised)."""
     check_field_types(obj)
     check_fields(obj, **checkers)
-
-
-class Draws(NamedTuple):
-    """One batch of mechanism outputs: ``y`` (``(num_samples, n)``; time-major ``(n, num_samples)`` from
-    ``sample_t``) and ``aux``, the scheme's auxiliary data of the same shape (truncation: the counts ``r`` of
-    other examples drawn per iteration), or ``None``."""
-
-    y: jax.Array
-    aux: Any = None
-
-
-class LossErrorParams(NamedTuple):
-    r"""The scheme's inputs of the loss-error bound (:func:`mcacct.engine.systematic.loss_error_bound`).
-
-    ``separation`` ``b`` and ``sampling_prob`` ``p`` of the recursion whose steps are bounded (a closed-form
-    loss states the values of the recursion it is at most as long as), ``max_participations`` ``J`` (a bound on
-    the posterior participation mass, the sum of :math:`|\partial L/\partial \ell_i|`) and ``mixture_factor``:
-    1 when ``Q`` is the plain Gaussian, 2 when the loss is a ratio of two mixtures."""
-
-    separation: int
-    sampling_prob: float
-    max_participations: int
-    mixture_factor: float
-
-
-class SchemeSummary(NamedTuple):
-    """What reports, plots and the default strategy read about a scheme besides its fields (``None``: the scheme
-    has no such quantity). Every scheme gives it (:meth:`AccountedScheme.summary`), so that no consumer guesses
-    from attribute names.
-
-    Attributes
-    ----------
-    bands:
-        The bands of the default strategy (mcacct's banded Toeplitz C): b-min-sep's separation ``b``, cyclic
-        Poisson's and balls-in-bins' cycle length; shown as ``b`` in plot titles.
-    sampling_prob:
-        The per-iteration sampling probability ``q`` where the scheme has one.
-    participation_rate:
-        The expected fraction of iterations in which the example participates (reports).
-    count_sampler:
-        How the scheme draws auxiliary counts on this platform (truncated b-min-sep), reported with the run.
-    """
-
-    bands: int | None
-    sampling_prob: float | None
-    participation_rate: float | None
-    count_sampler: str | None
 
 
 @runtime_checkable
@@ -210,22 +167,9 @@ class AccountedScheme(Protocol):
         shortcut, every add loss is computed."""
         ...
 
-    def sensitivity_bound(self, strategy: Any) -> float:
-        """An upper bound on ``||C x||`` over every participation pattern the scheme can produce (it certifies
-        the Monte-Carlo-free top of the EVR ladder)."""
-        ...
-
-    def output_coordinate_bound(self, strategy: Any) -> float:
-        r""":math:`M_\infty \ge \max_x \|C x\|_\infty` over the output means of both distributions."""
-        ...
-
-    def participation_boundaries(self) -> int:
-        """How many uniform-draw boundaries of the participation sampler can change one sample's pattern
-        (each costs :data:`mcacct.engine.systematic.UNIFORM_BOUNDARY_MASS` of probability)."""
-        ...
-
-    def loss_error_params(self) -> LossErrorParams:
-        """The inputs of the loss-error bound."""
+    def bounds(self, strategy: Any) -> Bounds:
+        """The scheme's proven bounds with ``strategy`` (:class:`Bounds`); ``ValueError`` naming the parameter if
+        ``strategy`` is not admissible."""
         ...
 
     def fused_ladder_args(self, strategy: Any) -> dict | None:
@@ -234,19 +178,13 @@ class AccountedScheme(Protocol):
         ``ladder_losses`` on the same draws up to float rounding, or ``None``: no fused kernel."""
         ...
 
-    def draw_law_tv(self) -> float:
-        """A bound on the total-variation distance between the law of one sample's auxiliary discrete draws
-        (e.g. truncation's counts from integer alias tables) and their exact law; added to every reported
-        delta (:func:`mcacct.engine.systematic.participation_mismatch_bound`). ``0.0``: drawn exactly."""
-        ...
-
     def summary(self) -> SchemeSummary:
         """What reports, plots and the default strategy read about the scheme (:class:`SchemeSummary`)."""
         ...
 
     def exact_pld(self, strategy: Any) -> Any:
         """An :mod:`mcacct.pld` spec at ``sigma = 1`` whose PLD is exactly the scheme's privacy curve, or
-        ``None`` (then EVR certifies its top candidate by :meth:`sensitivity_bound`)."""
+        ``None`` (then EVR certifies its top candidate by the sensitivity of :meth:`bounds`)."""
         ...
 
     def pld_baselines(self, strategy: Any, epsilon: float, delta: float) -> dict:
@@ -268,9 +206,10 @@ def as_strategy(strategy: Any) -> BandedToeplitz:
 class Scheme:
     """Base class of mcacct's schemes: the public, checked forms of the contract; no bound is defaulted.
 
-    A subclass (a frozen dataclass with field ``iterations``) implements ``check_strategy``,
-    ``sensitivity_bound``, ``output_coordinate_bound``, ``participation_boundaries``, ``draw_law_tv`` (no defaults
-    for bounds: a scheme states each, e.g. that its discrete draws are exact), ``loss_error_params``, ``summary``
+    A subclass (a frozen dataclass with field ``iterations``) implements ``check_strategy``, the bounds
+    :data:`BOUND_HOOKS` -- ``sensitivity_bound(strategy)``, ``output_coordinate_bound(strategy)``,
+    ``participation_boundaries()``, ``draw_law_tv()`` and ``loss_error_params()``, gathered by :meth:`bounds` (no
+    defaults for bounds: a scheme states each, e.g. that its discrete draws are exact) -- ``summary``
     and the two row-major hooks
     ``draw(key, strategy, sigma, num_samples, direction, dtype) -> Draws`` and
     ``loss_rows(y, sigma, strategy, aux, direction, dot_method, recursion)`` (traceable, unchecked). The
@@ -300,6 +239,12 @@ class Scheme:
         y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method, recursion=recursion)
         self.check_aux(aux, y)
         return self.loss_rows(y, sigma, strategy, aux, check_direction(direction), dot_method, recursion)
+
+    def bounds(self, strategy) -> Bounds:
+        """The :class:`Bounds` the subclass states, one method each (:data:`BOUND_HOOKS`), for ``strategy``."""
+        self.check_strategy(strategy)
+        return Bounds(float(self.sensitivity_bound(strategy)), float(self.output_coordinate_bound(strategy)),
+                      int(self.participation_boundaries()), float(self.draw_law_tv()), self.loss_error_params())
 
     def check_aux(self, aux, y) -> None:
         """Refuse auxiliary data for a scheme that has none (schemes with ``aux`` override this)."""

@@ -21,24 +21,28 @@ from typing import Any, Callable, Mapping
 
 from mcacct.core.precision import float64
 from mcacct.core.rates import sampling_prob_from_batch_size
-from mcacct.schemes.base import AccountedScheme, Scheme
+from mcacct.schemes.base import BOUND_HOOKS, AccountedScheme, Scheme
 from mcacct.schemes.flags import SchemeCLI
 from mcacct.strategies.banded import BandedToeplitz
 
 __all__ = ["SchemeInfo", "CompareSetting", "ComparePlan", "CompareRow", "JaxPrivacyEntry", "missing_members",
            "selection_field", "refuse_dataset_size", "SCHEME_HOOKS"]
 
-#: the hooks through which :class:`~mcacct.schemes.base.Scheme`'s public forms draw and compute losses
-SCHEME_HOOKS = ("draw", "loss_rows")
+#: the hooks through which :class:`~mcacct.schemes.base.Scheme`'s public forms draw and compute losses, and through
+#: which its :meth:`~mcacct.schemes.base.Scheme.bounds` gathers the bounds its subclass states (needed unless the
+#: subclass gives ``bounds`` itself)
+SCHEME_HOOKS = ("draw", "loss_rows") + BOUND_HOOKS
 
 
 def missing_members(cls: type) -> list[str]:
     """The members of the scheme contract (:class:`~mcacct.schemes.base.AccountedScheme`; for a subclass of
-    :class:`~mcacct.schemes.base.Scheme` also its hooks ``draw`` and ``loss_rows``) that ``cls`` neither defines
+    :class:`~mcacct.schemes.base.Scheme` also its hooks :data:`SCHEME_HOOKS`, the bound hooks only where it does
+    not give ``bounds`` itself) that ``cls`` neither defines
     nor inherits, in the contract's order. A dataclass field counts as defined."""
     required = [m for m in vars(AccountedScheme) if not m.startswith("_")]
     if isinstance(cls, type) and issubclass(cls, Scheme):
-        required += list(SCHEME_HOOKS)
+        own_bounds = cls.bounds is not Scheme.bounds
+        required += [m for m in SCHEME_HOOKS if not (own_bounds and m in BOUND_HOOKS)]
     fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
     return [m for m in required if m not in fields and not hasattr(cls, m)]
 
