@@ -63,9 +63,9 @@ _OFF_SCRIPT = textwrap.dedent(f"""
 
     scheme, strategy = {SCHEME_CODE}
     y = mcacct.sample_y(jax.random.key(0), scheme, strategy, 1.0, 4)
-    loss = mcacct.privacy_loss(scheme, y, 1.0, strategy)
+    loss = mcacct.privacy_loss(scheme, y, strategy, 1.0)
     dots = mcacct.sliding_dot(y, (1.0, 0.5))
-    kern = scheme.log_ratio(scheme.sample(jax.random.key(1), strategy, 1.0, 4).y, 1.0, strategy)
+    kern = scheme.log_ratio(scheme.sample(jax.random.key(1), strategy, 1.0, 4).y, strategy, 1.0)
     out["arrays"] = {{k: [str(v.dtype), np.asarray(v).tolist()] for k, v in
                      dict(y=y, loss=loss, dots=dots, kernel=kern).items()}}
     out["caller_op"] = str((y + 0).dtype)  # the caller's own jnp operation, outside the scope
@@ -123,8 +123,8 @@ def test_individual_epsilons_with_x64_off_equal_float64(x64_off_run):
 def test_samplers_and_kernels_return_float64_with_x64_off(x64_off_run):
     scheme, strategy = eval(SCHEME_CODE)
     y = mcacct.sample_y(jax.random.key(0), scheme, strategy, 1.0, 4)
-    ref = dict(y=y, loss=mcacct.privacy_loss(scheme, y, 1.0, strategy), dots=mcacct.sliding_dot(y, (1.0, 0.5)),
-               kernel=scheme.log_ratio(scheme.sample(jax.random.key(1), strategy, 1.0, 4).y, 1.0, strategy))
+    ref = dict(y=y, loss=mcacct.privacy_loss(scheme, y, strategy, 1.0), dots=mcacct.sliding_dot(y, (1.0, 0.5)),
+               kernel=scheme.log_ratio(scheme.sample(jax.random.key(1), strategy, 1.0, 4).y, strategy, 1.0))
     for k, (dtype, values) in x64_off_run["arrays"].items():
         assert dtype == "float64", k
         np.testing.assert_array_equal(np.asarray(values), np.asarray(ref[k]), err_msg=k)

@@ -63,7 +63,7 @@ def _jax_privacy_log_ratio(ys, sigma, n, b, c_col):
 
 def test_balls_in_bins_more_bands_than_bins_matches_jax_privacy_value():
     """The reported case: 4 bands, 2 bins. Before: 2.4052974004451104 (overlapping columns ignored)."""
-    got = BallsInBins(2, 4).log_ratio(jnp.ones(4), 1.0, mcacct.BandedToeplitz((1, 1, .5, .5)))
+    got = BallsInBins(2, 4).log_ratio(jnp.ones(4), mcacct.BandedToeplitz((1, 1, .5, .5)), 1.0)
     assert float(got) == pytest.approx(JAXP_VALUE, rel=1e-13, abs=0)
     assert float(_brute_log_ratio(np.ones(4), 1.0, 4, 2, (1, 1, .5, .5))[0]) == pytest.approx(JAXP_VALUE, rel=1e-12)
 
@@ -91,11 +91,11 @@ def test_balls_in_bins_log_ratio_is_exact_for_any_band_width(n, b, c_col):
     scheme, strat = BallsInBins(b, n), mcacct.BandedToeplitz(c_col)
     methods = ["auto", "direct", "fft"] + (["prefix"] if len(set(c_col)) == 1 else [])
     for method in methods:
-        got = np.asarray(scheme.log_ratio(jnp.asarray(ys), sigma, strat, dot_method=method))
+        got = np.asarray(scheme.log_ratio(jnp.asarray(ys), strat, sigma, dot_method=method))
         np.testing.assert_allclose(got, truth, rtol=1e-10, atol=1e-10, err_msg=method)
     # jax-privacy rounds c_0 to float32 on the diagonal of its matrix of shift means
     np.testing.assert_allclose(_jax_privacy_log_ratio(ys, sigma, n, b, c_col), truth, rtol=1e-6, atol=1e-6)
-    got32 = np.asarray(scheme.log_ratio(jnp.asarray(ys, jnp.float32), sigma, strat))
+    got32 = np.asarray(scheme.log_ratio(jnp.asarray(ys, jnp.float32), strat, sigma))
     np.testing.assert_allclose(got32, truth, rtol=1e-4, atol=1e-4)
     # exposed pieces: the class-0 mean, the shift norms and the (exact) sensitivity
     np.testing.assert_allclose(scheme.class_mean(strat), means[0], rtol=1e-14, atol=1e-14)
@@ -129,7 +129,7 @@ def test_balls_in_bins_sampler_draws_the_shift_means(n, b, c_col):
 def test_balls_in_bins_more_bands_sampler_and_loss_are_one_pair():
     scheme, strat, m, sigma = BallsInBins(3, 12), mcacct.BandedToeplitz((1.0, 0.8, 0.6, 0.5, 0.3)), 20_000, 1.3
     for direction in ("remove", "add"):
-        loss = direction_losses(scheme, jax.random.key(31), sigma, strat, m, direction, jnp.float64)
+        loss = direction_losses(scheme, jax.random.key(31), strat, sigma, m, direction, jnp.float64)
         v = np.exp(-np.asarray(loss))  # Q/P under P, P/Q under Q
         assert abs(v.mean() - 1.0) <= 6 * v.std() / math.sqrt(m), direction
 
@@ -153,7 +153,7 @@ def test_balls_in_bins_one_bin_many_bands_is_the_gaussian_mechanism():
 def test_balls_in_bins_accepts_integer_outputs():
     y = np.array([[1, 0, 2, 1]])
     strat = mcacct.BandedToeplitz((1.0, 0.5))
-    got = BallsInBins(2, 4).log_ratio(y, 0.7, strat)
+    got = BallsInBins(2, 4).log_ratio(y, strat, 0.7)
     np.testing.assert_allclose(np.asarray(got), _brute_log_ratio(y.astype(float), 0.7, 4, 2, (1.0, 0.5)),
                                rtol=1e-12)
 
@@ -163,10 +163,10 @@ def test_validated_methods_still_trace():
     y = jnp.asarray(np.random.default_rng(0).normal(size=(3, 6)))
     strat = mcacct.BandedToeplitz((1.0, 0.5))
     for scheme in (BallsInBins(2, 6), CyclicPoisson(0.5, 2, 6), MultiAttribution(0.3, 2, 6, 2)):
-        eager = scheme.log_ratio(y, 0.7, strat)
-        traced = jax.jit(lambda s, sc=scheme: sc.log_ratio(y, s, strat))(0.7)
+        eager = scheme.log_ratio(y, strat, 0.7)
+        traced = jax.jit(lambda s, sc=scheme: sc.log_ratio(y, strat, s))(0.7)
         np.testing.assert_allclose(np.asarray(traced), np.asarray(eager), rtol=1e-12)
-    lo, up = jax.jit(lambda s: BandedInverse(0.3, 2, 6).log_ratio_bounds(y, s, strat))(0.7)
+    lo, up = jax.jit(lambda s: BandedInverse(0.3, 2, 6).log_ratio_bounds(y, strat, s))(0.7)
     assert lo.shape == up.shape == (3,)
 
 
@@ -200,11 +200,11 @@ def _aux_like(name, y):
 def _loss_fns(name, scheme):
     """``(method name, f(y, sigma, strategy, **kw))`` for the y-taking public methods of a scheme: the contract's
     ``log_ratio`` (every scheme) and the scheme's own extras."""
-    out = [("log_ratio", lambda y, s, st, **kw: scheme.log_ratio(y, s, st, _aux_like(name, y), **kw))]
+    out = [("log_ratio", lambda y, s, st, **kw: scheme.log_ratio(y, st, s, _aux_like(name, y), **kw))]
     if name == "truncated":
         out.append(("side_terms", lambda y, s, st, **kw: scheme.side_terms(y, _aux_like(name, y), s, st, **kw)))
     if name == "inverse":
-        out.append(("log_ratio_bounds", lambda y, s, st, **kw: scheme.log_ratio_bounds(y, s, st, **kw)))
+        out.append(("log_ratio_bounds", lambda y, s, st, **kw: scheme.log_ratio_bounds(y, st, s, **kw)))
     if name == "multi":
         out.append(("participation_terms", lambda y, s, st, **kw: scheme.participation_terms(y, s, st, **kw)))
     return out
@@ -226,9 +226,9 @@ def _cases():
             if name in NARROW:
                 cases.append((f"{tag}-wide", lambda f=f: f(Y, 0.7, WIDE), "min_sep|cycle_length"))
         cases.append((f"{name}.log_ratio-direction", lambda s=scheme, n=name: s.log_ratio(
-            Y, 0.7, OK, _aux_like(n, Y), direction="both"), "direction"))
+            Y, OK, 0.7, _aux_like(n, Y), direction="both"), "direction"))
         cases.append((f"{name}.log_ratio-recursion", lambda s=scheme, n=name: s.log_ratio(
-            Y, 0.7, OK, _aux_like(n, Y), recursion="magic"), "recursion"))
+            Y, OK, 0.7, _aux_like(n, Y), recursion="magic"), "recursion"))
         # sampler (the contract's sample, every scheme)
         smp = functools.partial(scheme.sample, KEY)
         cases += [(f"{name}.sample-sigma", lambda smp=smp: smp(OK, -1.0, 8), "sigma"),
@@ -249,7 +249,7 @@ def _cases():
         cases.append((f"{name}.sensitivity-type", lambda s=scheme: s.sensitivity_bound((1.0,)), "strategy"))
         cases.append((f"{name}.check_strategy-type", lambda s=scheme: s.check_strategy(None), "strategy"))
         if name != "truncated":
-            cases.append((f"{name}.log_ratio-aux", lambda s=scheme: s.log_ratio(Y, 0.7, OK, R), "aux"))
+            cases.append((f"{name}.log_ratio-aux", lambda s=scheme: s.log_ratio(Y, OK, 0.7, R), "aux"))
     cy, ma, tr = SCHEMES["cyclic"], SCHEMES["multi"], SCHEMES["truncated"]
     bi = SCHEMES["inverse"]
     cases += [
@@ -257,13 +257,13 @@ def _cases():
         ("bib.sample_participation-num", lambda: SCHEMES["bib"].sample_participation(KEY, 0), "num_samples"),
         ("multi.sample_counts-num", lambda: ma.sample_counts(KEY, 0), "num_samples"),
         ("truncated.sample_other_counts-num", lambda: tr.sample_other_counts(KEY, -1), "num_samples"),
-        ("inverse.bounds-recursion", lambda: bi.log_ratio_bounds(Y, 0.7, OK, recursion="magic"), "recursion"),
-        ("inverse.bounds-which", lambda: bi.log_ratio_bounds(Y, 0.7, OK, which="middle"), "which"),
+        ("inverse.bounds-recursion", lambda: bi.log_ratio_bounds(Y, OK, 0.7, recursion="magic"), "recursion"),
+        ("inverse.bounds-which", lambda: bi.log_ratio_bounds(Y, OK, 0.7, which="middle"), "which"),
         ("inverse.allowance-type", lambda: bi.allowance((1.0, 0.5)), "strategy"),
-        ("truncated.r-shape", lambda: tr.log_ratio(Y, 0.7, OK, R[:, :3]), "r must have the shape"),
-        ("truncated.r-negative", lambda: tr.log_ratio(Y, 0.7, OK, R - 1), "r .*must be in"),
-        ("truncated.r-too-many", lambda: tr.log_ratio(Y, 0.7, OK, R + 10), "r .*must be in"),
-        ("truncated.r-missing", lambda: tr.log_ratio(Y, 0.7, OK), "r must be an integer array"),
+        ("truncated.r-shape", lambda: tr.log_ratio(Y, OK, 0.7, R[:, :3]), "r must have the shape"),
+        ("truncated.r-negative", lambda: tr.log_ratio(Y, OK, 0.7, R - 1), "r .*must be in"),
+        ("truncated.r-too-many", lambda: tr.log_ratio(Y, OK, 0.7, R + 10), "r .*must be in"),
+        ("truncated.r-missing", lambda: tr.log_ratio(Y, OK, 0.7), "r must be an integer array"),
         ("truncated.r-float", lambda: tr.side_terms(Y, R + 0.5, 0.7, OK), "r must be an integer"),
         ("shift_mixture-period", lambda: shift_mixture_log_ratio(jnp.zeros((2, 4)), 0, 0.5, True), "period"),
         ("shift_mixture-prob", lambda: shift_mixture_log_ratio(jnp.zeros((2, 4)), 2, 1.5, True), "sampling_prob"),
@@ -284,13 +284,13 @@ def test_public_methods_refuse_bad_arguments(make, needle):
 
 def test_error_messages_state_the_allowed_range():
     with pytest.raises(ValueError, match=r"\(0, inf\)"):
-        BallsInBins(2, 4).log_ratio(np.ones(4), -1.0, OK)
+        BallsInBins(2, 4).log_ratio(np.ones(4), OK, -1.0)
     with pytest.raises(ValueError, match=r"len\(c_col\) <= min_sep"):
-        MultiAttribution(0.3, 2, 6).log_ratio(Y, 0.7, WIDE)
+        MultiAttribution(0.3, 2, 6).log_ratio(Y, WIDE, 0.7)
     with pytest.raises(ValueError, match=r"\(\.\.\., 6\)"):
-        CyclicPoisson(0.5, 2, 6).log_ratio(Y_SHORT, 0.7, OK)
+        CyclicPoisson(0.5, 2, 6).log_ratio(Y_SHORT, OK, 0.7)
     with pytest.raises(ValueError, match=r"\[0, 9\]"):
-        TruncatedBMinSep(0.3, 2, 6, 10, 3).log_ratio(Y, 0.7, OK, R + 10)
+        TruncatedBMinSep(0.3, 2, 6, 10, 3).log_ratio(Y, OK, 0.7, R + 10)
     with pytest.raises(ValueError, match="float64"):
         mcacct.BMinSep(0.3, 2, 6).sample(KEY, OK, 0.7, 8, "remove", jnp.float16)
 
@@ -300,7 +300,7 @@ def test_wide_strategies_accepted_where_exact():
     Problem(BallsInBins(2, 6), WIDE)
     Problem(BandedInverse(0.3, 2, 6), WIDE)
     draws = mcacct.sample(KEY, BallsInBins(2, 6), WIDE, 0.7, 8)
-    assert np.all(np.isfinite(np.asarray(mcacct.privacy_loss(BallsInBins(2, 6), draws, 0.7, WIDE))))
+    assert np.all(np.isfinite(np.asarray(mcacct.privacy_loss(BallsInBins(2, 6), draws, WIDE, 0.7))))
     for name in NARROW:
         with pytest.raises(ValueError, match="min_sep|cycle_length"):
             Problem(SCHEMES[name], WIDE)

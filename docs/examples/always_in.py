@@ -61,7 +61,7 @@ class AlwaysIn(mcacct.Scheme):
         return mcacct.Draws(gaussian_output(key, shape, sigma, dtype, direction == "remove",
                                             lambda _: jnp.broadcast_to(mu, shape)))
 
-    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+    def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
         mu = jnp.asarray(self.mean(strategy), y.dtype)
         s2 = jnp.asarray(sigma, y.dtype) ** 2
         return (y @ mu) / s2 - jnp.dot(mu, mu) / (2.0 * s2)

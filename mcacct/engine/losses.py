@@ -17,14 +17,14 @@ from mcacct.core.validate import DIRECTIONS
 __all__ = ["direction_losses", "ladder_losses"]
 
 
-def direction_losses(scheme, key, sigma, strategy, num_samples: int, direction: str, dtype, dot_method: str = "auto",
+def direction_losses(scheme, key, strategy, sigma, num_samples: int, direction: str, dtype, dot_method: str = "auto",
                      recursion: str = "auto") -> jax.Array:
     """``num_samples`` privacy losses of ``direction`` from the draws of ``key``: the scheme's ``losses_t``
     (``log_ratio_t`` of the time-major draws of ``sample_t``, negated for ``"add"``, unless the scheme fuses them)."""
     return scheme.losses_t(key, strategy, sigma, num_samples, direction, dtype, dot_method, recursion)
 
 
-def ladder_losses(scheme, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
+def ladder_losses(scheme, key, strategy, sigmas, num_samples: int, dtype, dot_method: str = "auto",
                   recursion: str = "auto", add_bound: float | None = None, remove_skip=None) -> jax.Array:
     """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions
     (``remove``, ``add``) on the draws of ``key``: the scheme's shared-work path when it has one
@@ -35,13 +35,13 @@ def ladder_losses(scheme, key, sigmas, strategy, num_samples: int, dtype, dot_me
     if remove_skip is not None and not scheme.bounds_remove_losses:
         raise ValueError(f"{type(scheme).__name__} has no remove-loss bound (remove_skip must be None)")
     if scheme.shares_ladder_work:
-        return scheme.ladder_losses(key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound,
+        return scheme.ladder_losses(key, strategy, sigmas, num_samples, dtype, dot_method, recursion, add_bound,
                                     remove_skip)
     if add_bound is not None:
         raise ValueError(f"{type(scheme).__name__} has no add-loss shortcut (add_bound must be None)")
 
     def one(sig):
-        return jnp.stack([direction_losses(scheme, key, sig, strategy, num_samples, d, dtype, dot_method, recursion)
+        return jnp.stack([direction_losses(scheme, key, strategy, sig, num_samples, d, dtype, dot_method, recursion)
                           for d in DIRECTIONS])
 
     return jax.lax.map(one, sigmas)

@@ -124,7 +124,7 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, direc
     bsize = block_size(problem, chunk_size)
 
     def one_block(k):
-        return direction_losses(problem.scheme, k, sigma, problem.strategy, bsize, direction,
+        return direction_losses(problem.scheme, k, problem.strategy, sigma, bsize, direction,
                                 jnp.dtype(problem.dtype), problem.dot_method, problem.recursion)
 
     out = map_blocks(one_block, block_keys(key, problem, chunk_size))

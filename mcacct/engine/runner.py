@@ -65,7 +65,7 @@ def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bou
     (with ``add_bound``: :func:`skip_bound`; ``remove_skip``: :func:`remove_skip_arrays`)."""
     if resolve_loss_kernel(problem).kernel == "fused":
         return fused_block_ladder(problem, key, sigmas, num_samples)
-    return ladder_losses(problem.scheme, key, sigmas, problem.strategy, num_samples, jnp.dtype(problem.dtype),
+    return ladder_losses(problem.scheme, key, problem.strategy, sigmas, num_samples, jnp.dtype(problem.dtype),
                          problem.dot_method, problem.recursion, add_bound, remove_skip)
 
 

@@ -2,10 +2,14 @@ r"""One public sampling and loss API for every scheme (the same names and argume
 
 >>> key = jax.random.key(0)
 >>> draws = mcacct.sample(key, scheme, strategy, sigma=1.0, num_samples=1000)             # y ~ P
->>> loss = mcacct.privacy_loss(scheme, draws, sigma=1.0, strategy=strategy)              # ln P(y)/Q(y)
+>>> loss = mcacct.privacy_loss(scheme, draws, strategy, sigma=1.0)                       # ln P(y)/Q(y)
 
 ``direction="add"`` draws from ``Q`` instead. :class:`~mcacct.schemes.base.Draws` carries the auxiliary data a
 scheme's loss needs (truncation's counts ``r``), so ``privacy_loss`` takes the draws as they come.
+
+One argument order everywhere, here and in the scheme contract (:class:`~mcacct.schemes.base.AccountedScheme`):
+what is drawn from or evaluated (``key`` or ``y``), then the strategy ``C``, then the noise multiplier (``sigma``,
+or a ladder's ``sigmas``), then sizes and options.
 """
 
 from __future__ import annotations
@@ -48,17 +52,35 @@ def sample_y(key: jax.Array, scheme: AccountedScheme, strategy: Any, sigma: Any,
 
 
 @float64
-def privacy_loss(scheme: AccountedScheme, y: Any, sigma: Any, strategy: Any = (1.0,), aux: Any = None,
+def privacy_loss(scheme: AccountedScheme, y: Any, strategy: Any, sigma: Any, aux: Any = None,
                  direction: str = "remove", dot_method: str = "auto", recursion: str = "auto") -> jax.Array:
-    r"""Privacy loss :math:`\ln P(y)/Q(y)` for each row of ``y`` (shape ``(..., n)``).
+    r"""Privacy loss :math:`\ln P(y)/Q(y)` for each row of ``y``.
 
-    ``y`` may be the :class:`~mcacct.schemes.base.Draws` of :func:`sample` (its ``aux`` is then used). A scheme
-    that bounds the ratio (banded inverse) returns the bound that serves ``direction``: an upper bound for
-    ``"remove"``, a lower bound for ``"add"``; exact schemes ignore ``direction``. ``dot_method`` and
-    ``recursion`` pick the kernels (:mod:`mcacct.kernels.sliding`, :mod:`mcacct.kernels.recursion`).
+    Parameters
+    ----------
+    scheme : any :class:`~mcacct.schemes.base.AccountedScheme`.
+    y : array of shape ``(..., n)``, or the :class:`~mcacct.schemes.base.Draws` of :func:`sample` (its ``aux`` is
+        then used).
+    strategy : a :class:`~mcacct.strategies.banded.BandedToeplitz` or its ``c_col`` values (``(1.0,)``: DP-SGD).
+    sigma : noise multiplier, ``> 0``.
+    aux : the scheme's auxiliary data of the draws (truncation's counts ``r``), or ``None``.
+    direction : ``"remove"`` or ``"add"``. A scheme that bounds the ratio (banded inverse) returns the bound that
+        serves ``direction``: an upper bound for ``"remove"``, a lower bound for ``"add"``; exact schemes ignore it.
+    dot_method, recursion : the kernels (:mod:`mcacct.kernels.sliding`, :mod:`mcacct.kernels.recursion`).
+
+    Returns
+    -------
+    jax.Array
+        The losses, shape ``(...)`` (float64 for float64 ``y``).
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter: ``y`` of the wrong length, ``sigma`` out of range, an inadmissible strategy,
+        ``aux`` given twice or missing where the scheme needs it.
     """
     if isinstance(y, Draws):
         if aux is not None:
             raise ValueError("give aux either inside the Draws or as aux=, not both")
         y, aux = y
-    return scheme.log_ratio(y, sigma, as_strategy(strategy), aux, direction, dot_method, recursion)
+    return scheme.log_ratio(y, as_strategy(strategy), sigma, aux, direction, dot_method, recursion)

@@ -191,7 +191,7 @@ class BallsInBins(Scheme):
 
         return gaussian_output(key, (num_samples, n), sigma, dtype, positive, mean)
 
-    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+    def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
         """``ln P(y)/Q(y)`` for each row of ``y``: the exact mixture over the shifts (module docstring); a closed
         form, so ``recursion`` is not used."""
         return self._log_ratio(y, sigma, strategy, dot_method)

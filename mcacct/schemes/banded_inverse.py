@@ -214,7 +214,7 @@ class BandedInverse(Scheme):
         return gaussian_output(key, (num_samples, self.iterations), sigma, dtype, positive, lambda k: _convolve(
             sample_participation(k, self.base, num_samples).astype(dtype), self._col(strategy)))
 
-    def log_ratio_bounds(self, y: jax.Array, sigma, strategy, dot_method: str = "auto",
+    def log_ratio_bounds(self, y: jax.Array, strategy, sigma, dot_method: str = "auto",
                          recursion: str = "auto", which: str = "both"):
         """``(ln L(y), ln U(y))`` with ``L <= P/Q <= U`` (``which``: ``"both"``, ``"lower"``, ``"upper"``;
         the bound not asked for is ``None``)."""
@@ -233,7 +233,7 @@ class BandedInverse(Scheme):
             lower = log_ratio_from_terms(ell - gam, self.base, recursion)
         return lower, upper
 
-    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+    def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
         r"""A bound on :math:`\ln P(y)/Q(y)` that serves ``direction``: the upper bound ``ln U`` for
         ``"remove"`` (its loss ``ln P/Q`` is over-estimated) and the lower bound ``ln L`` for ``"add"`` (its loss
         ``ln Q/P = -ln P/Q`` is over-estimated); either way the estimated delta is an upper bound."""

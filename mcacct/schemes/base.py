@@ -128,7 +128,7 @@ class AccountedScheme(Protocol):
         auxiliary data."""
         ...
 
-    def log_ratio(self, y: Any, sigma: Any, strategy: Any, aux: Any = None, direction: str = "remove",
+    def log_ratio(self, y: Any, strategy: Any, sigma: Any, aux: Any = None, direction: str = "remove",
                   dot_method: str = "auto", recursion: str = "auto") -> Any:
         r""":math:`\ln P(y)/Q(y)` per row (a scheme that bounds it states which bound serves which direction:
         an upper bound for ``"remove"``, a lower bound for ``"add"``)."""
@@ -138,7 +138,7 @@ class AccountedScheme(Protocol):
         """:meth:`sample` time-major (``(n, num_samples)``), unchecked and traceable (the engine's form)."""
         ...
 
-    def log_ratio_t(self, y_t: Any, sigma: Any, strategy: Any, aux_t: Any, direction: str, dot_method: str,
+    def log_ratio_t(self, y_t: Any, strategy: Any, sigma: Any, aux_t: Any, direction: str, dot_method: str,
                     recursion: str) -> Any:
         """:meth:`log_ratio` of time-major outputs, unchecked and traceable (the engine's form)."""
         ...
@@ -150,7 +150,7 @@ class AccountedScheme(Protocol):
         two calls up to float rounding within the loss-error bound)."""
         ...
 
-    def ladder_losses(self, key: Any, sigmas: Any, strategy: Any, num_samples: int, dtype: Any,
+    def ladder_losses(self, key: Any, strategy: Any, sigmas: Any, num_samples: int, dtype: Any,
                       dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None,
                       remove_skip: Any = None) -> Any:
         """``(J, 2, num_samples)`` losses (directions ``remove``, ``add``) for every noise multiplier on the
@@ -212,7 +212,7 @@ class Scheme:
     defaults for bounds: a scheme states each, e.g. that its discrete draws are exact) -- ``summary``
     and the two row-major hooks
     ``draw(key, strategy, sigma, num_samples, direction, dtype) -> Draws`` and
-    ``loss_rows(y, sigma, strategy, aux, direction, dot_method, recursion)`` (traceable, unchecked). The
+    ``loss_rows(y, strategy, sigma, aux, direction, dot_method, recursion)`` (traceable, unchecked). The
     time-major forms default to transposes of those (the same draws, the same values); a scheme with a native
     time-major path overrides ``sample_t``/``log_ratio_t``.
     """
@@ -233,12 +233,12 @@ class Scheme:
         check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, dtype=dtype)
         return self.draw(key, strategy, sigma, num_samples, check_direction(direction), jnp.dtype(dtype))
 
-    def log_ratio(self, y, sigma, strategy, aux=None, direction: str = "remove", dot_method: str = "auto",
+    def log_ratio(self, y, strategy, sigma, aux=None, direction: str = "remove", dot_method: str = "auto",
                   recursion: str = "auto"):
         r""":math:`\ln P(y)/Q(y)` for each row of ``y`` (shape ``(..., n)``), given the draws' ``aux``."""
         y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method, recursion=recursion)
         self.check_aux(aux, y)
-        return self.loss_rows(y, sigma, strategy, aux, check_direction(direction), dot_method, recursion)
+        return self.loss_rows(y, strategy, sigma, aux, check_direction(direction), dot_method, recursion)
 
     def bounds(self, strategy) -> Bounds:
         """The :class:`Bounds` the subclass states, one method each (:data:`BOUND_HOOKS`), for ``strategy``."""
@@ -256,17 +256,17 @@ class Scheme:
         d = self.draw(key, strategy, sigma, num_samples, direction, dtype)
         return Draws(d.y.T, None if d.aux is None else d.aux.T)
 
-    def log_ratio_t(self, y_t, sigma, strategy, aux_t, direction: str, dot_method: str, recursion: str):
-        return self.loss_rows(y_t.T, sigma, strategy, None if aux_t is None else aux_t.T, direction, dot_method,
+    def log_ratio_t(self, y_t, strategy, sigma, aux_t, direction: str, dot_method: str, recursion: str):
+        return self.loss_rows(y_t.T, strategy, sigma, None if aux_t is None else aux_t.T, direction, dot_method,
                               recursion)
 
     def losses_t(self, key, strategy, sigma, num_samples: int, direction: str, dtype, dot_method: str,
                  recursion: str):
         draws = self.sample_t(key, strategy, sigma, num_samples, direction, jnp.float64)
-        loss = self.log_ratio_t(draws.y.astype(dtype), sigma, strategy, draws.aux, direction, dot_method, recursion)
+        loss = self.log_ratio_t(draws.y.astype(dtype), strategy, sigma, draws.aux, direction, dot_method, recursion)
         return loss if direction == "remove" else -loss
 
-    def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
+    def ladder_losses(self, key, strategy, sigmas, num_samples: int, dtype, dot_method: str = "auto",
                       recursion: str = "auto", add_bound: float | None = None, remove_skip=None):
         raise NotImplementedError(f"{type(self).__name__} shares no work between ladder candidates "
                                   "(shares_ladder_work is False): the engine runs its generic loss kernel")

@@ -86,7 +86,7 @@ class BMinSep(MinSepAccounting):
         """Row-major outputs (:func:`sample_y`'s draws); no auxiliary data."""
         return Draws(_sample_y(key, self, strategy, sigma, num_samples, direction == "remove", dtype))
 
-    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+    def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
         ell = participation_log_ratios(y, jnp.asarray(sigma, y.dtype), strategy.c_col, dot_method)
         return log_ratio_from_terms(ell, self, recursion)
 
@@ -94,12 +94,12 @@ class BMinSep(MinSepAccounting):
         """Time-major outputs from the per-block participation (the engine's draws)."""
         return Draws(_sample_y_t(key, self, strategy, sigma, num_samples, direction == "remove", dtype))
 
-    def log_ratio_t(self, y_t, sigma, strategy, aux_t, direction: str, dot_method: str, recursion: str):
+    def log_ratio_t(self, y_t, strategy, sigma, aux_t, direction: str, dot_method: str, recursion: str):
         # time-major throughout: the recursion and the sliding sums run along axis 0 with no transposes
         ell_t = participation_log_ratios_t(y_t, jnp.asarray(sigma, y_t.dtype), strategy.c_col, dot_method)
         return log_ratio_from_terms_t(ell_t, self, recursion)
 
-    def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
+    def ladder_losses(self, key, strategy, sigmas, num_samples: int, dtype, dot_method: str = "auto",
                       recursion: str = "auto", add_bound: float | None = None, remove_skip=None):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on one
         set of draws (the draws of :meth:`sample_t` for the same key): draws, participation and sliding

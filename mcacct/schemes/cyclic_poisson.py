@@ -128,7 +128,7 @@ class CyclicPoisson(Scheme):
         return gaussian_output(key, (num_samples, self.iterations), sigma, dtype, positive, lambda k: mean_shift_amplitudes(
             self.sample_participation(k, num_samples).astype(dtype), strategy.c_col))
 
-    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+    def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
         """``ln P(y)/Q(y)`` for each row of ``y``: the exact mixture over the shifts (module docstring); a closed
         form, so ``recursion`` is not used."""
         return self._log_ratio(y, sigma, strategy, dot_method)

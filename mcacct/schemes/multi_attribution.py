@@ -183,7 +183,7 @@ class MultiAttribution(Scheme):
         terms = w + j * s[..., None] - 0.5 * j * j * v[:, None]
         return jax.scipy.special.logsumexp(terms, axis=-1)
 
-    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+    def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
         """``ln P(y)/Q(y)`` (Thm. 6.1): Theorem 5.1's recursion of the user scheme on :meth:`participation_terms`."""
         return self._log_ratio(y, sigma, strategy, dot_method, recursion)
 

@@ -84,7 +84,7 @@ def test_engine_fused_kernel_equals_unfused_within_twice_eta(case):
     sigmas = jnp.asarray(SIGMAS)
     with x64_scope():
         fused = fused_block_ladder(problem, key, sigmas, SAMPLES)
-        unfused = ladder_losses(scheme, key, sigmas, strategy, SAMPLES, jnp.float64)
+        unfused = ladder_losses(scheme, key, strategy, sigmas, SAMPLES, jnp.float64)
     _assert_within(fused, unfused, _etas(scheme, strategy), f"fused vs unfused {_ids(case)}")
 
 
@@ -115,5 +115,5 @@ def test_compiled_kernel_falls_back_to_the_exact_scan():
     sigmas = jnp.asarray([0.03])
     with x64_scope():
         fused = fused_block_ladder(problem, key, sigmas, 64)
-        unfused = ladder_losses(scheme, key, sigmas, strategy, 64, jnp.float64, recursion="scan")
+        unfused = ladder_losses(scheme, key, strategy, sigmas, 64, jnp.float64, recursion="scan")
     _assert_within(fused, unfused, _etas(scheme, strategy, (0.03,)), "tiny sigma fallback")

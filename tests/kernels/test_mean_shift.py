@@ -61,7 +61,7 @@ class EveryRound(mcacct.Scheme):
         return mcacct.Draws(gaussian_output(key, shape, sigma, dtype, direction == "remove",
                                             lambda _: mean_shift_amplitudes(jnp.ones(shape, dtype), strategy.c_col)))
 
-    def loss_rows(self, y, sigma, strategy, aux, direction, dot_method, recursion):
+    def loss_rows(self, y, strategy, sigma, aux, direction, dot_method, recursion):
         return jnp.sum(y, axis=-1) / sigma**2
 
     def output_coordinate_bound(self, strategy):

@@ -29,7 +29,7 @@ def test_recursion_matches_enumeration(n, b, p, c_col, warm, method, recursion):
     ])
     expected = np.array([oracles.log_likelihood_ratio(y, sigma, c_col, p, b, warm) for y in ys])
     scheme = mcacct.BMinSep(p, b, n, warm_start=warm)
-    got = np.asarray(mcacct.privacy_loss(scheme, ys, sigma, c_col, dot_method=method, recursion=recursion))
+    got = np.asarray(mcacct.privacy_loss(scheme, ys, c_col, sigma, dot_method=method, recursion=recursion))
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9 * np.max(np.abs(expected)))
 
 

@@ -49,7 +49,7 @@ class PoissonOnce(Scheme):
 
         return Draws(gaussian_output(key, (num_samples, n), sigma, dtype, direction == "remove", mean))
 
-    def loss_rows(self, y, sigma, strategy, aux, direction, dot_method, recursion):
+    def loss_rows(self, y, strategy, sigma, aux, direction, dot_method, recursion):
         ell0 = participation_log_ratios(y, jnp.asarray(sigma, y.dtype), strategy.c_col, dot_method)[..., 0]
         q = self.sampling_prob
         return jnp.logaddexp(jnp.log1p(-q), math.log(q) + ell0)
@@ -91,7 +91,7 @@ def test_toy_scheme_satisfies_the_protocol_and_its_systematic_terms():
     assert 0 < sb.loss_shift < 1e-12 and 0 < sb.delta < 1e-13
     draws = mcacct.sample(jax.random.key(0), TOY.scheme, TOY.strategy, 1.0, 8, "add")
     assert draws.y.shape == (8, 6) and draws.aux is None
-    loss = mcacct.privacy_loss(TOY.scheme, draws, 1.0, TOY.strategy)
+    loss = mcacct.privacy_loss(TOY.scheme, draws, TOY.strategy, 1.0)
     assert loss.shape == (8,) and loss.dtype == jnp.float64
 
 

@@ -58,7 +58,7 @@ def test_multi_attribution_matches_enumeration(n, b, p, k, c_col, recursion):
     rng = np.random.default_rng(n * 100 + b * 10 + k)
     ys = _ys(rng, n)
     scheme = MultiAttribution(p, b, n, k)
-    got = scheme.log_ratio(jnp.asarray(ys), SIGMA, mcacct.BandedToeplitz(c_col), recursion=recursion)
+    got = scheme.log_ratio(jnp.asarray(ys), mcacct.BandedToeplitz(c_col), SIGMA, recursion=recursion)
     _close(got, ox.multi_attribution_log_ratio(ys, SIGMA, c_col, p, b, k))
 
 
@@ -68,8 +68,8 @@ def test_multi_attribution_k1_is_cold_start_bminsep(n, b, p, c_col):
     rng = np.random.default_rng(1)
     ys = jnp.asarray(rng.normal(size=(16, n)) + 0.3)
     strategy = mcacct.BandedToeplitz(c_col)
-    got = MultiAttribution(p, b, n, 1).log_ratio(ys, SIGMA, strategy, recursion="scan")
-    ref = mcacct.privacy_loss(mcacct.BMinSep(p, b, n, warm_start=False), ys, SIGMA, c_col, recursion="scan")
+    got = MultiAttribution(p, b, n, 1).log_ratio(ys, strategy, SIGMA, recursion="scan")
+    ref = mcacct.privacy_loss(mcacct.BMinSep(p, b, n, warm_start=False), ys, c_col, SIGMA, recursion="scan")
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-12, atol=1e-12)
 
 
@@ -107,7 +107,7 @@ def test_truncated_matches_enumeration(n, b, p, warm, c_col, bmax):
     ys = _ys(rng, n, shift=0.0)
     r = rng.integers(0, 2 * bmax + 2, size=ys.shape)
     scheme = TruncatedBMinSep(p, b, n, 50, bmax, warm)
-    got = scheme.log_ratio(jnp.asarray(ys), SIGMA, mcacct.BandedToeplitz(c_col), jnp.asarray(r))
+    got = scheme.log_ratio(jnp.asarray(ys), mcacct.BandedToeplitz(c_col), SIGMA, jnp.asarray(r))
     expected = [ox.truncated_log_ratio(y, rr, SIGMA, c_col, p, b, warm, bmax) for y, rr in zip(ys, r)]
     _close(got, expected)
 
@@ -120,12 +120,12 @@ def test_truncation_far_above_dataset_size_is_untruncated(b, warm):
     base = mcacct.BMinSep(p, b, n, warm)
     for direction in ("remove", "add"):
         y, r = trunc.sample(jax.random.key(3), strategy, SIGMA, 256, direction)
-        ref = mcacct.privacy_loss(base, y, SIGMA, c_col)
-        np.testing.assert_allclose(np.asarray(trunc.log_ratio(y, SIGMA, strategy, r)), np.asarray(ref),
+        ref = mcacct.privacy_loss(base, y, c_col, SIGMA)
+        np.testing.assert_allclose(np.asarray(trunc.log_ratio(y, strategy, SIGMA, r)), np.asarray(ref),
                                    rtol=1e-12, atol=1e-12)
     # the same holds with real counts r (all far below B_max)
     r = jax.jit(trunc.sample_other_counts, static_argnums=1)(jax.random.key(4), 256)  # one program (eager: ~100)
-    np.testing.assert_allclose(np.asarray(trunc.log_ratio(y, SIGMA, strategy, r)), np.asarray(ref),
+    np.testing.assert_allclose(np.asarray(trunc.log_ratio(y, strategy, SIGMA, r)), np.asarray(ref),
                                rtol=1e-12, atol=1e-12)
 
 
@@ -154,7 +154,7 @@ def test_other_counts_joint_law(b, warm):
 def test_cyclic_matches_enumeration(n, b, q, c_col, random_phase):
     rng = np.random.default_rng(n * b)
     ys = _ys(rng, n)
-    got = CyclicPoisson(q, b, n, random_phase).log_ratio(jnp.asarray(ys), SIGMA, mcacct.BandedToeplitz(c_col))
+    got = CyclicPoisson(q, b, n, random_phase).log_ratio(jnp.asarray(ys), mcacct.BandedToeplitz(c_col), SIGMA)
     _close(got, ox.cyclic_log_ratio(ys, SIGMA, c_col, q, b, random_phase))
 
 
@@ -190,8 +190,8 @@ def test_balls_in_bins_is_warm_bminsep_with_p1():
     n, b, c_col = 11, 3, (1.0, 0.5, 0.25)
     rng = np.random.default_rng(5)
     ys = jnp.asarray(_ys(rng, n))
-    got = BallsInBins(b, n).log_ratio(ys, SIGMA, mcacct.BandedToeplitz(c_col))
-    ref = mcacct.privacy_loss(mcacct.BMinSep(1.0, b, n, warm_start=True), ys, SIGMA, c_col)
+    got = BallsInBins(b, n).log_ratio(ys, mcacct.BandedToeplitz(c_col), SIGMA)
+    ref = mcacct.privacy_loss(mcacct.BMinSep(1.0, b, n, warm_start=True), ys, c_col, SIGMA)
     np.testing.assert_allclose(np.asarray(got), np.asarray(ref), rtol=1e-12, atol=1e-12)
     _close(got, ox.cyclic_log_ratio(np.asarray(ys), SIGMA, c_col, 1.0, b, True))
 
@@ -231,7 +231,7 @@ def test_banded_inverse_bounds_against_enumeration(h, n, r, p, warm):
     rng = np.random.default_rng(len(h) * n)
     ys = _ys(rng, n)
     scheme = BandedInverse(p, r, n, warm)
-    lower, upper = scheme.log_ratio_bounds(jnp.asarray(ys), SIGMA, strategy)
+    lower, upper = scheme.log_ratio_bounds(jnp.asarray(ys), strategy, SIGMA)
     true = oracles.log_likelihood_ratio(ys, SIGMA, c, p, r, warm)
     gam = ox.allowance(c, n, r)
     np.testing.assert_allclose(cross_term_allowance(c, n, r), gam, rtol=1e-12, atol=1e-15)
@@ -244,8 +244,8 @@ def test_banded_inverse_bounds_against_enumeration(h, n, r, p, warm):
 def test_banded_inverse_with_banded_c_is_exact():
     n, r, p, c_col = 10, 3, 0.3, (1.0, 0.4)
     ys = jnp.asarray(_ys(np.random.default_rng(2), n))
-    lower, upper = BandedInverse(p, r, n).log_ratio_bounds(ys, SIGMA, mcacct.BandedToeplitz(c_col))
-    ref = mcacct.privacy_loss(mcacct.BMinSep(p, r, n), ys, SIGMA, c_col)
+    lower, upper = BandedInverse(p, r, n).log_ratio_bounds(ys, mcacct.BandedToeplitz(c_col), SIGMA)
+    ref = mcacct.privacy_loss(mcacct.BMinSep(p, r, n), ys, c_col, SIGMA)
     np.testing.assert_allclose(np.asarray(lower), np.asarray(ref), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.asarray(upper), np.asarray(ref), rtol=1e-12, atol=1e-12)
 
@@ -270,7 +270,7 @@ def test_sampler_and_loss_are_one_pair(name, scheme, c_col, kind):
     # both directions' losses (the generic kernel) as one program: the same functions on the same key, compiled
     # once instead of once per direction (XLA computes the draws they share once; the truncated scheme's count draws
     # dominate its compile time)
-    both = jax.jit(lambda key, sig: [direction_losses(scheme, key, sig, strategy, m, d, jnp.float64)
+    both = jax.jit(lambda key, sig: [direction_losses(scheme, key, strategy, sig, m, d, jnp.float64)
                                      for d in ("remove", "add")])
     for direction, loss in zip(("remove", "add"), both(jax.random.key(31), sigma)):
         v = np.exp(-np.asarray(loss))  # Q/P under P, P/Q under Q

@@ -262,7 +262,7 @@ class TruncatedBMinSep(Scheme):
 
         return patch(fix, y_t).astype(dtype), counts.dense_t
 
-    def log_ratio_t(self, y_t, sigma, strategy, aux_t, direction: str, dot_method: str, recursion: str):
+    def log_ratio_t(self, y_t, strategy, sigma, aux_t, direction: str, dot_method: str, recursion: str):
         """``ln P_r/Q_r`` time-major: the untruncated loss of every sample (exact where no round is truncated:
         ``ell^Q = 0`` gives ``f = 1``), replaced by the two-mixture loss for the samples with a truncated round."""
         return self._log_ratio_t(y_t, aux_t, sigma, strategy, dot_method, recursion)
@@ -310,7 +310,7 @@ class TruncatedBMinSep(Scheme):
     shares_ladder_work = True
     bounds_remove_losses = True  # the untruncated draws' (mcacct.kernels.bound); truncated ones stay exact
 
-    def ladder_losses(self, key, sigmas, strategy, num_samples: int, dtype, dot_method: str = "auto",
+    def ladder_losses(self, key, strategy, sigmas, num_samples: int, dtype, dot_method: str = "auto",
                       recursion: str = "auto", add_bound: float | None = None, remove_skip=None):
         """``(J, 2, num_samples)`` losses for every ``sigmas`` and both directions on the draws of :meth:`sample_t`:
         counts, participation, coins and noise once; the untruncated ladder (:func:`~mcacct.kernels.recursion.
@@ -366,7 +366,7 @@ class TruncatedBMinSep(Scheme):
         """``aux`` is ``r``: integer counts of the shape of ``y`` in ``[0, M - 1]``."""
         check_counts("r", aux, y.shape, self.dataset_size - 1)
 
-    def loss_rows(self, y, sigma, strategy, aux, direction: str, dot_method: str, recursion: str):
+    def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
         """``ln P_r(y)/Q_r(y)`` given the other-example counts ``r = aux``: the difference of two recursions of
         Theorem 5.1 on the terms of :meth:`side_terms`."""
         return self._log_ratio(y, aux, sigma, strategy, dot_method, recursion)

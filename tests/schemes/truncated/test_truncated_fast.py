@@ -45,8 +45,8 @@ def test_fast_loss_equals_the_two_mixture_loss(p, b, n, m, bmax):
         out = []
         for direction in ("remove", "add"):
             d = scheme.sample_t(key, strategy, SIGMA, 256, direction, jnp.float64)
-            fast = scheme.log_ratio_t(d.y, SIGMA, strategy, d.aux, direction, "auto", "auto")
-            full = scheme.loss_rows(d.y.T, SIGMA, strategy, d.aux.T, direction, "auto", "auto")
+            fast = scheme.log_ratio_t(d.y, strategy, SIGMA, d.aux, direction, "auto", "auto")
+            full = scheme.loss_rows(d.y.T, strategy, SIGMA, d.aux.T, direction, "auto", "auto")
             y, r = scheme.sample(key, strategy, SIGMA, 256, direction)  # the public row-major API
             out.append((fast, full, d.y.T, d.aux.T, y, r))
         return out
@@ -69,8 +69,8 @@ def test_shared_draw_ladder_equals_the_loss_kernel_per_candidate(p, b, n, m, bma
     # (XLA computes their common count draws once; the screened case's three programs took ~45 s to compile alone).
     @jax.jit
     def ladder_and_kernel(key, sigmas, sig):
-        return (scheme.ladder_losses(key, sigmas, strategy, 256, jnp.float64),
-                [direction_losses(scheme, key, sig, strategy, 256, d, jnp.float64) for d in ("remove", "add")])
+        return (scheme.ladder_losses(key, strategy, sigmas, 256, jnp.float64),
+                [direction_losses(scheme, key, strategy, sig, 256, d, jnp.float64) for d in ("remove", "add")])
 
     for j, sig in enumerate(sigmas):
         ladder, refs = ladder_and_kernel(jax.random.key(5), jnp.asarray(sigmas), sig)
