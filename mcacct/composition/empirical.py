@@ -66,10 +66,46 @@ __all__ = ["empirical_pld_from_stats", "empirical_pld"]
 # Validation helpers
 # --------------------------------------------------------------------------
 def check_h(h: Any) -> float:
+    """Check a grid spacing (:func:`mcacct.pld.checks.check_value_interval`).
+
+    Parameters
+    ----------
+    h : Any
+        The loss grid spacing.
+
+    Returns
+    -------
+    float
+        ``h`` in :math:`(0, 0.1]`.
+
+    Raises
+    ------
+    ValueError
+        If ``h`` is out of range.
+    """
     return check_value_interval(h)
 
 
 def check_query(epsilon: Any, delta: Any) -> tuple[float | None, float | None]:
+    r"""Check a query: exactly one of ``epsilon`` and ``delta``.
+
+    Parameters
+    ----------
+    epsilon : float or None
+        :math:`\varepsilon\ge0`, to get delta.
+    delta : float or None
+        :math:`\delta\in(0,1)`, to get epsilon.
+
+    Returns
+    -------
+    tuple of (float or None, float or None)
+        ``(epsilon, None)`` or ``(None, delta)``, checked.
+
+    Raises
+    ------
+    ValueError
+        If both or neither are given, or the given one is out of range.
+    """
     if (epsilon is None) == (delta is None):
         raise ValueError("give exactly one of epsilon (to get delta) or delta (to get epsilon)")
     if epsilon is not None:
@@ -100,7 +136,18 @@ def _measure(idx: np.ndarray, mass: np.ndarray, inf: float, h: float) -> Directi
 
 
 def add_parts(a: DirectionPLD, b: DirectionPLD) -> DirectionPLD:
-    """Sum of two measures on the same grid (not a composition)."""
+    r"""Sum of two measures on the same grid (not a composition).
+
+    Parameters
+    ----------
+    a, b : DirectionPLD
+        The measures.
+
+    Returns
+    -------
+    DirectionPLD
+        Pointwise sum of the pmfs and of the masses at :math:`+\infty` (capped at 1); certified only if both are.
+    """
     lo = min(a.offset, b.offset)
     hi = max(a.offset + a.pmf.size, b.offset + b.pmf.size)
     pmf = np.zeros(hi - lo)
@@ -126,7 +173,29 @@ def _check_stats(stats: Any, name: str = "stats") -> tuple[np.ndarray, float, in
 
 def empirical_parts(stats: DirectionStats, h: float,
                      opposite: DirectionStats | None) -> tuple[DirectionPLD, DirectionPLD | None]:
-    """(part from ``stats``, negative part from ``opposite`` or None); see :func:`empirical_pld_from_stats`."""
+    """The two parts of an empirical PLD; see :func:`empirical_pld_from_stats`.
+
+    Parameters
+    ----------
+    stats : DirectionStats
+        Statistics of this direction.
+    h : float
+        Loss grid spacing.
+    opposite : DirectionStats or None
+        Statistics of the opposite direction, for the negative part.
+
+    Returns
+    -------
+    positive : DirectionPLD
+        The part from ``stats`` (bin 0 left out when ``opposite`` is given).
+    negative : DirectionPLD or None
+        The negative part from ``opposite``, or ``None``.
+
+    Raises
+    ------
+    ValueError
+        If a statistics object is malformed or has no samples.
+    """
     hist, width, bins = _check_stats(stats)
     n = stats.count
     k = np.flatnonzero(hist[: bins + 1])
@@ -204,7 +273,28 @@ def empirical_pld_from_stats(stats: DirectionStats, value_discretization_interva
 
 
 def stats_of(estimate_or_stats: Any, direction: str) -> tuple[dict[str, DirectionStats], float | None]:
-    """(stats by direction, the estimate's alpha or None)."""
+    """The Monte Carlo statistics by direction, and the estimate's alpha.
+
+    Parameters
+    ----------
+    estimate_or_stats : Estimate, DirectionStats or mapping
+        An ``Estimate``, a bare :class:`DirectionStats` (taken as ``direction``) or a mapping direction ->
+        :class:`DirectionStats`.
+    direction : str
+        Direction of a bare :class:`DirectionStats`.
+
+    Returns
+    -------
+    stats : dict of str to DirectionStats
+        The statistics, in the order of ``DIRECTIONS``.
+    alpha : float or None
+        The estimate's alpha, or ``None`` when no ``Estimate`` was given.
+
+    Raises
+    ------
+    ValueError
+        For another type, an unknown direction or an empty mapping.
+    """
     from mcacct.engine.estimate import Estimate
 
     if isinstance(estimate_or_stats, Estimate):
@@ -229,7 +319,25 @@ def stats_of(estimate_or_stats: Any, direction: str) -> tuple[dict[str, Directio
 
 
 def negative_mode(negative_part: str, stats: Mapping[str, DirectionStats]) -> bool:
-    """True when the negative part is reconstructed from the opposite direction."""
+    """True when the negative part is reconstructed from the opposite direction.
+
+    Parameters
+    ----------
+    negative_part : {"auto", "mirror", "zero"}
+        The rule (``"auto"``: mirror when both directions are present).
+    stats : mapping of str to DirectionStats
+        The statistics by direction.
+
+    Returns
+    -------
+    bool
+        Whether to mirror.
+
+    Raises
+    ------
+    ValueError
+        For an unknown rule, or ``"mirror"`` without both directions.
+    """
     if negative_part not in ("auto", "mirror", "zero"):
         raise ValueError(f"negative_part must be 'auto', 'mirror' or 'zero', got {negative_part!r}")
     both = all(d in stats for d in DIRECTIONS)
@@ -239,18 +347,51 @@ def negative_mode(negative_part: str, stats: Mapping[str, DirectionStats]) -> bo
 
 
 def opposite_direction(d: str) -> str:
+    """The other adjacency direction (``"remove"`` <-> ``"add"``).
+
+    Parameters
+    ----------
+    d : str
+        One of ``DIRECTIONS``.
+
+    Returns
+    -------
+    str
+        The other one.
+    """
     return DIRECTIONS[1 - DIRECTIONS.index(d)]
 
 
 @float64
 def empirical_pld(estimate_or_stats: Any, value_discretization_interval: float | None = None, *,
                   negative_part: str = "auto", direction: str = "remove") -> DiscretePLD:
-    """:func:`empirical_pld_from_stats` for every direction of an ``Estimate`` (or mapping of stats).
+    r""":func:`empirical_pld_from_stats` for every direction of an ``Estimate`` (or mapping of stats).
 
-    ``negative_part``: ``"zero"`` puts all :math:`L\\le0` at 0, ``"mirror"`` reconstructs it from the
+    ``negative_part``: ``"zero"`` puts all :math:`L\le0` at 0, ``"mirror"`` reconstructs it from the
     opposite direction, ``"auto"`` (default) mirrors when both directions are present. A bare
     :class:`DirectionStats` is taken as ``direction``. The default grid is the smallest histogram
     width / 8.
+
+    Parameters
+    ----------
+    estimate_or_stats : Estimate, DirectionStats or mapping
+        The Monte Carlo statistics (:func:`stats_of`).
+    value_discretization_interval : float, optional
+        Grid spacing :math:`h`; default the smallest histogram width / 8.
+    negative_part : {"auto", "mirror", "zero"}, default "auto"
+        Rule for the losses :math:`L\le0`.
+    direction : str, default "remove"
+        Direction of a bare :class:`DirectionStats`.
+
+    Returns
+    -------
+    DiscretePLD
+        The empirical PLD, ``certified=False``.
+
+    Raises
+    ------
+    ValueError
+        For invalid statistics or arguments.
     """
     stats, _ = stats_of(estimate_or_stats, direction)
     mirror = negative_mode(negative_part, stats)

@@ -27,14 +27,16 @@ DIRECTIONS = ("remove", "add")
 
 
 def is_number(x: Any) -> bool:
-    """Whether ``x`` is a real number as a Python or NumPy scalar (``int``, ``float``, ``np.integer``,
-    ``np.floating``); never a bool, text or an array."""
+    """Whether ``x`` is a real number as a Python or NumPy scalar.
+
+    ``int``, ``float``, ``np.integer`` or ``np.floating``; never a bool, text or an array."""
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
 def is_real_scalar(x: Any) -> bool:
-    """:func:`is_number`, or a 0-d array (NumPy or JAX) of an integer or float dtype; never a bool, text or
-    ``None``."""
+    """:func:`is_number`, or a 0-d array (NumPy or JAX) of an integer or float dtype.
+
+    Never a bool, text or ``None``."""
     if is_number(x):
         return True
     shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
@@ -74,8 +76,24 @@ def _as_int(x: Any, strict: bool) -> int | None:
 
 
 def read_json(path: Any, what: str) -> Any:
-    """The JSON content of the file ``path``; ``ValueError`` naming ``what`` (e.g. ``"events file"``) and the path when
-    it cannot be read or is not valid JSON."""
+    """The JSON content of the file ``path``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    what : str
+        What the file is, for messages (e.g. ``"events file"``).
+
+    Returns
+    -------
+    object
+
+    Raises
+    ------
+    ValueError
+        Naming ``what`` and the path, when the file cannot be read or is not valid JSON.
+    """
     import json
     import os
     name = os.fspath(path)
@@ -94,9 +112,26 @@ def read_json(path: Any, what: str) -> Any:
 
 
 def parse_floats(name: str, value: Any) -> tuple[float, ...]:
-    """The one list parser: ``"v1,v2,..."``, a sequence, an array or a scalar, as a tuple of floats; ``ValueError``
-    naming ``name`` when an item is not a number or is empty (``"0.5,0.5,"``: a stray comma is refused rather than
-    guessed at). Range checks are the caller's."""
+    """The one list parser: ``"v1,v2,..."``, a sequence, an array or a scalar, as a tuple of floats.
+
+    Range checks are the caller's.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, for messages.
+    value : str, sequence, array or scalar
+
+    Returns
+    -------
+    tuple of float
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` when an item is not a number or is empty (``"0.5,0.5,"``: a stray comma is refused rather
+        than guessed at).
+    """
     if isinstance(value, str):
         parts = value.split(",")
         if any(not v.strip() for v in parts):
@@ -136,8 +171,29 @@ def shown(value: Any) -> str:
 
 def check_real(name: str, value: Any, *, low: float | None = None, high: float | None = None,
                low_open: bool = False, high_open: bool = False, strict: bool = False) -> float:
-    """Return ``float(value)`` after checking it is finite and inside the stated interval. Messages read
-    ``"{name} must be in RANGE; got VALUE"``; ``strict``: numbers only (module docstring)."""
+    """Return ``float(value)`` after checking it is finite and inside the stated interval.
+
+    Messages read ``"{name} must be in RANGE; got VALUE"``.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, for messages.
+    value : object
+    low, high : float or None, optional
+        The interval's ends (default ``None``: unbounded); ``low_open``, ``high_open`` exclude them.
+    low_open, high_open, strict : bool, optional
+        ``strict``: numbers only (module docstring). All default False.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not a finite real number in the interval.
+    """
     rng = interval(low, high, low_open, high_open)
     v = _as_float(value, strict)
     if v is None or not math.isfinite(v):
@@ -151,8 +207,27 @@ def check_real(name: str, value: Any, *, low: float | None = None, high: float |
 
 def check_int(name: str, value: Any, *, low: int | None = None, high: int | None = None,
               strict: bool = False) -> int:
-    """Return ``int(value)`` after checking it is an integer inside ``[low, high]``; ``strict``: a Python or NumPy
-    integer only (``2.0`` and ``"2"`` refused)."""
+    """Return ``int(value)`` after checking it is an integer inside ``[low, high]``.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, for messages.
+    value : object
+    low, high : int or None, optional
+        The interval's ends (default ``None``: unbounded).
+    strict : bool, optional
+        A Python or NumPy integer only (``2.0`` and ``"2"`` refused); default False.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not an integer in ``[low, high]``.
+    """
     rng = interval(low, high)
     v = _as_int(value, strict)
     if v is None:  # a float as written (2.0, not 2: refused as a float)
@@ -181,7 +256,8 @@ def check_count(name: str, value: Any, *, strict: bool = False) -> int:
 
 
 def check_fields(obj: Any, **checkers) -> None:
-    """Validate and normalise fields of a frozen dataclass in ``__post_init__``:
+    """Validate and normalise fields of a frozen dataclass in ``__post_init__``.
+
     ``check_fields(self, sampling_prob=check_prob, iterations=check_count, ...)``."""
     for name, checker in checkers.items():
         object.__setattr__(obj, name, checker(name, getattr(obj, name)))
@@ -192,15 +268,19 @@ KERNEL_DTYPES = ("float64", "float32")
 
 
 def is_traced(value: Any) -> bool:
-    """Whether ``value`` is a JAX tracer (an abstract value inside ``jit``/``vmap``): its *shape* is known,
-    its *values* are not, so value checks are skipped for it (they ran on the concrete caller's side)."""
+    """Whether ``value`` is a JAX tracer (an abstract value inside ``jit``/``vmap``).
+
+    Its *shape* is known, its *values* are not, so value checks are skipped for it (they ran on the concrete
+    caller's side)."""
     import jax
     return isinstance(value, jax.core.Tracer)
 
 
 def check_counts(name: str, value: Any, shape: tuple, upper: int):
-    """``value``: an integer array of ``shape`` with entries in ``[0, upper]`` (the counts of other examples drawn
-    per iteration, e.g. truncated b-min-sep's ``r``; values checked unless traced). Returns it as an array."""
+    """``value``: an integer array of ``shape`` with entries in ``[0, upper]``.
+
+    The counts of other examples drawn per iteration, e.g. truncated b-min-sep's ``r``; values checked unless
+    traced. Returns it as an array."""
     import jax.numpy as jnp
     if not is_traced(value):
         try:
@@ -227,9 +307,10 @@ def check_choice(name: str, value: Any, choices: tuple) -> Any:
 
 
 def check_sigma(name: str, value: Any) -> Any:
-    """A noise multiplier: finite and in ``(0, inf)`` (every entry, for an array). Returned unchanged
-    (so jit caches keep seeing the caller's type); a traced value passes (its shape only is checked: scalar
-    or an array of noise multipliers)."""
+    """A noise multiplier: finite and in ``(0, inf)`` (every entry, for an array).
+
+    Returned unchanged (so jit caches keep seeing the caller's type); a traced value passes (its shape only is
+    checked: scalar or an array of noise multipliers)."""
     if is_traced(value):
         return value
     try:
@@ -246,8 +327,9 @@ def check_sigma(name: str, value: Any) -> Any:
 
 
 def check_outputs(name: str, y: Any, iterations: int):
-    """Mechanism outputs ``y`` of shape ``(..., iterations)`` as a floating JAX array (integer input is
-    converted to float64: an integer array would round ``c_col`` in the sliding dot products)."""
+    """Mechanism outputs ``y`` of shape ``(..., iterations)`` as a floating JAX array.
+
+    Integer input is converted to float64: an integer array would round ``c_col`` in the sliding dot products."""
     import jax.numpy as jnp
     if not is_traced(y):
         try:
@@ -282,10 +364,26 @@ _UNSET = object()
 def check_call(scheme: Any, *, strategy: Any = _UNSET, sigma: Any = _UNSET, y: Any = _UNSET,
                num_samples: Any = _UNSET, dtype: Any = _UNSET, dot_method: Any = _UNSET,
                recursion: Any = _UNSET):
-    """Validate the arguments of a scheme's public sampling / loss method (only those given):
-    ``scheme.check_strategy(strategy)``, ``sigma`` finite ``> 0``, ``y`` of shape ``(..., iterations)``,
-    ``num_samples >= 1``, ``dtype`` float64/float32, ``dot_method`` and ``recursion``
-    among the known methods. Returns ``y`` as a floating array (``None`` when not given)."""
+    """Validate the arguments of a scheme's public sampling / loss method (only those given).
+
+    Parameters
+    ----------
+    scheme : Scheme
+        Its ``check_strategy(strategy)`` checks ``strategy``; ``y`` must have shape ``(..., scheme.iterations)``.
+    strategy, sigma, y, num_samples, dtype, dot_method, recursion : optional
+        ``sigma`` finite ``> 0``, ``num_samples >= 1``, ``dtype`` float64/float32, ``dot_method`` and
+        ``recursion`` among the known methods.
+
+    Returns
+    -------
+    jax.Array or None
+        ``y`` as a floating array (``None`` when not given).
+
+    Raises
+    ------
+    ValueError
+        If an argument fails its check.
+    """
     if strategy is not _UNSET:
         scheme.check_strategy(strategy)  # every scheme checks the strategy's type first
     if sigma is not _UNSET:
@@ -315,8 +413,26 @@ SIGMA_MAX = 1e100
 
 
 def check_sigma_range(name: str, value: Any) -> float:
-    """A noise multiplier the engine accepts: ``value`` as a float after checking it is a real number (``TypeError`` otherwise: text such as ``"1"`` is
-    refused, not converted) in ``[SIGMA_MIN, SIGMA_MAX]`` (``ValueError`` naming ``name`` and the range)."""
+    """A noise multiplier the engine accepts: ``value`` as a float, in ``[SIGMA_MIN, SIGMA_MAX]``.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, for messages.
+    value : object
+        A real number: text such as ``"1"`` is refused, not converted.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number.
+    ValueError
+        Naming ``name`` and the range, if ``value`` is not in it.
+    """
     if not is_real_scalar(value):
         raise TypeError(f"{name} must be a real number (int or float) in [{SIGMA_MIN:g}, {SIGMA_MAX:g}]; got "
                         f"{type(value).__name__} {value!r}")

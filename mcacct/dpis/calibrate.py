@@ -107,40 +107,111 @@ class DPISPlan:
 
     @property
     def epochs(self) -> int:
-        """Number of epochs :math:`E`."""
+        """Number of epochs :math:`E`.
+
+        Returns
+        -------
+        int
+            ``len(kappas)``.
+        """
         return len(self.kappas)
 
     @property
     def sampling_probs(self) -> tuple:
-        r"""The plan's per-epoch rate :math:`b/(\kappa_e N)`."""
+        r"""The plan's per-epoch rate :math:`b/(\kappa_e N)`.
+
+        Returns
+        -------
+        tuple of float
+            One rate per epoch.
+        """
         return tuple(self.batch_size / (k * self.dataset_size) for k in self.kappas)
 
     @property
     def sigma_g(self) -> tuple:
-        r"""The anticipated :math:`\sigma_{G,e} = \kappa_e s_e` (at :math:`\tilde K_e = \kappa_e\tilde NC`)."""
+        r"""The anticipated :math:`\sigma_{G,e} = \kappa_e s_e` (at :math:`\tilde K_e = \kappa_e\tilde NC`).
+
+        Returns
+        -------
+        tuple of float
+            One value per epoch.
+        """
         return tuple(k * s for k, s in zip(self.kappas, self.multipliers))
 
     def events(self) -> list:
-        """The plan's :class:`mcacct.pld.Event` list (:func:`plan_events`)."""
+        """The plan's :class:`mcacct.pld.Event` list (:func:`plan_events`).
+
+        Returns
+        -------
+        list of mcacct.pld.Event
+            The gradient and auxiliary releases of the plan, equal events merged.
+        """
         return plan_events(self.dataset_size, self.batch_size, self.iterations_per_epoch, self.kappas,
                            self.multipliers, sigma_n=self.sigma_n, sigma_k=self.sigma_k, p_k=self.p_k,
                            k_star_releases=self.k_star_releases)
 
     def k_tilde_floor(self, epoch: int, clip: float) -> float:
-        r""":math:`\kappa_e N C_e`, the floor of :math:`\tilde K_e` (0-based ``epoch``)."""
+        r""":math:`\kappa_e N C_e`, the floor of :math:`\tilde K_e` (0-based ``epoch``).
+
+        Parameters
+        ----------
+        epoch : int
+            Epoch index in ``[0, epochs - 1]``.
+        clip : float
+            Clip bound :math:`C_e > 0` of that epoch.
+
+        Returns
+        -------
+        float
+            The floor of :math:`\tilde K_e`.
+
+        Raises
+        ------
+        ValueError
+            If ``epoch`` or ``clip`` is out of range.
+        """
         e = check_int("epoch", epoch, low=0, high=self.epochs - 1)
         return self.kappas[e] * self.dataset_size * check_real("clip", clip, low=0.0, low_open=True)
 
     def runtime(self, epoch: int, k_tilde: float, n_tilde: float, clip: float) -> RuntimeParameters:
-        r"""The runtime rule: :math:`\tilde K \leftarrow \max(\tilde K_e, \kappa_e NC_e)`,
-        :math:`\sigma_{G,e} = s_e\tilde K/(\tilde NC_e)` (rounded up by 1e-12 relative), so the realized pair
-        is dominated by the plan's (module docstring)."""
+        r"""The runtime rule of one epoch.
+
+        :math:`\tilde K \leftarrow \max(\tilde K_e, \kappa_e NC_e)`, :math:`\sigma_{G,e} = s_e\tilde K/(\tilde NC_e)`
+        (rounded up by 1e-12 relative), so the realized pair is dominated by the plan's (module docstring).
+
+        Parameters
+        ----------
+        epoch : int
+            Epoch index in ``[0, epochs - 1]``.
+        k_tilde : float
+            The released :math:`\tilde K_e > 0`.
+        n_tilde : float
+            The released count :math:`\tilde N > 0`.
+        clip : float
+            Clip bound :math:`C_e > 0`.
+
+        Returns
+        -------
+        RuntimeParameters
+            The :math:`\tilde K` to sample with and :math:`\sigma_G`.
+
+        Raises
+        ------
+        ValueError
+            If an argument is out of range.
+        """
         kt = max(check_real("k_tilde", k_tilde, low=0.0, low_open=True), self.k_tilde_floor(epoch, clip))
         nt = check_real("n_tilde", n_tilde, low=0.0, low_open=True)
         return RuntimeParameters(kt, self.multipliers[epoch] * kt / (nt * clip) * _UP)
 
     def to_dict(self) -> dict:
-        """JSON-serialisable fields plus the anticipated ``sigma_g`` and ``sampling_probs``."""
+        """JSON-serialisable fields plus the anticipated ``sigma_g`` and ``sampling_probs``.
+
+        Returns
+        -------
+        dict
+            The fields, tuples as lists.
+        """
         out = dataclasses.asdict(self)
         out["kappas"], out["multipliers"] = list(self.kappas), list(self.multipliers)
         out["sigma_g"], out["sampling_probs"] = list(self.sigma_g), list(self.sampling_probs)
@@ -149,9 +220,23 @@ class DPISPlan:
 
 @float64
 def follows_plan(run: DPISRun, plan: DPISPlan) -> bool:
-    r"""Whether ``run`` is dominated by ``plan`` step by step: one entry per epoch with :math:`T` iterations,
-    each realized pair with :math:`q \le b/(\kappa_e N)` and multiplier :math:`\ge s_e`, and the same auxiliary
-    releases (``sigma_n``, ``sigma_k``, ``p_k``, counts) or none."""
+    r"""Whether ``run`` is dominated by ``plan`` step by step.
+
+    That is: one entry per epoch with :math:`T` iterations, each realized pair with :math:`q \le b/(\kappa_e N)` and
+    multiplier :math:`\ge s_e`, and the same auxiliary releases (``sigma_n``, ``sigma_k``, ``p_k``, counts) or none.
+
+    Parameters
+    ----------
+    run : DPISRun
+        The realized run.
+    plan : DPISPlan
+        The pre-committed plan.
+
+    Returns
+    -------
+    bool
+        ``True`` if the plan's privacy guarantee covers the run.
+    """
     if len(run.epochs) != plan.epochs or run.batch_size != plan.batch_size:
         return False
     plan_pk = min(plan.batch_size / plan.dataset_size, 1.0) if plan.p_k is None else plan.p_k

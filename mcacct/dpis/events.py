@@ -119,8 +119,25 @@ def iteration_spec(k_tilde: float, n_tilde: float, batch_size: float, clip: floa
 
 @float64
 def count_spec(sigma_n: float) -> pld.GaussianSpec:
-    r"""The release of :math:`\tilde N = N + \mathcal N(0, \sigma_N^2)` (eq. 10): sensitivity 1,
-    ``GaussianSpec(sigma_n)``. ``sigma_n > 0`` is the absolute noise standard deviation."""
+    r"""The release of :math:`\tilde N = N + \mathcal N(0, \sigma_N^2)` (eq. 10).
+
+    Sensitivity 1: ``GaussianSpec(sigma_n)``.
+
+    Parameters
+    ----------
+    sigma_n : float
+        The absolute noise standard deviation, ``> 0``.
+
+    Returns
+    -------
+    mcacct.pld.GaussianSpec
+        ``GaussianSpec(sigma_n)``.
+
+    Raises
+    ------
+    ValueError
+        If ``sigma_n`` is not ``> 0``.
+    """
     return pld.GaussianSpec(check_real("sigma_n", sigma_n, low=0.0, low_open=True))
 
 
@@ -145,9 +162,26 @@ def norm_sum_spec(p_k: float, sigma_k: float) -> pld.PoissonGaussianSpec:
 
 @float64
 def norm_sum_star_spec(sigma_k: float) -> pld.GaussianSpec:
-    r"""The release of :math:`\tilde K^*_e = \sum_{i=1}^{N}\|\mathrm{Clip}(g_i; C^*)\| + \mathcal N(0,
-    \sigma_K^2C^{*2})` (Alg. 1 line 35, adaptive clipping): a sum over *all* records, sensitivity
-    :math:`C^*`, no amplification by sampling: ``GaussianSpec(sigma_k)``."""
+    r"""The release of :math:`\tilde K^*_e`, adaptive clipping (Alg. 1 line 35).
+
+    :math:`\tilde K^*_e = \sum_{i=1}^{N}\|\mathrm{Clip}(g_i; C^*)\| + \mathcal N(0, \sigma_K^2C^{*2})`: a sum over
+    *all* records, sensitivity :math:`C^*`, no amplification by sampling: ``GaussianSpec(sigma_k)``.
+
+    Parameters
+    ----------
+    sigma_k : float
+        :math:`\sigma_K > 0`.
+
+    Returns
+    -------
+    mcacct.pld.GaussianSpec
+        ``GaussianSpec(sigma_k)``.
+
+    Raises
+    ------
+    ValueError
+        If ``sigma_k`` is not ``> 0``.
+    """
     return pld.GaussianSpec(check_real("sigma_k", sigma_k, low=0.0, low_open=True))
 
 
@@ -253,22 +287,51 @@ class DPISRun:
                 raise ValueError(f"epochs[{i}]: {err}") from None
 
     def epoch_clip(self, epoch: DPISEpoch) -> float:
-        """The clip bound of ``epoch`` (its own, else the run's)."""
+        """The clip bound of ``epoch`` (its own, else the run's).
+
+        Parameters
+        ----------
+        epoch : DPISEpoch
+            One entry of ``epochs``.
+
+        Returns
+        -------
+        float
+            ``epoch.clip``, or ``clip`` when it is ``None``.
+        """
         return self.clip if epoch.clip is None else epoch.clip
 
     @property
     def iterations(self) -> int:
-        """Total number of iterations."""
+        """Total number of iterations.
+
+        Returns
+        -------
+        int
+            The sum over ``epochs``.
+        """
         return sum(e.iterations for e in self.epochs)
 
     @property
     def norm_sum_rate(self) -> float:
-        r""":math:`p_K` (given, else :math:`b/\tilde N`)."""
+        r""":math:`p_K` (given, else :math:`b/\tilde N`).
+
+        Returns
+        -------
+        float
+            ``p_k``, or ``min(batch_size / n_tilde, 1)`` when it is ``None``.
+        """
         return self.p_k if self.p_k is not None else min(self.batch_size / self.n_tilde, 1.0)
 
     @property
     def norm_sum_releases(self) -> int:
-        """Number of :math:`K'` releases."""
+        """Number of :math:`K'` releases.
+
+        Returns
+        -------
+        int
+            ``k_releases`` if given, else one per entry of ``epochs`` (0 when ``sigma_k`` is ``None``).
+        """
         if self.k_releases is not None:
             return self.k_releases
         return 0 if self.sigma_k is None else len(self.epochs)
@@ -316,8 +379,31 @@ def dpis_events(run: DPISRun, *, auxiliary: bool = True) -> list:
 @float64
 def dpis_epsilon(run: DPISRun, delta: float, *, value_discretization_interval: float = 1e-4,
                  estimate_error: bool = True) -> pld.EventsResult:
-    r"""PLD upper bound on :math:`\varepsilon(\delta)` of a DPIS run, max over add and remove
-    (:func:`mcacct.pld.events_epsilon` of :func:`dpis_events`)."""
+    r"""PLD upper bound on :math:`\varepsilon(\delta)` of a DPIS run, max over add and remove.
+
+    :func:`mcacct.pld.events_epsilon` of :func:`dpis_events`.
+
+    Parameters
+    ----------
+    run : DPISRun
+        The run.
+    delta : float
+        :math:`\delta\in(0, 1)`.
+    value_discretization_interval : float, default 1e-4
+        Loss grid spacing.
+    estimate_error : bool, default True
+        Also report the discretisation error estimate.
+
+    Returns
+    -------
+    mcacct.pld.EventsResult
+        The certified point of the privacy curve.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+    """
     delta = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     return pld.events_epsilon(dpis_events(run), delta,
                               value_discretization_interval=value_discretization_interval,
@@ -327,7 +413,31 @@ def dpis_epsilon(run: DPISRun, delta: float, *, value_discretization_interval: f
 @float64
 def dpis_delta(run: DPISRun, epsilon: float, *, value_discretization_interval: float = 1e-4,
                estimate_error: bool = True) -> pld.EventsResult:
-    r"""PLD upper bound on :math:`\delta(\varepsilon)` of a DPIS run, max over add and remove."""
+    r"""PLD upper bound on :math:`\delta(\varepsilon)` of a DPIS run, max over add and remove.
+
+    :func:`mcacct.pld.events_delta` of :func:`dpis_events`.
+
+    Parameters
+    ----------
+    run : DPISRun
+        The run.
+    epsilon : float
+        :math:`\varepsilon\ge0`.
+    value_discretization_interval : float, default 1e-4
+        Loss grid spacing.
+    estimate_error : bool, default True
+        Also report the discretisation error estimate.
+
+    Returns
+    -------
+    mcacct.pld.EventsResult
+        The certified point of the privacy curve.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+    """
     epsilon = check_real("epsilon", epsilon, low=0.0)
     return pld.events_delta(dpis_events(run), epsilon,
                             value_discretization_interval=value_discretization_interval,

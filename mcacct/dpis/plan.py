@@ -26,8 +26,25 @@ ACCOUNTANTS = ("pld", "rdp")
 
 
 def check_kappas(kappas: Any, epochs: int) -> tuple[float, ...]:
-    r"""``kappas`` (a number, a comma-separated string or a sequence of length 1 or ``epochs``) as a tuple of
-    ``epochs`` values in :math:`(0, 1]`."""
+    """Check ``kappas`` and expand it to one value per epoch.
+
+    Parameters
+    ----------
+    kappas : float, str or sequence of float
+        A number, a comma-separated string or a sequence of length 1 or ``epochs``.
+    epochs : int
+        Number of epochs.
+
+    Returns
+    -------
+    tuple of float
+        ``epochs`` values in :math:`(0, 1]`.
+
+    Raises
+    ------
+    ValueError
+        If the number of values is neither 1 nor ``epochs``, or a value is outside :math:`(0, 1]`.
+    """
     vals = parse_floats("kappas", kappas)
     if len(vals) == 1:
         vals = vals * epochs
@@ -41,8 +58,38 @@ def check_kappas(kappas: Any, epochs: int) -> tuple[float, ...]:
 @float64
 def aux_events(dataset_size: int, batch_size: float, epochs: int, *, sigma_n: float | None = None,
                sigma_k: float | None = None, p_k: float | None = None, k_star_releases: int = 0) -> list:
-    r"""The auxiliary events of a plan: :math:`\tilde N` (``sigma_n``), one :math:`K'` per epoch (``sigma_k``,
-    rate ``p_k``, default :math:`b/N`) and ``k_star_releases`` :math:`\tilde K^*` (``sigma_k``)."""
+    r"""The auxiliary events of a plan.
+
+    :math:`\tilde N` (``sigma_n``), one :math:`K'` per epoch (``sigma_k``, rate ``p_k``, default :math:`b/N`) and
+    ``k_star_releases`` :math:`\tilde K^*` (``sigma_k``).
+
+    Parameters
+    ----------
+    dataset_size : int
+        Public planning size :math:`N \ge 1`.
+    batch_size : float
+        Expected batch size :math:`b > 0`.
+    epochs : int
+        Number of epochs (``>= 1``), the count of :math:`K'` releases.
+    sigma_n : float, optional
+        Noise of :math:`\tilde N`; ``None``: no release.
+    sigma_k : float, optional
+        :math:`\sigma_K` of :math:`K'` and :math:`\tilde K^*`; ``None``: no such release.
+    p_k : float, optional
+        Sampling rate of :math:`K'`; default :math:`\min(b/N, 1)`.
+    k_star_releases : int, default 0
+        Number of :math:`\tilde K^*` releases (needs ``sigma_k``).
+
+    Returns
+    -------
+    list of mcacct.pld.Event
+        The auxiliary events (possibly empty).
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range, or ``k_star_releases`` is given without ``sigma_k``.
+    """
     n = check_int("dataset_size", dataset_size, low=1)
     b = check_real("batch_size", batch_size, low=0.0, low_open=True)
     out = []
@@ -62,8 +109,35 @@ def aux_events(dataset_size: int, batch_size: float, epochs: int, *, sigma_n: fl
 def plan_events(dataset_size: int, batch_size: float, iterations_per_epoch: int, kappas: Sequence[float],
                 multipliers: Sequence[float], *, sigma_n: float | None = None, sigma_k: float | None = None,
                 p_k: float | None = None, k_star_releases: int = 0) -> list:
-    r"""The events of a plan: :func:`aux_events` and per epoch :math:`T\times`
-    ``PoissonGaussianSpec(b / (kappa_e N), s_e)``; equal events merged."""
+    r"""The events of a plan, equal events merged.
+
+    :func:`aux_events` and per epoch :math:`T\times` ``PoissonGaussianSpec(b / (kappa_e N), s_e)``.
+
+    Parameters
+    ----------
+    dataset_size : int
+        Public planning size :math:`N \ge 1`.
+    batch_size : float
+        Expected batch size :math:`b > 0`.
+    iterations_per_epoch : int
+        :math:`T \ge 1`.
+    kappas : sequence of float
+        :math:`\kappa_e` per epoch, each ``>= batch_size / dataset_size`` (sampling rate at most 1).
+    multipliers : sequence of float
+        :math:`s_e > 0` per epoch, as many as ``kappas``.
+    sigma_n, sigma_k, p_k, k_star_releases
+        As in :func:`aux_events`.
+
+    Returns
+    -------
+    list of mcacct.pld.Event
+        The plan's events.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range, or ``kappas`` and ``multipliers`` are empty or differ in length.
+    """
     n = check_int("dataset_size", dataset_size, low=1)
     b = check_real("batch_size", batch_size, low=0.0, low_open=True)
     t = check_int("iterations_per_epoch", iterations_per_epoch, low=1)
@@ -82,8 +156,35 @@ def plan_events(dataset_size: int, batch_size: float, iterations_per_epoch: int,
 @float64
 def plan_epsilon(events: list, delta: float, accountant: str = "pld", *, value_discretization_interval: float =
                  1e-3, orders: Sequence[int] = DEFAULT_ORDERS) -> tuple[float, int | None]:
-    r"""``(epsilon, order)`` of ``events`` at ``delta``: PLD (max over add/remove, ``order`` None) or RDP with
-    Lemma 2.5 (the minimising order)."""
+    r"""``(epsilon, order)`` of ``events`` at ``delta``.
+
+    PLD (max over add/remove, ``order`` None) or RDP with Lemma 2.5 (the minimising order).
+
+    Parameters
+    ----------
+    events : list of mcacct.pld.Event
+        The events.
+    delta : float
+        :math:`\delta\in(0, 1)`.
+    accountant : {"pld", "rdp"}, default "pld"
+        The accountant.
+    value_discretization_interval : float, default 1e-3
+        Loss grid spacing of the PLD accountant.
+    orders : sequence of int
+        RDP orders (``>= 2``) of the RDP accountant.
+
+    Returns
+    -------
+    epsilon : float
+        The epsilon at ``delta``.
+    order : int or None
+        The minimising RDP order; ``None`` for PLD.
+
+    Raises
+    ------
+    ValueError
+        For an unknown accountant or an invalid argument.
+    """
     check_choice("accountant", accountant, ACCOUNTANTS)
     if accountant == "pld":
         r = pld.events_epsilon(events, delta, value_discretization_interval=value_discretization_interval,
@@ -96,9 +197,35 @@ def plan_epsilon(events: list, delta: float, accountant: str = "pld", *, value_d
 @float64
 def bisect_smallest(ok: Callable[[float], bool], guess: float, rtol: float = 1e-3, what: str = "sigma",
                     step: float = 1.5) -> float:
-    r"""The smallest :math:`x > 0` (to relative width ``rtol``) with ``ok(x)``, for ``ok`` monotone
-    (false below a threshold, true above); returns a value where ``ok`` was checked true. Geometric bracket from
-    ``guess`` (growing/shrinking by ``step``, at most 60 times), then geometric bisection."""
+    """The smallest :math:`x > 0` (to relative width ``rtol``) with ``ok(x)``, for ``ok`` monotone.
+
+    ``ok`` is false below a threshold and true above; the returned value is one where ``ok`` was checked true.
+    Geometric bracket from ``guess`` (growing/shrinking by ``step``, at most 60 times), then geometric bisection.
+
+    Parameters
+    ----------
+    ok : callable
+        ``ok(x) -> bool``, monotone in ``x``.
+    guess : float
+        Starting point, ``> 0``.
+    rtol : float, default 1e-3
+        Relative width of the final bracket, in ``(0, 0.5)``.
+    what : str, default "sigma"
+        Name of ``x`` in messages.
+    step : float, default 1.5
+        Bracketing factor, ``> 1``.
+
+    Returns
+    -------
+    float
+        The upper end of the final bracket.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range, or no bracket is found within 60 steps (no ``x`` up to the largest tried
+        meets the target, or every ``x`` down to the smallest tried does).
+    """
     hi = check_real("guess", guess, low=0.0, low_open=True)
     rtol = check_real("rtol", rtol, low=0.0, high=0.5, low_open=True, high_open=True)
     step = check_real("step", step, low=1.0, low_open=True)

@@ -48,7 +48,23 @@ class RDPResult(NamedTuple):
 
 
 def check_orders(orders: Any) -> np.ndarray:
-    """``orders`` as an int64 array of integers ``>= 2`` (non-empty)."""
+    """Check RDP orders.
+
+    Parameters
+    ----------
+    orders : Any
+        Integers ``>= 2`` (a sequence or a single value).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``orders`` as an int64 array (non-empty, 1-D).
+
+    Raises
+    ------
+    ValueError
+        If ``orders`` is empty or holds a value that is not an integer ``>= 2``.
+    """
     try:
         arr = np.atleast_1d(np.asarray(orders, dtype=np.float64))
     except (TypeError, ValueError):
@@ -61,7 +77,27 @@ def check_orders(orders: Any) -> np.ndarray:
 
 @float64
 def rdp_gaussian(sigma: float, orders: Sequence[int] = DEFAULT_ORDERS, sensitivity: float = 1.0) -> np.ndarray:
-    r""":math:`\tau(\alpha) = \alpha\Delta^2/(2\sigma^2)` of the Gaussian mechanism (eq. 18)."""
+    r""":math:`\tau(\alpha) = \alpha\Delta^2/(2\sigma^2)` of the Gaussian mechanism (eq. 18).
+
+    Parameters
+    ----------
+    sigma : float
+        Noise standard deviation :math:`> 0`.
+    orders : sequence of int
+        Orders :math:`\alpha \ge 2`.
+    sensitivity : float, default 1
+        :math:`\Delta > 0`.
+
+    Returns
+    -------
+    numpy.ndarray
+        :math:`\tau(\alpha)` per order.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+    """
     s = check_real("sigma", sigma, low=0.0, low_open=True)
     d = check_real("sensitivity", sensitivity, low=0.0, low_open=True)
     return check_orders(orders) * d * d / (2.0 * s * s)
@@ -118,7 +154,33 @@ def rdp_dpis_iteration(k_tilde: float, n_tilde: float, batch_size: float, clip: 
               \sigma_G^2C^2}\Big),
 
     i.e. :func:`rdp_poisson_gaussian` with :math:`q = bC/\tilde K` and sensitivity :math:`\tilde K/\tilde N`
-    against noise :math:`\sigma_G C`. Requires :math:`\tilde K \ge bC`."""
+    against noise :math:`\sigma_G C`. Requires :math:`\tilde K \ge bC`.
+
+    Parameters
+    ----------
+    k_tilde : float
+        :math:`\tilde K \ge bC`.
+    n_tilde : float
+        :math:`\tilde N > 0`.
+    batch_size : float
+        Expected batch size :math:`b > 0`.
+    clip : float
+        Clip bound :math:`C > 0`.
+    sigma_g : float
+        Noise multiplier :math:`\sigma_G > 0`.
+    orders : sequence of int
+        Orders :math:`\alpha \ge 2`.
+
+    Returns
+    -------
+    numpy.ndarray
+        :math:`\tau(\alpha)` per order.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range or :math:`\tilde K < bC`.
+    """
     kt = check_real("k_tilde", k_tilde, low=0.0, low_open=True)
     nt = check_real("n_tilde", n_tilde, low=0.0, low_open=True)
     b = check_real("batch_size", batch_size, low=0.0, low_open=True)
@@ -140,8 +202,25 @@ def _spec_rdp(spec: Any, orders: np.ndarray) -> np.ndarray:
 
 @float64
 def rdp_of_events(events: Sequence[pld.Event], orders: Sequence[int] = DEFAULT_ORDERS) -> np.ndarray:
-    r"""Total RDP :math:`\sum_e \mathrm{count}_e\,\tau_e(\alpha)` of a list of :class:`mcacct.pld.Event`
-    (Gaussian and Poisson-Gaussian specs), per order."""
+    r"""Total RDP :math:`\sum_e \mathrm{count}_e\,\tau_e(\alpha)` of a list of :class:`mcacct.pld.Event`, per order.
+
+    Parameters
+    ----------
+    events : sequence of mcacct.pld.Event
+        Events of Gaussian and Poisson-Gaussian specs.
+    orders : sequence of int
+        Orders :math:`\alpha \ge 2`.
+
+    Returns
+    -------
+    numpy.ndarray
+        The total RDP per order.
+
+    Raises
+    ------
+    ValueError
+        For an entry that is not an :class:`mcacct.pld.Event`, or of another spec.
+    """
     a = check_orders(orders)
     total = np.zeros(a.size)
     cache: dict = {}
@@ -156,8 +235,27 @@ def rdp_of_events(events: Sequence[pld.Event], orders: Sequence[int] = DEFAULT_O
 
 @float64
 def conversion_offset(orders: Sequence[int], delta: float) -> np.ndarray:
-    r"""The second term of Lemma 2.5 (eq. 2): :math:`(\log(1/\delta) + (\alpha-1)\log(1-1/\alpha) -
-    \log\alpha)/(\alpha-1)` per order."""
+    r"""The second term of Lemma 2.5 (eq. 2), per order.
+
+    :math:`(\log(1/\delta) + (\alpha-1)\log(1-1/\alpha) - \log\alpha)/(\alpha-1)`.
+
+    Parameters
+    ----------
+    orders : sequence of int
+        Orders :math:`\alpha \ge 2`.
+    delta : float
+        :math:`\delta\in(0, 1)`.
+
+    Returns
+    -------
+    numpy.ndarray
+        The offset per order.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+    """
     a = check_orders(orders).astype(np.float64)
     dl = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     return (math.log(1.0 / dl) + (a - 1.0) * np.log1p(-1.0 / a) - np.log(a)) / (a - 1.0)
@@ -165,8 +263,29 @@ def conversion_offset(orders: Sequence[int], delta: float) -> np.ndarray:
 
 @float64
 def rdp_to_epsilon(rdp: Any, orders: Sequence[int], delta: float) -> RDPResult:
-    r"""Lemma 2.5 (eq. 2), minimised over the orders: :math:`\varepsilon = \min_\alpha \tau(\alpha) +
-    \mathrm{offset}(\alpha)` (clipped at 0)."""
+    r"""Lemma 2.5 (eq. 2), minimised over the orders.
+
+    :math:`\varepsilon = \min_\alpha \tau(\alpha) + \mathrm{offset}(\alpha)` (clipped at 0).
+
+    Parameters
+    ----------
+    rdp : array_like
+        :math:`\tau(\alpha) \ge 0`, one value per order.
+    orders : sequence of int
+        Orders :math:`\alpha \ge 2`.
+    delta : float
+        :math:`\delta\in(0, 1)`.
+
+    Returns
+    -------
+    RDPResult
+        ``epsilon``, ``delta``, the minimising ``order`` and ``rdp``.
+
+    Raises
+    ------
+    ValueError
+        If ``rdp`` does not hold one value ``>= 0`` per order, or an argument is out of range.
+    """
     a = check_orders(orders)
     tau = np.asarray(rdp, dtype=np.float64)
     if tau.shape != a.shape or not np.all(tau >= 0):
@@ -178,6 +297,28 @@ def rdp_to_epsilon(rdp: Any, orders: Sequence[int], delta: float) -> RDPResult:
 
 @float64
 def dpis_rdp_epsilon(run: DPISRun, delta: float, orders: Sequence[int] = DEFAULT_ORDERS) -> RDPResult:
-    r"""The paper's accounting of a run: RDP of every release (:func:`mcacct.dpis.events.dpis_events`, i.e. eq.
-    10/18, eq. 11 with sensitivity :math:`C/p_K`, eq. 13), summed, converted by Lemma 2.5."""
+    r"""The paper's accounting of a run.
+
+    RDP of every release (:func:`mcacct.dpis.events.dpis_events`, i.e. eq. 10/18, eq. 11 with sensitivity
+    :math:`C/p_K`, eq. 13), summed, converted by Lemma 2.5.
+
+    Parameters
+    ----------
+    run : DPISRun
+        The run.
+    delta : float
+        :math:`\delta\in(0, 1)`.
+    orders : sequence of int
+        Orders :math:`\alpha \ge 2`.
+
+    Returns
+    -------
+    RDPResult
+        The converted guarantee.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+    """
     return rdp_to_epsilon(rdp_of_events(dpis_events(run), orders), orders, delta)

@@ -74,8 +74,25 @@ def _fields(where: str, data: Any, spec: dict) -> dict:
 
 @float64
 def run_from_dict(data: Any, source: str = "run") -> DPISRun:
-    """A :class:`DPISRun` from its JSON object (module docstring); ``ValueError`` naming ``source`` and the
-    entry for a missing, unknown or out-of-range field."""
+    """A :class:`DPISRun` from its JSON object (module docstring).
+
+    Parameters
+    ----------
+    data : Any
+        The decoded JSON object.
+    source : str, default "run"
+        Name of the source, used as the prefix of messages.
+
+    Returns
+    -------
+    DPISRun
+        The run.
+
+    Raises
+    ------
+    ValueError
+        Naming ``source`` and the entry for a missing, unknown or out-of-range field.
+    """
     top = _fields(f"{source}: ", data, RUN_FIELDS)
     entries = top.pop("epochs")
     if not entries:
@@ -96,7 +113,18 @@ def run_from_dict(data: Any, source: str = "run") -> DPISRun:
 
 @float64
 def run_to_dict(run: DPISRun) -> dict:
-    """The JSON object of ``run`` (inverse of :func:`run_from_dict`)."""
+    """The JSON object of ``run`` (inverse of :func:`run_from_dict`).
+
+    Parameters
+    ----------
+    run : DPISRun
+        The run.
+
+    Returns
+    -------
+    dict
+        The fields that are not ``None``, ``epochs`` as a list of objects.
+    """
     out = {k: getattr(run, k) for k in RUN_FIELDS if k != "epochs" and getattr(run, k) is not None}
     out["epochs"] = [{k: getattr(e, k) for k in EPOCH_FIELDS if getattr(e, k) is not None} for e in run.epochs]
     return out
@@ -104,6 +132,22 @@ def run_to_dict(run: DPISRun) -> dict:
 
 @float64
 def load_run(path: str | os.PathLike) -> DPISRun:
-    """Read a run file (module docstring)."""
+    """Read a run file (module docstring).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The JSON run file.
+
+    Returns
+    -------
+    DPISRun
+        The run.
+
+    Raises
+    ------
+    ValueError
+        If the file cannot be read or is not valid JSON, or as :func:`run_from_dict` (messages name the file).
+    """
     name = os.fspath(path)
     return run_from_dict(read_json(name, "run file"), f"run file {name!r}")

@@ -25,7 +25,27 @@ SHARD_GLOB = "shard-*-of-*.json"
 
 
 def shard_chunk_range(num_chunks: int, shard: int, num_shards: int) -> tuple[int, int]:
-    """Contiguous chunk range ``[start, stop)`` of shard ``shard`` of ``num_shards`` (sizes differ by <= 1)."""
+    """Contiguous chunk range ``[start, stop)`` of shard ``shard`` of ``num_shards`` (sizes differ by <= 1).
+
+    Parameters
+    ----------
+    num_chunks : int
+        Total number of chunks, ``>= 0``.
+    shard : int
+        Shard index in ``[0, num_shards - 1]``.
+    num_shards : int
+        Number of shards, ``>= 1``.
+
+    Returns
+    -------
+    tuple of (int, int)
+        ``(start, stop)``.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+    """
     n = check_int("num_chunks", num_chunks, low=0)
     k = check_int("num_shards", num_shards, low=1)
     i = check_int("shard", shard, low=0, high=k - 1)
@@ -33,13 +53,37 @@ def shard_chunk_range(num_chunks: int, shard: int, num_shards: int) -> tuple[int
 
 
 def shard_filename(shard: int, num_shards: int) -> str:
-    """``shard-{shard:05d}-of-{num_shards:05d}.json``."""
+    """The file name of a shard: ``shard-{shard:05d}-of-{num_shards:05d}.json``.
+
+    Parameters
+    ----------
+    shard : int
+        Shard index.
+    num_shards : int
+        Number of shards.
+
+    Returns
+    -------
+    str
+        The file name.
+    """
     return f"shard-{shard:05d}-of-{num_shards:05d}.json"
 
 
 # -- (de)serialisation -------------------------------------------------------------------------------------
 def stats_to_json(stats: DirectionStats) -> dict:
-    """Exact JSON form: integer count and sums, histogram as sparse (index, count) lists."""
+    """Exact JSON form of statistics: integer count and sums, histogram as sparse (index, count) lists.
+
+    Parameters
+    ----------
+    stats : DirectionStats
+        The statistics of one direction.
+
+    Returns
+    -------
+    dict
+        ``{"count": ..., "sums": [...], "hist": {"size": ..., "index": [...], "count": [...]}}``.
+    """
     nz = np.flatnonzero(stats.hist)
     return {"count": int(stats.count), "sums": [int(v) for v in stats.sums],
             "hist": {"size": int(stats.hist.shape[0]), "index": nz.tolist(),
@@ -53,10 +97,33 @@ def _int_list(v: Any, what: str) -> list[int]:
 
 
 def stats_from_json(d: dict, epsilons: Sequence[float], spec: HistogramSpec, where: str = "statistics") -> DirectionStats:
-    """Inverse of :func:`stats_to_json`, refusing statistics that no run can produce: histogram indices not
-    sorted, repeated or out of range, zero or negative sparse counts, a histogram total other than ``count``, and
-    sums outside what the histogram allows (:func:`mcacct.jobs.integrity.check_statistics`). ``where`` names the
-    file and direction in messages."""
+    """Inverse of :func:`stats_to_json`, refusing statistics that no run can produce.
+
+    Refused: histogram indices not sorted, repeated or out of range, zero or negative sparse counts, a histogram
+    total other than ``count``, and sums outside what the histogram allows
+    (:func:`mcacct.jobs.integrity.check_statistics`).
+
+    Parameters
+    ----------
+    d : dict
+        The JSON form.
+    epsilons : sequence of float
+        The configured epsilons (one sum each).
+    spec : HistogramSpec
+        The configured histogram.
+    where : str, default "statistics"
+        Names the file and direction in messages.
+
+    Returns
+    -------
+    DirectionStats
+        The statistics.
+
+    Raises
+    ------
+    ValueError
+        For the cases above, or statistics that do not match ``spec`` or ``epsilons``.
+    """
     size = spec.bins + 2
     h = d["hist"]
     sums = _int_list(d["sums"], f"{where}: sums")
@@ -112,10 +179,29 @@ class StatsFile:
 
     @property
     def complete(self) -> bool:
+        """Whether every planned chunk range is done.
+
+        Returns
+        -------
+        bool
+            ``True`` when ``done`` covers ``planned`` in every direction.
+        """
         return all(normalise_ranges(self.done[d]) == normalise_ranges(self.planned[d]) for d in self.planned)
 
 
 def normalise_ranges(ranges) -> list[tuple[int, int]]:
+    """Chunk ranges sorted, with empty ones dropped and overlapping or adjacent ones merged.
+
+    Parameters
+    ----------
+    ranges : iterable of (int, int)
+        Half-open ranges ``[a, b)``.
+
+    Returns
+    -------
+    list of tuple of (int, int)
+        The normalised ranges.
+    """
     out: list[tuple[int, int]] = []
     for a, b in sorted((int(a), int(b)) for a, b in ranges if int(b) > int(a)):
         if out and a <= out[-1][1]:
@@ -127,6 +213,32 @@ def normalise_ranges(ranges) -> list[tuple[int, int]]:
 
 def file_json(kind: str, cfg: JobConfig | dict, planned, done, stats, shard=None, num_shards=None,
                seconds: float = 0.0, sources=None, key_data=None) -> dict:
+    """The sealed JSON document of a shard or merged statistics file.
+
+    Parameters
+    ----------
+    kind : str
+        ``"shard"`` or ``"merged"``.
+    cfg : JobConfig or dict
+        The job configuration.
+    planned, done : dict
+        Chunk ranges per direction: those the file is responsible for, and those whose samples are in ``stats``.
+    stats : dict of str to DirectionStats
+        Statistics per direction.
+    shard, num_shards : int, optional
+        Shard index and count (recorded for ``kind="shard"``).
+    seconds : float, default 0.0
+        Wall-clock seconds of the work the file records.
+    sources : list, optional
+        The files merged into this one.
+    key_data : dict, optional
+        Per-direction key data, recorded as ``direction_key``.
+
+    Returns
+    -------
+    dict
+        The document, with its digest or MAC (:func:`mcacct.jobs.integrity.seal`).
+    """
     cfg_d = cfg.to_dict() if isinstance(cfg, JobConfig) else cfg
     dirs = {}
     for d in cfg_d["directions"]:
@@ -148,6 +260,16 @@ def file_json(kind: str, cfg: JobConfig | dict, planned, done, stats, shard=None
 
 def load_stats_file(path: str) -> StatsFile:
     """Read and validate one statistics file (shard or merged).
+
+    Parameters
+    ----------
+    path : str
+        A local path or a URL.
+
+    Returns
+    -------
+    StatsFile
+        The loaded file.
 
     Raises
     ------
@@ -188,6 +310,20 @@ def load_stats_file(path: str) -> StatsFile:
 
 
 def range_samples(cfg: JobConfig, a: int, b: int) -> int:
+    """Number of samples in the chunks ``[a, b)`` of a job.
+
+    Parameters
+    ----------
+    cfg : JobConfig
+        The job configuration (chunk size and total samples).
+    a, b : int
+        Chunk range.
+
+    Returns
+    -------
+    int
+        The samples, the last chunk possibly shorter; 0 for an empty range.
+    """
     if b <= a:
         return 0
     return min(b * cfg.chunk_size, cfg.num_samples) - a * cfg.chunk_size

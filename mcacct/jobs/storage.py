@@ -60,8 +60,19 @@ _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)(://|::)")
 
 # -- names ---------------------------------------------------------------------------------------------------
 def is_url(path: str) -> bool:
-    """Whether ``path`` is a URL handled by fsspec (``PROTOCOL://...`` or a chained ``A::B://...``);
-    ``file://`` URLs count as local paths."""
+    """Whether ``path`` is a URL handled by fsspec (``PROTOCOL://...`` or a chained ``A::B://...``).
+
+    ``file://`` URLs count as local paths.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A local path or a URL.
+
+    Returns
+    -------
+    bool
+    """
     m = _URL.match(os.fspath(path))
     return m is not None and not (m.group(1).lower() == "file" and m.group(2) == "://")
 
@@ -73,25 +84,70 @@ def _local(path: str) -> str:
 
 
 def join(directory: str, name: str) -> str:
-    """``directory/name``: :func:`os.path.join` for a local path, ``/``-joined for a URL."""
+    """``directory/name``: :func:`os.path.join` for a local path, ``/``-joined for a URL.
+
+    Parameters
+    ----------
+    directory : str
+        A local directory or a URL.
+    name : str
+        The entry name.
+
+    Returns
+    -------
+    str
+    """
     if is_url(directory):
         return directory.rstrip("/") + "/" + name
     return os.path.join(directory, name)
 
 
 def basename(path: str) -> str:
-    """The last component of ``path`` (a local path or a URL)."""
+    """The last component of ``path`` (a local path or a URL).
+
+    Parameters
+    ----------
+    path : str
+
+    Returns
+    -------
+    str
+    """
     return posixpath.basename(path.rstrip("/")) if is_url(path) else os.path.basename(_local(path))
 
 
 def absolute(path: str) -> str:
-    """``path`` made absolute for reports: :func:`os.path.abspath` for a local path; a URL as given."""
+    """``path`` made absolute for reports: :func:`os.path.abspath` for a local path; a URL as given.
+
+    Parameters
+    ----------
+    path : str
+
+    Returns
+    -------
+    str
+    """
     return path if is_url(path) else os.path.abspath(_local(path))
 
 
 def identity(path: str) -> str:
-    """A name equal for two spellings of the same file: the real path of a local file; the protocol and the
-    normalised path of a URL."""
+    """A name equal for two spellings of the same file.
+
+    The real path of a local file; the protocol and the normalised path of a URL.
+
+    Parameters
+    ----------
+    path : str
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    ValueError
+        For a URL whose protocol's package is missing or that fsspec does not know.
+    """
     if not is_url(path):
         return os.path.realpath(_local(path))
     fs, p = _filesystem(path)
@@ -127,9 +183,22 @@ def _protocols(fs: Any) -> set[str]:
 
 
 def check_url(path: str, write: bool = False) -> None:
-    """Refuse, before any work, a URL that cannot be used: its protocol's package is missing or fsspec knows no
-    such protocol, or (with ``write``) its filesystem does not write whole files atomically
-    (:data:`WHOLE_OBJECT_PROTOCOLS`). Local paths pass. ``ValueError`` naming the URL."""
+    """Refuse, before any work, a URL that cannot be used.
+
+    Refused: its protocol's package is missing or fsspec knows no such protocol, or (with ``write``) its filesystem
+    does not write whole files atomically (:data:`WHOLE_OBJECT_PROTOCOLS`). Local paths pass.
+
+    Parameters
+    ----------
+    path : str
+    write : bool, default False
+        Whether job files will be written there.
+
+    Raises
+    ------
+    ValueError
+        Naming the URL, for the cases above.
+    """
     if not is_url(path):
         return
     fs, _ = _filesystem(path)
@@ -140,7 +209,16 @@ def check_url(path: str, write: bool = False) -> None:
 
 
 def exists(path: str) -> bool:
-    """Whether a file or directory ``path`` exists."""
+    """Whether a file or directory ``path`` exists.
+
+    Parameters
+    ----------
+    path : str
+
+    Returns
+    -------
+    bool
+    """
     if not is_url(path):
         return os.path.exists(_local(path))
     fs, p = _filesystem(path)
@@ -148,7 +226,16 @@ def exists(path: str) -> bool:
 
 
 def isfile(path: str) -> bool:
-    """Whether ``path`` is a file (an object, for an object store)."""
+    """Whether ``path`` is a file (an object, for an object store).
+
+    Parameters
+    ----------
+    path : str
+
+    Returns
+    -------
+    bool
+    """
     if not is_url(path):
         return os.path.isfile(_local(path))
     fs, p = _filesystem(path)
@@ -156,7 +243,16 @@ def isfile(path: str) -> bool:
 
 
 def isdir(path: str) -> bool:
-    """Whether ``path`` is a directory (for an object store: a prefix that holds objects)."""
+    """Whether ``path`` is a directory (for an object store: a prefix that holds objects).
+
+    Parameters
+    ----------
+    path : str
+
+    Returns
+    -------
+    bool
+    """
     if not is_url(path):
         return os.path.isdir(_local(path))
     fs, p = _filesystem(path)
@@ -164,8 +260,22 @@ def isdir(path: str) -> bool:
 
 
 def list_names(directory: str, pattern: str) -> list[str]:
-    """Sorted names (not paths) of the entries of ``directory`` that match the shell pattern ``pattern``
-    (case-sensitive; a leading dot must be matched explicitly); ``[]`` when ``directory`` does not exist."""
+    """Sorted names (not paths) of the entries of ``directory`` that match a shell pattern.
+
+    Matching is case-sensitive; a leading dot must be matched explicitly.
+
+    Parameters
+    ----------
+    directory : str
+        A local directory or a URL.
+    pattern : str
+        Shell pattern (:func:`fnmatch.fnmatchcase`).
+
+    Returns
+    -------
+    list of str
+        The matching names; ``[]`` when ``directory`` does not exist.
+    """
     if not is_url(directory):
         try:
             names = os.listdir(_local(directory))
@@ -185,8 +295,23 @@ def list_names(directory: str, pattern: str) -> list[str]:
 
 # -- reading ---------------------------------------------------------------------------------------------------
 def read_bytes(path: str, limit: int | None = None) -> bytes:
-    """The bytes of the file ``path`` (its first ``limit`` bytes when given). Raises :class:`OSError` as
-    :func:`open` does (``FileNotFoundError`` for a missing file)."""
+    """The bytes of the file ``path`` (its first ``limit`` bytes when given).
+
+    Parameters
+    ----------
+    path : str
+    limit : int, optional
+        Most bytes to read.
+
+    Returns
+    -------
+    bytes
+
+    Raises
+    ------
+    OSError
+        As :func:`open` does (``FileNotFoundError`` for a missing file).
+    """
     if not is_url(path):
         with open(_local(path), "rb") as f:
             return f.read() if limit is None else f.read(limit)
@@ -195,8 +320,25 @@ def read_bytes(path: str, limit: int | None = None) -> bytes:
 
 
 def read_json(path: str, what: str) -> Any:
-    """The JSON content of the file ``path``; ``ValueError`` naming ``what`` (e.g. ``"statistics file"``) and the
-    path when it cannot be read or is not valid JSON (:func:`mcacct.core.validate.read_json` for local paths)."""
+    """The JSON content of the file ``path``.
+
+    Local paths are read by :func:`mcacct.core.validate.read_json`.
+
+    Parameters
+    ----------
+    path : str
+    what : str
+        What the file is, for messages (e.g. ``"statistics file"``).
+
+    Returns
+    -------
+    object
+
+    Raises
+    ------
+    ValueError
+        Naming ``what`` and the path when the file cannot be read or is not valid JSON.
+    """
     if not is_url(path):
         from mcacct.core.validate import read_json as read_local_json
         return read_local_json(_local(path), what)
@@ -218,14 +360,38 @@ def read_json(path: str, what: str) -> Any:
 
 # -- writing ---------------------------------------------------------------------------------------------------
 def write_json(path: str, obj: Any) -> None:
-    """Write ``obj`` as compact JSON to ``path``, whole and atomically (:func:`write_bytes`)."""
+    """Write ``obj`` as compact JSON to ``path``, whole and atomically (:func:`write_bytes`).
+
+    Parameters
+    ----------
+    path : str
+    obj : object
+        A JSON-serialisable value.
+
+    Raises
+    ------
+    ValueError
+        For a URL that cannot be written (:func:`check_url`).
+    """
     write_bytes(path, json.dumps(obj, separators=(",", ":")).encode("utf-8"))  # the C encoder
 
 
 def write_bytes(path: str, data: bytes) -> None:
-    """Replace the file ``path`` by ``data`` atomically: a reader sees the previous content or ``data``, never a
-    part (module docstring). A local path's directory is created if needed; a URL must be of a protocol of
-    :data:`WHOLE_OBJECT_PROTOCOLS` (:func:`check_url`)."""
+    """Replace the file ``path`` by ``data`` atomically.
+
+    A reader sees the previous content or ``data``, never a part (module docstring). A local path's directory is
+    created if needed; a URL must be of a protocol of :data:`WHOLE_OBJECT_PROTOCOLS` (:func:`check_url`).
+
+    Parameters
+    ----------
+    path : str
+    data : bytes
+
+    Raises
+    ------
+    ValueError
+        For a URL that cannot be written (:func:`check_url`).
+    """
     if not is_url(path):
         _write_local(_local(path), data)
         return

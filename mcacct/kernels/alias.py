@@ -32,9 +32,27 @@ _MAX_ENTRIES = 1 << 20
 
 
 def pmf_weights(trials: int, num: int, den: int, max_values: int | None = None) -> tuple[int, list[int], float]:
-    """Unnormalised Binom(trials, num/den) pmf in fixed point around the mode: ``(k_lo, u, tail_rel)``, with
-    ``u[j]`` the value at ``k_lo + j`` in units of ``2^-FRAC`` of the mode's and ``tail_rel`` a bound on the
-    mass left out relative to the mode's value."""
+    """Unnormalised ``Binom(trials, num/den)`` pmf in fixed point around the mode.
+
+    Parameters
+    ----------
+    trials : int
+        Number of trials, ``>= 0``.
+    num, den : int
+        The success probability as the exact fraction ``num/den`` (``0 <= num <= den``).
+    max_values : int or None, optional
+        If given, keep only the values from the mode up, at most ``max_values`` of them; ``None`` (default) keeps
+        every value down to ``2^-KEEP`` of the mode's on both sides.
+
+    Returns
+    -------
+    k_lo : int
+        The value that ``u[0]`` belongs to.
+    u : list of int
+        ``u[j]`` is the pmf at ``k_lo + j`` in units of ``2^-FRAC`` of the mode's value.
+    tail_rel : float
+        A bound on the mass left out, relative to the mode's value.
+    """
     one = 1 << FRAC
     if num == 0 or trials == 0:
         return 0, [one], 0.0
@@ -67,15 +85,39 @@ def pmf_weights(trials: int, num: int, den: int, max_values: int | None = None) 
 
 def binomial_alias(trials: int, sampling_prob: float, cell_bits: int | None = None,
                    max_values: int | None = None) -> tuple[int, np.ndarray, float]:
-    """Alias table of ``Binom(trials, p)`` (``p`` the float's exact value) with ``2^cell_bits`` cells (``None``:
-    the fewest that hold every value kept).
+    """Alias table of ``Binom(trials, p)``, ``p`` the exact value of the float ``sampling_prob``.
 
-    Returns ``(offset, packed, tv)``: value ``offset + j`` sits in cell ``j``; ``packed[j] = (t_j << L) | a_j``
-    (``uint64``) with threshold ``t_j < 2^(64-L)`` and alias ``a_j``: a draw picks cell ``j`` uniformly and keeps
-    ``j`` if a uniform ``(64-L)``-bit integer is below ``t_j``, else takes ``a_j``; so value ``offset + v`` has
-    probability ``w_v / 2^64`` with integer weights ``w`` summing to ``2^64``. ``tv`` bounds the total variation
-    to the exact law (module docstring). ``max_values`` keeps only the values from the mode up (used for the
-    remainder, whose mode is 0)."""
+    A draw picks cell ``j`` uniformly and keeps ``j`` if a uniform ``(64-L)``-bit integer is below the threshold
+    ``t_j``, else takes the alias ``a_j``; so value ``offset + v`` has probability ``w_v / 2^64`` with integer
+    weights ``w`` summing to ``2^64``.
+
+    Parameters
+    ----------
+    trials : int
+        Number of trials, ``>= 0``.
+    sampling_prob : float
+        ``p`` in ``[0, 1]``, used at its exact float value.
+    cell_bits : int or None, optional
+        ``L``: the table has ``2^L`` cells. ``None`` (default): the fewest that hold every value kept.
+    max_values : int or None, optional
+        Keep only the values from the mode up, at most this many (used for the remainder, whose mode is 0;
+        :func:`pmf_weights`). ``None`` (default): every value kept on both sides.
+
+    Returns
+    -------
+    offset : int
+        Value ``offset + j`` sits in cell ``j``.
+    packed : numpy.ndarray
+        ``uint64``, shape ``(2^L,)``: ``packed[j] = (t_j << L) | a_j`` with threshold ``t_j < 2^(64-L)`` and
+        alias ``a_j``.
+    tv : float
+        A bound on the total variation to the exact law (module docstring).
+
+    Raises
+    ------
+    ValueError
+        If the values kept need more than ``2^cell_bits`` cells.
+    """
     num, den = float(sampling_prob).as_integer_ratio()
     k_lo, u, tail_rel = pmf_weights(int(trials), num, den, max_values)
     if cell_bits is None:
@@ -84,6 +126,40 @@ def binomial_alias(trials: int, sampling_prob: float, cell_bits: int | None = No
 
 
 def alias_table(k_lo: int, u: list[int], tail_rel: float, cell_bits: int, what: str) -> tuple[int, np.ndarray, float]:
+    """Alias table with ``2^cell_bits`` cells of the law proportional to the integer weights ``u``.
+
+    The weights are rescaled to integers that sum to exactly ``2^64`` (the largest takes the rounding rest) and
+    paired into cells by Walker's and Vose's method, all in integer arithmetic.
+
+    Parameters
+    ----------
+    k_lo : int
+        The value of ``u[0]``, returned as the table's offset.
+    u : list of int
+        Non-negative fixed-point weights (e.g. from :func:`pmf_weights`), at most ``2^cell_bits`` of them.
+    tail_rel : float
+        A bound on the mass left out of ``u``, relative to a weight of ``2^FRAC`` (the mode's in
+        :func:`pmf_weights`).
+    cell_bits : int
+        ``L``: the table has ``2^L`` cells.
+    what : str
+        The law's name, for the error message.
+
+    Returns
+    -------
+    offset : int
+        ``k_lo``: value ``offset + j`` sits in cell ``j``.
+    packed : numpy.ndarray
+        ``uint64``, shape ``(2^L,)``: ``(t_j << L) | a_j`` per cell, as in :func:`binomial_alias`.
+    tv : float
+        A bound on the total variation to the exact law (the rounding of the weights, the mass left out and a
+        float allowance).
+
+    Raises
+    ------
+    ValueError
+        If ``u`` has more than ``2^cell_bits`` entries.
+    """
     cells = 1 << cell_bits
     if len(u) > cells:
         raise ValueError(f"{what} needs {len(u)} cells; the table has {cells}")
@@ -110,9 +186,34 @@ def alias_table(k_lo: int, u: list[int], tail_rel: float, cell_bits: int, what: 
 
 
 def rational_alias(weights, what: str) -> tuple[np.ndarray, int, float]:
-    """Alias table of the law proportional to the exact non-negative rationals ``weights`` (values ``0..K-1``):
-    ``(packed, cell_bits, tv)``, ``tv`` bounding the total variation to the exact law (the weights' rounding to
-    integers summing to ``2^64``; :func:`alias_table`)."""
+    """Alias table of the law proportional to the exact non-negative rationals ``weights``.
+
+    The weights are taken to fixed point relative to the largest (rounded down) and passed to :func:`alias_table`
+    with the fewest cells that hold them all.
+
+    Parameters
+    ----------
+    weights : sequence
+        Non-negative weights of the values ``0..K-1``, not all zero; anything ``fractions.Fraction`` reads
+        exactly (int, float, Fraction).
+    what : str
+        The law's name, for error messages.
+
+    Returns
+    -------
+    packed : numpy.ndarray
+        ``uint64`` table of ``2^cell_bits`` cells (:func:`alias_table`).
+    cell_bits : int
+        ``max(1, ceil(log2 K))``.
+    tv : float
+        A bound on the total variation to the exact law (the weights' rounding to integers summing to ``2^64``;
+        :func:`alias_table`).
+
+    Raises
+    ------
+    ValueError
+        If a weight is negative or all are zero.
+    """
     from fractions import Fraction
     w = [Fraction(x) for x in weights]
     top = max(w)
@@ -125,9 +226,26 @@ def rational_alias(weights, what: str) -> tuple[np.ndarray, int, float]:
 
 
 def alias_draw(words: jax.Array, packed, cell_bits: int) -> jax.Array:
-    """The value (int32) of one alias table (``packed``, :func:`alias_table`) for every 64-bit word of ``words``:
-    the cell from the top ``cell_bits`` bits, kept when the other ``64 - cell_bits`` bits, compared in full, are
-    below its threshold, else its alias. Exactly the table's law for uniform words."""
+    """The value (int32) of one alias table for every 64-bit word of ``words``.
+
+    The cell comes from the top ``cell_bits`` bits; it is kept when the other ``64 - cell_bits`` bits, compared in
+    full, are below its threshold, else its alias is taken. Exactly the table's law for uniform words.
+
+    Parameters
+    ----------
+    words : jax.Array
+        ``uint64`` words, any shape.
+    packed : array_like
+        ``uint64`` table of ``2^cell_bits`` cells (:func:`alias_table`).
+    cell_bits : int
+        ``L``, the table's cell bits.
+
+    Returns
+    -------
+    jax.Array
+        int32 of the shape of ``words``: the drawn cell index ``j`` (the law's value is the table's offset plus
+        ``j``).
+    """
     L = int(cell_bits)
     cell = words >> u64(64 - L)
     entry = jnp.asarray(packed)[cell.astype(jnp.int32)]
@@ -136,12 +254,50 @@ def alias_draw(words: jax.Array, packed, cell_bits: int) -> jax.Array:
 
 
 def u64(x: int) -> jax.Array:
+    """``x`` as a 0-d ``uint64`` JAX array.
+
+    Parameters
+    ----------
+    x : int
+        An integer in ``[0, 2^64)``.
+
+    Returns
+    -------
+    jax.Array
+        A ``uint64`` scalar.
+    """
     return jnp.asarray(np.uint64(x))
 
 
 def alias_pick(cell, top, entry, cell_bits: int, top_bits: int, low_bits_fresh=None):
-    """Alias decision from a cell index and the top ``top_bits`` bits of the ``(64 - L)``-bit comparand;
-    returns ``(value, tie)``: ``tie`` lanes need the low bits (``low_bits_fresh``) to decide."""
+    """Alias decision from a cell index and the top ``top_bits`` bits of the ``(64 - L)``-bit comparand.
+
+    Where those bits equal the top bits of the cell's threshold the low bits must decide: such lanes are returned
+    as ``tie``. With ``low_bits_fresh`` the full comparand is formed and the decision is exact.
+
+    Parameters
+    ----------
+    cell : jax.Array
+        ``uint64`` cell indices.
+    top : jax.Array
+        ``uint64``, the comparand's top ``top_bits`` bits, broadcast against ``cell``.
+    entry : jax.Array
+        ``uint64`` table entries of the cells, ``(t << L) | a`` (:func:`alias_table`).
+    cell_bits : int
+        ``L``, the table's cell bits.
+    top_bits : int
+        Bits in ``top``.
+    low_bits_fresh : jax.Array or None, optional
+        ``uint64`` words whose top ``64 - L - top_bits`` bits complete the comparand (needed on ``tie`` lanes);
+        ``None`` (default): decide from ``top`` alone.
+
+    Returns
+    -------
+    value : jax.Array
+        ``uint64``: the cell where kept, else its alias.
+    tie : jax.Array
+        bool: lanes whose ``top`` equals the threshold's top bits, where only the low bits decide.
+    """
     thr = entry >> u64(cell_bits)
     alias = entry & u64((1 << cell_bits) - 1)
     low = 64 - cell_bits - top_bits
@@ -155,8 +311,28 @@ def alias_pick(cell, top, entry, cell_bits: int, top_bits: int, low_bits_fresh=N
 
 
 def bin_tables(a_lo: int, bins: int, h: int, p: float):
-    """Alias tables of ``Binom(a_lo + k h, p)``, ``k < bins``, with one cell count: ``(main, offset, cell_bits,
-    tv)``, or ``None`` when larger than the limits."""
+    """Alias tables of ``Binom(a_lo + k h, p)``, ``k < bins``, all with one cell count.
+
+    Parameters
+    ----------
+    a_lo : int
+        Trials of the first table, ``>= 0``.
+    bins : int
+        Number of tables, ``>= 1``.
+    h : int
+        Step in trials from one table to the next.
+    p : float
+        Success probability in ``[0, 1]``, used at its exact float value.
+
+    Returns
+    -------
+    tuple or None
+        ``(main, offset, cell_bits, tv)``: ``main`` the ``uint64`` tables ``(bins, 2^cell_bits)``
+        (:func:`alias_table`), ``offset`` their int32 offsets ``(bins,)``, ``cell_bits`` the common cell bits (the
+        fewest that hold every table's values) and ``tv`` the largest total-variation bound of a table; or ``None``
+        when larger than the limits (more than :data:`MAX_BINS` tables, more than ``2^13`` cells per table or more
+        than ``2^20`` entries in all).
+    """
     if bins > MAX_BINS:
         return None
     num, den = float(p).as_integer_ratio()

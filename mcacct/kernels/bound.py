@@ -85,8 +85,25 @@ def _layout(n: int, b: int, block: int):
 
 
 def block_maxima_t(x_t: jax.Array, block: int, k_pad: int) -> jax.Array:
-    """Maxima of time-major ``x_t`` ``(n, ...)`` over end-aligned blocks of ``block`` rounds, ``(k_pad, ...)``, the
-    blocks padded in front with ``-inf`` (block ``k_pad - K`` holds rounds ``1..n - (K-1) block``)."""
+    """Maxima of time-major ``x_t`` over end-aligned blocks of ``block`` rounds.
+
+    The blocks are padded in front with ``-inf``: block ``k_pad - K`` (``K = ceil(n / block)``) holds rounds
+    ``1..n - (K-1) block``.
+
+    Parameters
+    ----------
+    x_t : jax.Array
+        Time-major values, shape ``(n, ...)``.
+    block : int
+        Rounds per block, ``>= 1``.
+    k_pad : int
+        Blocks in the result, ``>= K``.
+
+    Returns
+    -------
+    jax.Array
+        Shape ``(k_pad, ...)``, the dtype of ``x_t``; its first ``k_pad - K`` rows are ``-inf``.
+    """
     n, lead = x_t.shape[0], x_t.shape[1:]
     front = k_pad * block - n
     # one reduce_window pass, the front padding its -inf init (cheaper on XLA:CPU than slices or a reshape and
@@ -145,8 +162,33 @@ def _bound_from_exponents(m: jax.Array, n: int, b: int, p: float, warm_start: bo
 
 def remove_loss_bound_t(ell_t: jax.Array, min_sep: int, sampling_prob: float, warm_start: bool,
                         term_error=0.0, block: int = BOUND_BLOCK) -> jax.Array:
-    r"""``U >= ln P/Q`` from time-major terms ``ell_t`` ``(n, ...)`` (float64) whose float error is at most
-    ``term_error``; ``sampling_prob`` a Python number (module docstring)."""
+    r"""``U >= ln P/Q`` from time-major terms ``ell_t`` whose float error is at most ``term_error`` (module docstring).
+
+    Parameters
+    ----------
+    ell_t : jax.Array
+        float64, time-major ``(n, ...)``: the per-iteration terms :math:`\ell_i`.
+    min_sep : int
+        ``b``, ``>= 1``.
+    sampling_prob : float
+        ``p`` in ``(0, 1]``, a Python number.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    term_error : float or jax.Array, optional
+        Bound on the float error of the computed terms against the exact ones (default 0).
+    block : int, optional
+        Rounds per block, ``s = min(block, b)`` (default :data:`BOUND_BLOCK`).
+
+    Returns
+    -------
+    jax.Array
+        float64 ``(...)``: ``U`` per sample; ``inf`` on overflow (never ``nan``).
+
+    Raises
+    ------
+    ValueError
+        If ``ell_t`` is not float64.
+    """
     if ell_t.dtype != jnp.float64:
         raise ValueError(f"the remove-loss bound needs float64 terms; got {ell_t.dtype}")
     n, b = ell_t.shape[0], int(min_sep)
@@ -158,10 +200,41 @@ def remove_loss_bound_t(ell_t: jax.Array, min_sep: int, sampling_prob: float, wa
 def remove_loss_bound_from_sums_t(s_m: jax.Array, s_z: jax.Array, half_sq: jax.Array, sigmas: jax.Array,
                                   term_errors: jax.Array, min_sep: int, sampling_prob: float, warm_start: bool,
                                   block: int = BOUND_BLOCK) -> jax.Array:
-    r"""``U`` ``(J, ...)`` for every candidate ``sigmas[j]`` from the ladder's sliding sums ``s_m``, ``s_z``
-    (time-major ``(n, ...)``) and the halved squared column norms ``half_sq`` ``(n, 1...)``: block maxima of
-    :math:`s^m - \|c\|^2/2` and of :math:`s^z` once, then per candidate
-    :math:`A_k = \exp(\mu_k/\sigma^2 + \zeta_k/\sigma + e_j)` with ``e_j = term_errors[j]`` (module docstring)."""
+    r"""``U`` for every candidate ``sigmas[j]`` from the ladder's sliding sums ``s_m``, ``s_z``.
+
+    Block maxima of :math:`s^m - \|c\|^2/2` and of :math:`s^z` are taken once, then per candidate
+    :math:`A_k = \exp(\mu_k/\sigma^2 + \zeta_k/\sigma + e_j)` with ``e_j = term_errors[j]`` (module docstring);
+    the candidates run side by side as lanes of one recursion.
+
+    Parameters
+    ----------
+    s_m, s_z : jax.Array
+        float64, time-major ``(n, ...)``: sliding sums of the output mean and of the standard noise.
+    half_sq : jax.Array
+        The halved squared column norms :math:`\|c^{(i)}\|^2/2`, shape ``(n, 1...)``.
+    sigmas : array_like
+        ``(J,)`` noise multipliers, ``> 0``.
+    term_errors : array_like
+        ``(J,)`` bounds on the float error of each candidate's terms.
+    min_sep : int
+        ``b``, ``>= 1``.
+    sampling_prob : float
+        ``p`` in ``(0, 1]``, a Python number.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    block : int, optional
+        Rounds per block, ``s = min(block, b)`` (default :data:`BOUND_BLOCK`).
+
+    Returns
+    -------
+    jax.Array
+        float64 ``(J, ...)``: ``U`` per candidate and sample; ``inf`` where not finite (never ``nan``).
+
+    Raises
+    ------
+    ValueError
+        If ``s_z`` is not float64.
+    """
     if s_z.dtype != jnp.float64:
         raise ValueError(f"the remove-loss bound needs float64 sums; got {s_z.dtype}")
     n, b = s_z.shape[0], int(min_sep)

@@ -25,25 +25,28 @@ __all__ = ["rare_cond"]
 
 
 def rare_cond(rare: jax.Array, rare_fn: Callable[..., Any], common_fn: Callable[..., Any], *operands: Any) -> Any:
-    r"""``rare_fn(*operands)`` if ``rare`` else ``common_fn(*operands)``, batched without running ``rare_fn``
-    for batches in which no element is rare.
+    r"""A ``lax.cond`` on ``rare`` that, batched, runs ``rare_fn`` only when some element is rare.
+
+    ``rare_fn(*operands)`` if ``rare`` else ``common_fn(*operands)``, batched without running ``rare_fn`` for
+    batches in which no element is rare.
 
     Parameters
     ----------
-    rare:
+    rare : jax.Array
         Boolean scalar (per batch element under ``vmap``): take the rare branch.
-    rare_fn, common_fn:
+    rare_fn, common_fn : callable
         Pure functions of ``operands`` with the same output structure, shapes and dtypes (as for ``lax.cond``).
         They must not close over traced values: pass every array they read as an operand (closures over
         Python constants are fine).
-    *operands:
+    *operands : pytree of arrays
         Arrays or pytrees of arrays.
 
     Returns
     -------
-    The chosen branch's output. Under ``vmap`` with a batched ``rare``:
-    :math:`\mathrm{out}_i = \mathrm{rare}_i\ ?\ \mathrm{rare\_fn}(x_i) : \mathrm{common\_fn}(x_i)`, where
-    ``rare_fn`` is evaluated (for the whole batch) only if :math:`\exists i: \mathrm{rare}_i`.
+    pytree of arrays
+        The chosen branch's output. Under ``vmap`` with a batched ``rare``:
+        :math:`\mathrm{out}_i = \mathrm{rare}_i\ ?\ \mathrm{rare\_fn}(x_i) : \mathrm{common\_fn}(x_i)`, where
+        ``rare_fn`` is evaluated (for the whole batch) only if :math:`\exists i: \mathrm{rare}_i`.
     """
     return _batched_cond(rare_fn, common_fn)(jnp.asarray(rare, bool), *operands)
 

@@ -221,15 +221,14 @@ def _block_mean_ref(tau_in, tau_prev, rows, c_ref, k: int):
 def pow2_tile_kernel(key_ref, tau_ref, sig_ref, c_ref, hs_ref, out_ref, ok_ref, *, tile: int, width: int,
                      iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                      c_col: tuple[float, ...]):
-    r""":func:`fused_tile_losses` as a Pallas kernel body that lowers for Triton: ``min_sep``, ``tile`` and
-    the (padded) ladder length powers of two.
+    r""":func:`fused_tile_losses` as a Pallas kernel body that lowers for Triton.
 
-    Refs: ``key_ref`` ``(2,)`` uint32 noise key data; ``tau_ref`` ``(nblk, tile)`` participation per block;
-    ``sig_ref`` ``(J',)`` ladder (``J'`` a power of two); ``c_ref`` ``c_col`` (read by index);
-    ``hs_ref`` ``>= nblk b`` half squared column norms (read ``b`` rows at a time). Writes ``out_ref``
-    ``(2, J', tile)`` (``[0]`` remove, ``[1]`` add, as ``fused_tile_losses``' ``[:, 0]``, ``[:, 1]``) and
-    ``ok_ref`` ``(1, tile)`` int32. The draws are the same (same counters); the sums differ from the XLA form
-    only in rounding (sliding sums in ``direct`` order, suffix sums by doubling steps).
+    ``min_sep``, ``tile`` and the (padded) ladder length are powers of two. Refs: ``key_ref`` ``(2,)`` uint32 noise
+    key data; ``tau_ref`` ``(nblk, tile)`` participation per block; ``sig_ref`` ``(J',)`` ladder (``J'`` a power of
+    two); ``c_ref`` ``c_col`` (read by index); ``hs_ref`` ``>= nblk b`` half squared column norms (read ``b`` rows at
+    a time). Writes ``out_ref`` ``(2, J', tile)`` (``[0]`` remove, ``[1]`` add, as ``fused_tile_losses``' ``[:, 0]``,
+    ``[:, 1]``) and ``ok_ref`` ``(1, tile)`` int32. The draws are the same (same counters); the sums differ from the
+    XLA form only in rounding (sliding sums in ``direct`` order, suffix sums by doubling steps).
     """
     from jax.experimental import pallas as pl
 
@@ -301,9 +300,11 @@ def fused_refusal(n: int, b: int, p: float, c_col: tuple[float, ...]) -> str:
 
 def fused_gpu_supported(iterations: int, min_sep: int, sampling_prob: float,
                         c_col: tuple[float, ...]) -> tuple[bool, str]:
-    """``(True, "")`` if the compiled (Pallas Triton) fused kernel serves this configuration, else ``(False,
-    why)`` (the engine then runs the unfused kernel): what the fused kernel needs, and ``min_sep`` a power of
-    two (a block is a register tensor of ``min_sep`` rows). Its sample tile must be a power of two too."""
+    """Whether the compiled (Pallas Triton) fused kernel serves this configuration.
+
+    ``(True, "")`` if so, else ``(False, why)`` (the engine then runs the unfused kernel): what the fused kernel
+    needs, and ``min_sep`` a power of two (a block is a register tensor of ``min_sep`` rows). Its sample tile must
+    be a power of two too."""
     why = fused_refusal(int(iterations), int(min_sep), float(sampling_prob), tuple(c_col))
     if not why and not _is_pow2(int(min_sep)):
         why = (f"min_sep={min_sep} is not a power of two: the compiled GPU kernel (Pallas Triton) holds a block of "
@@ -327,11 +328,12 @@ def fused_pallas_losses(noise_key: jax.Array, tau: jax.Array, sigmas: jax.Array,
                         iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                         c_col: tuple[float, ...], dot_method: str = "auto",
                         interpret: bool | None = None) -> tuple[jax.Array, jax.Array]:
-    """``(J, 2, width)`` losses and ``(width,)`` ``ok`` (as :func:`fused_tile_losses` on the whole block) by
-    ``pallas_call`` over tiles of ``tile`` samples: :func:`pow2_tile_kernel` compiled by Pallas Triton
-    (``interpret=False``; ``None``: interpret on CPU, compile elsewhere) or interpreted; for ``min_sep`` not a
-    power of two (interpret mode only) :func:`fused_tile_losses` is the body. The ladder is padded inside to a
-    power of two (its last sigma repeated); the extra rows are dropped."""
+    """Losses and ``ok`` of a whole block by ``pallas_call`` over tiles of ``tile`` samples.
+
+    ``(J, 2, width)`` losses and ``(width,)`` ``ok`` (as :func:`fused_tile_losses` on the whole block):
+    :func:`pow2_tile_kernel` compiled by Pallas Triton (``interpret=False``; ``None``: interpret on CPU, compile
+    elsewhere) or interpreted; for ``min_sep`` not a power of two (interpret mode only) :func:`fused_tile_losses` is
+    the body. The ladder is padded inside to a power of two (its last sigma repeated); the extra rows are dropped."""
     from jax.experimental import pallas as pl
 
     n, b, p, c_col = iterations, min_sep, sampling_prob, tuple(c_col)
@@ -375,15 +377,43 @@ def fused_ladder_losses(key: jax.Array, sigmas: jax.Array, iterations: int, min_
                         warm_start: bool, participation_rate: float, c_col: tuple[float, ...], num_samples: int,
                         dot_method: str = "auto", pallas: bool = False, tile: int = 0,
                         interpret: bool | None = None) -> jax.Array:
-    """``(J, 2, num_samples)`` losses of :func:`mcacct.kernels.recursion.ladder_losses_t` on the draws of
-    :func:`mcacct.kernels.output.standardised_draws_t` for the same ``key``, fused.
+    """``(J, 2, num_samples)`` losses of a ladder on one block of draws, fused.
 
-    ``pallas``: run the tile function as a Pallas kernel over tiles of ``tile`` samples; else as one XLA loop
-    over the whole block. ``interpret``: Pallas interpret mode; ``None`` (default) interprets on CPU and
-    compiles (Pallas Triton) elsewhere, ``False`` always compiles (e.g. to export for ``cuda`` from a CPU
-    host). The compiled form needs :func:`fused_gpu_supported` and a power-of-two ``tile``. Where the linear
-    recursion cannot certify its arithmetic for some sample the whole block is recomputed by the exact scan
-    recursion on the same draws (rare branch): never silently wrong. Needs ``p < 1`` and ``len(c_col) <= b``.
+    The losses of :func:`mcacct.kernels.recursion.ladder_losses_t` on the draws of
+    :func:`mcacct.kernels.output.standardised_draws_t` for the same ``key``. Where the linear recursion cannot
+    certify its arithmetic for some sample the whole block is recomputed by the exact scan recursion on the same
+    draws (rare branch): never silently wrong.
+
+    Parameters
+    ----------
+    key : jax.Array
+        A threefry-2x32 key (key data of shape ``(2,)``).
+    sigmas : array_like
+        ``(J,)`` noise multipliers.
+    iterations, min_sep, sampling_prob, warm_start, participation_rate, c_col, num_samples
+        Static: ``n``, ``b``, ``p`` (``< 1``), the start, participations per iteration, the strategy's column
+        (``len(c_col) <= b``) and the block's samples.
+    dot_method : str, optional
+        How the sliding sums are computed (default ``"auto"``).
+    pallas : bool, optional
+        Run the tile function as a Pallas kernel over tiles of ``tile`` samples; else as one XLA loop over the
+        whole block.
+    tile : int, optional
+        Samples per tile (``0``: the whole block); the compiled form needs a power of two.
+    interpret : bool or None, optional
+        Pallas interpret mode; ``None`` (default) interprets on CPU and compiles (Pallas Triton) elsewhere,
+        ``False`` always compiles (e.g. to export for ``cuda`` from a CPU host). The compiled form needs
+        :func:`fused_gpu_supported`.
+
+    Returns
+    -------
+    jax.Array
+        ``[:, 0]`` ``ln P/Q`` of the remove outputs, ``[:, 1]`` ``ln Q/P`` of the add outputs.
+
+    Raises
+    ------
+    ValueError
+        If :func:`fused_refusal` refuses the configuration or the key is not threefry-2x32.
     """
     from mcacct.kernels.output import standardised_draws_t
     from mcacct.kernels.recursion import ladder_losses_t

@@ -60,7 +60,18 @@ def _horner(coeffs: tuple[float, ...], x: jax.Array) -> jax.Array:
 
 
 def ndtri(u: jax.Array) -> jax.Array:
-    r""":math:`\Phi^{-1}(u)` for ``u`` in ``(0, 1)`` (float64), AS 241; ``u`` outside gives NaN/inf."""
+    r""":math:`\Phi^{-1}(u)` for ``u`` in ``(0, 1)`` (float64), AS 241.
+
+    Parameters
+    ----------
+    u : array_like
+        Probabilities in ``(0, 1)``, converted to float64; ``u`` outside gives NaN/inf.
+
+    Returns
+    -------
+    jax.Array
+        float64 standard normal quantiles, the shape of ``u``.
+    """
     u = jnp.asarray(u, jnp.float64)
     q = u - 0.5
     r2 = 0.180625 - q * q
@@ -73,29 +84,77 @@ def ndtri(u: jax.Array) -> jax.Array:
 
 
 def standard_normal(key: jax.Array, shape: tuple[int, ...], dtype=jnp.float64) -> jax.Array:
-    """``N(0, 1)`` draws of ``shape``: :func:`normal_from_bits` of 64-bit words from ``jax.random.bits``, then
-    cast to ``dtype`` (a float32 kernel thus rounds float64 draws; it never draws float32 normals, whose tails
-    are cut near 5.4 sd). Pure function of ``key``; the same key gives the same draws on every backend."""
+    """``N(0, 1)`` draws of ``shape`` by exact inversion.
+
+    :func:`normal_from_bits` of 64-bit words from ``jax.random.bits``, then cast to ``dtype`` (a float32 kernel
+    thus rounds float64 draws; it never draws float32 normals, whose tails are cut near 5.4 sd). Pure function of
+    ``key``; the same key gives the same draws on every backend.
+
+    Parameters
+    ----------
+    key : jax.Array
+        A JAX PRNG key.
+    shape : tuple of int
+        Shape of the draws.
+    dtype : dtype, optional
+        Result dtype (default float64).
+
+    Returns
+    -------
+    jax.Array
+        Draws of ``shape`` and ``dtype``.
+    """
     return normal_from_bits(jax.random.bits(key, shape, jnp.uint64)).astype(dtype)
 
 
 def columns_supported(key: jax.Array) -> bool:
-    """Whether :func:`standard_normal_columns` can regenerate columns of ``standard_normal(key, ...)``: JAX draws
-    ``key``'s bits by threefry with partitionable counters (``jax_threefry_partitionable``, the default since JAX
-    0.5), in which the word at row-major position ``c`` of an array depends on ``c`` alone
-    (:func:`mcacct.kernels.threefry.counters_supported`)."""
+    """Whether :func:`standard_normal_columns` can regenerate columns of ``standard_normal(key, ...)``.
+
+    True when JAX draws ``key``'s bits by threefry with partitionable counters (``jax_threefry_partitionable``, the
+    default since JAX 0.5), in which the word at row-major position ``c`` of an array depends on ``c`` alone
+    (:func:`mcacct.kernels.threefry.counters_supported`).
+
+    Parameters
+    ----------
+    key : jax.Array
+        A typed key or a legacy ``(2,)`` uint32 key.
+
+    Returns
+    -------
+    bool
+        Whether columns can be regenerated bit for bit.
+    """
     return counters_supported(key)
 
 
 def standard_normal_columns(key: jax.Array, shape: tuple[int, int], cols: jax.Array, dtype=jnp.float64) -> jax.Array:
-    r"""Columns ``cols`` of ``standard_normal(key, shape)`` (2-D ``shape = (n, L)``), shape ``(n, len(cols))``, bit
-    for bit, without drawing the other columns.
+    r"""Columns ``cols`` of ``standard_normal(key, shape)``, bit for bit, without drawing the other columns.
 
     With partitionable threefry (:func:`columns_supported`) the 64-bit word at ``(i, l)`` of
     ``jax.random.bits(key, (n, L), uint64)`` is the word of the counter :math:`c = i L + l`
     (:func:`mcacct.kernels.threefry.counter_bits`); the same hash of the selected counters gives the same words
-    (``tests/kernels/test_normal.py`` checks it against the whole draw). ``cols`` must be in ``[0, L)`` (clip them
-    first). Raises ``ValueError`` where :func:`columns_supported` is false.
+    (``tests/kernels/test_normal.py`` checks it against the whole draw).
+
+    Parameters
+    ----------
+    key : jax.Array
+        The key of the whole draw.
+    shape : tuple of int
+        ``(n, L)``, the 2-D shape of the whole draw.
+    cols : jax.Array
+        1-D integer column indices in ``[0, L)`` (clip them first).
+    dtype : dtype, optional
+        Result dtype (default float64).
+
+    Returns
+    -------
+    jax.Array
+        Shape ``(n, len(cols))``.
+
+    Raises
+    ------
+    ValueError
+        Where :func:`columns_supported` is false.
     """
     if not columns_supported(key):
         raise ValueError("standard_normal_columns needs a threefry key with jax_threefry_partitionable on")
@@ -106,9 +165,21 @@ def standard_normal_columns(key: jax.Array, shape: tuple[int, int], cols: jax.Ar
 
 
 def normal_from_bits(bits: jax.Array) -> jax.Array:
-    """float64 normals from uint64 words: of the top 53 bits, one is the sign and 52 pick the cell ``k`` of
-    ``u = (k + 1/2) 2^-53`` in ``(0, 1/2)`` (exact; ``2^-54 <= u <= 1/2 - 2^-54``); the magnitude is
-    ``-Phi^{-1}(u)``. Never NaN or infinite, never 0, exactly symmetric, ``|z| <= 8.2924``."""
+    """float64 normals from uint64 words, by exact inversion.
+
+    Of the top 53 bits, one is the sign and 52 pick the cell ``k`` of ``u = (k + 1/2) 2^-53`` in ``(0, 1/2)``
+    (exact; ``2^-54 <= u <= 1/2 - 2^-54``); the magnitude is ``-Phi^{-1}(u)``.
+
+    Parameters
+    ----------
+    bits : array_like
+        uint64 words, any shape (the low 11 bits are unused).
+
+    Returns
+    -------
+    jax.Array
+        float64, the shape of ``bits``: never NaN or infinite, never 0, exactly symmetric, ``|z| <= 8.2924``.
+    """
     top = jnp.asarray(bits, jnp.uint64) >> 11                    # 53 random bits
     negative = (top >> 52) == 1                                  # 1 bit: the sign
     k = (top & ((1 << 52) - 1)).astype(jnp.float64)              # 52 bits: the cell

@@ -21,9 +21,31 @@ __all__ = ["gaussian_output", "standardised_draws_t", "standardised_sums_t", "la
 
 
 def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positive: bool, mean_of_key) -> jax.Array:
-    """``y = z`` (``Q``) or ``y = m + z`` (``P``) with ``z ~ N(0, sigma^2)`` of ``shape``: the key is split
-    into a participation key, passed to ``mean_of_key`` (which returns the mean ``m = C x``), and a noise key.
-    Every sampler of mcacct draws its outputs through this one function."""
+    """``y = z`` (``Q``) or ``y = m + z`` (``P``) with ``z ~ N(0, sigma^2)`` of ``shape``.
+
+    The key is split into a participation key, passed to ``mean_of_key`` (which returns the mean ``m = C x``), and
+    a noise key. Every sampler of mcacct draws its outputs through this one function.
+
+    Parameters
+    ----------
+    key : jax.Array
+        PRNG key of the draw.
+    shape : tuple of int
+        Shape of the noise.
+    sigma : float or jax.Array
+        Noise multiplier, ``> 0``.
+    dtype : dtype
+        dtype of the noise.
+    positive : bool
+        ``True``: ``y ~ P`` (the example present, the mean added); ``False``: ``y ~ Q``.
+    mean_of_key : callable
+        ``mean_of_key(key) -> m``, the mean ``C x``, broadcastable to ``shape``; called only if ``positive``.
+
+    Returns
+    -------
+    jax.Array
+        The outputs ``y``, shape ``shape``.
+    """
     kx, kz = jax.random.split(key)
     z = standard_normal(kz, shape, dtype) * jnp.asarray(sigma, dtype)
     return z + mean_of_key(kx) if positive else z
@@ -41,10 +63,41 @@ def _standardised(key, iterations, min_sep, sampling_prob, warm_start, participa
 def standardised_draws_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                          participation_rate: float, c_col: tuple[float, ...], num_samples: int,
                          dtype=jnp.float64) -> tuple[jax.Array, jax.Array]:
-    """The common random numbers of one block of b-min-sep outputs, time-major ``(n, num_samples)``: the
-    output mean ``m = C x`` and the standard normal noise ``z``, split from ``key`` as in
-    :func:`gaussian_output`, so ``m + sigma z`` (remove) and ``sigma z`` (add) are exactly the time-major
-    outputs of the same key for any ``sigma``."""
+    """The common random numbers of one block of b-min-sep outputs, time-major ``(n, num_samples)``.
+
+    The output mean ``m = C x`` and the standard normal noise ``z``, split from ``key`` as in
+    :func:`gaussian_output`, so ``m + sigma z`` (remove) and ``sigma z`` (add) are exactly the time-major outputs
+    of the same key for any ``sigma``.
+
+    Parameters
+    ----------
+    key : jax.Array
+        PRNG key of the block.
+    iterations : int
+        ``n``.
+    min_sep : int
+        ``b``, ``>= len(c_col)``.
+    sampling_prob : float
+        ``p`` in ``(0, 1]``.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    participation_rate : float
+        Expected participations per iteration (how many gaps are drawn up front:
+        :func:`~mcacct.kernels.participation.participation_cap`).
+    c_col : tuple of float
+        The strategy's column ``(c_0, ..., c_{k-1})``.
+    num_samples : int
+        Samples ``B`` in the block.
+    dtype : dtype, optional
+        dtype of both arrays (default float64).
+
+    Returns
+    -------
+    m : jax.Array
+        ``(n, B)``: the output mean ``C x``.
+    z : jax.Array
+        ``(n, B)``: the standard normal noise.
+    """
     tau, z = _standardised(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
                            dtype)
     return mean_shift_from_blocks_t(tau, iterations, min_sep, c_col, dtype), z
@@ -53,9 +106,42 @@ def standardised_draws_t(key: jax.Array, iterations: int, min_sep: int, sampling
 def standardised_sums_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                         participation_rate: float, c_col: tuple[float, ...], num_samples: int, dtype=jnp.float64,
                         dot_method: str = "auto") -> tuple[jax.Array, jax.Array]:
-    """The sliding sums ``(s^m, s^z)`` of :func:`standardised_draws_t`'s ``(m, z)`` for the same key, time-major:
+    r"""The sliding sums ``(s^m, s^z)`` of :func:`standardised_draws_t`'s ``(m, z)`` for the same key, time-major.
+
     ``s^m`` from the participation by :func:`~mcacct.kernels.sliding.mean_sliding_from_blocks_t` (table reads),
-    ``s^z`` by :func:`~mcacct.kernels.sliding.sliding_dot_t` with ``dot_method``."""
+    ``s^z`` by :func:`~mcacct.kernels.sliding.sliding_dot_t` with ``dot_method``.
+
+    Parameters
+    ----------
+    key : jax.Array
+        PRNG key of the block.
+    iterations : int
+        ``n``.
+    min_sep : int
+        ``b``, ``>= len(c_col)``.
+    sampling_prob : float
+        ``p`` in ``(0, 1]``.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    participation_rate : float
+        Expected participations per iteration (how many gaps are drawn up front:
+        :func:`~mcacct.kernels.participation.participation_cap`).
+    c_col : tuple of float
+        The strategy's column ``(c_0, ..., c_{k-1})``.
+    num_samples : int
+        Samples ``B`` in the block.
+    dtype : dtype, optional
+        dtype of the sums (default float64; the noise is drawn in float64).
+    dot_method : str, optional
+        How ``s^z`` is computed (default ``"auto"``).
+
+    Returns
+    -------
+    s_m : jax.Array
+        ``(n, B)``: :math:`\langle c^{(i)}, m \rangle`.
+    s_z : jax.Array
+        ``(n, B)``: :math:`\langle c^{(i)}, z \rangle`.
+    """
     tau, z = _standardised(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
                            jnp.float64)
     return ladder_sums_t(tau, z, iterations, min_sep, c_col, dtype, dot_method)
@@ -63,7 +149,34 @@ def standardised_sums_t(key: jax.Array, iterations: int, min_sep: int, sampling_
 
 def ladder_sums_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...], dtype,
                   dot_method: str = "auto") -> tuple[jax.Array, jax.Array]:
-    """``(s^m, s^z)`` in ``dtype`` from the per-block participation ``tau`` and the standard noise ``z`` (time-major
-    ``(n, B)``): what every shared-draw ladder needs (:func:`mcacct.kernels.recursion.ladder_losses_from_sums_t`)."""
+    r"""``(s^m, s^z)`` in ``dtype`` from the per-block participation ``tau`` and the standard noise ``z``.
+
+    What every shared-draw ladder needs (:func:`mcacct.kernels.recursion.ladder_losses_from_sums_t`).
+
+    Parameters
+    ----------
+    tau : jax.Array
+        int32 ``(ceil(n/b), B)``: the participation per block
+        (:func:`~mcacct.kernels.participation.block_participation`).
+    z : jax.Array
+        Standard normal noise, time-major ``(n, B)``.
+    iterations : int
+        ``n``.
+    min_sep : int
+        ``b``, ``>= len(c_col)``.
+    c_col : tuple of float
+        The strategy's column.
+    dtype : dtype
+        dtype of the sums.
+    dot_method : str, optional
+        How ``s^z`` is computed (:func:`~mcacct.kernels.sliding.sliding_dot_t`; default ``"auto"``).
+
+    Returns
+    -------
+    s_m : jax.Array
+        ``(n, B)``: :math:`\langle c^{(i)}, C x \rangle` (:func:`~mcacct.kernels.sliding.mean_sliding_from_blocks_t`).
+    s_z : jax.Array
+        ``(n, B)``: :math:`\langle c^{(i)}, z \rangle`.
+    """
     return (mean_sliding_from_blocks_t(tau, iterations, min_sep, c_col, dtype),
             sliding_dot_t(z.astype(dtype), c_col, dot_method))

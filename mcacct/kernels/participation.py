@@ -30,7 +30,22 @@ NO_PARTICIPATION = -(2 ** 30)  # "no participation in this block" (block_partici
 
 
 def geometric(key: jax.Array, p: float, shape: tuple[int, ...]) -> jax.Array:
-    """Geometric(p) on {1, 2, ...} as int32 (exact inversion in float64)."""
+    """Geometric(p) on {1, 2, ...} as int32 (exact inversion in float64).
+
+    Parameters
+    ----------
+    key : jax.Array
+        PRNG key.
+    p : float
+        Success probability in ``(0, 1]``; ``p >= 1`` gives ones.
+    shape : tuple of int
+        Shape of the draws.
+
+    Returns
+    -------
+    jax.Array
+        int32 of ``shape``, values in ``[1, 2^30 + 1]``.
+    """
     if p >= 1.0:
         return jnp.ones(shape, jnp.int32)
     u = jax.random.uniform(key, shape, dtype=jnp.float64)
@@ -40,15 +55,50 @@ def geometric(key: jax.Array, p: float, shape: tuple[int, ...]) -> jax.Array:
 
 
 def max_participations(iterations: int, min_sep: int) -> int:
-    """``ceil(n / b)``: the most participations that fit into ``n`` iterations."""
+    """``ceil(n / b)``: the most participations that fit into ``n`` iterations.
+
+    Parameters
+    ----------
+    iterations : int
+        ``n``.
+    min_sep : int
+        ``b``, ``>= 1``.
+
+    Returns
+    -------
+    int
+    """
     return -(-int(iterations) // int(min_sep))
 
 
 @partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "count"))
 def participation_times(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                         num_samples: int, count: int | None = None) -> jax.Array:
-    """1-based participation times, shape ``(num_samples, count)`` (default ``count = ceil(n/b)``, all that
-    fit); entries ``> n`` are unused."""
+    """1-based participation times of the renewal process, one row per sample.
+
+    Parameters
+    ----------
+    key : jax.Array
+        PRNG key.
+    iterations : int
+        ``n`` (static).
+    min_sep : int
+        ``b``, ``>= 1`` (static).
+    sampling_prob : float
+        ``p`` in ``(0, 1]`` (static).
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1) (static).
+    num_samples : int
+        Samples ``B`` (static).
+    count : int or None, optional
+        Participations drawn per sample (static); default ``ceil(n/b)``, all that fit.
+
+    Returns
+    -------
+    jax.Array
+        int32 ``(num_samples, count)``, non-decreasing along a row; entries ``> n`` (capped at ``n + 1``) are
+        unused.
+    """
     b, p, n = min_sep, sampling_prob, iterations
     k_max = max_participations(n, b) if count is None else count
     k_start, k_gap = jax.random.split(key)
@@ -71,8 +121,31 @@ def participation_times(key: jax.Array, iterations: int, min_sep: int, sampling_
 @partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples"))
 def participation_mask(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                        num_samples: int) -> jax.Array:
-    """Participation vectors ``x`` of shape ``(num_samples, n)`` (bool); ``b = 1`` draws ``n`` Bernoulli(p)
-    per sample directly."""
+    """Participation vectors ``x`` of shape ``(num_samples, n)`` (bool).
+
+    ``b = 1`` draws ``n`` Bernoulli(p) per sample directly; larger ``b`` goes through
+    :func:`participation_times`.
+
+    Parameters
+    ----------
+    key : jax.Array
+        PRNG key.
+    iterations : int
+        ``n`` (static).
+    min_sep : int
+        ``b``, ``>= 1`` (static).
+    sampling_prob : float
+        ``p`` in ``(0, 1]`` (static).
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1) (static).
+    num_samples : int
+        Samples ``B`` (static).
+
+    Returns
+    -------
+    jax.Array
+        bool ``(num_samples, n)``, row-major.
+    """
     n = iterations
     if min_sep == 1:
         return jax.random.uniform(key, (num_samples, n), dtype=jnp.float64) < sampling_prob
@@ -83,9 +156,24 @@ def participation_mask(key: jax.Array, iterations: int, min_sep: int, sampling_p
 
 
 def participation_cap(iterations: int, min_sep: int, participation_rate: float) -> int:
-    """Gaps the engine draws up front per sample: ``mean + 8 sqrt(mean) + 16`` participations (``mean`` the
-    expected count ``n * participation_rate``), at most ``ceil(n/b)``. More are drawn only if some sample of
-    the batch needs them."""
+    """Gaps the engine draws up front per sample.
+
+    ``mean + 8 sqrt(mean) + 16`` participations (``mean`` the expected count ``n * participation_rate``), at most
+    ``ceil(n/b)``. More are drawn only if some sample of the batch needs them.
+
+    Parameters
+    ----------
+    iterations : int
+        ``n``.
+    min_sep : int
+        ``b``, ``>= 1``.
+    participation_rate : float
+        Expected participations per iteration, ``>= 0``.
+
+    Returns
+    -------
+    int
+    """
     mean = iterations * participation_rate
     return min(max_participations(iterations, min_sep), int(math.ceil(mean + 8.0 * math.sqrt(mean) + 16.0)))
 
@@ -113,9 +201,31 @@ def _capped_times(key, n, b, p, warm_start, num_samples, cap, finish):
 @partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "cap"))
 def participation_blocks_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                            num_samples: int, cap: int) -> jax.Array:
-    """:func:`block_participation` of the draws behind :func:`participation_mask_t` for the same key:
-    ``(ceil(n/b), num_samples)`` int32, the participation time in each block of ``b`` iterations or
-    ``NO_PARTICIPATION``."""
+    """:func:`block_participation` of the draws behind :func:`participation_mask_t` for the same key.
+
+    Parameters
+    ----------
+    key : jax.Array
+        PRNG key.
+    iterations : int
+        ``n`` (static).
+    min_sep : int
+        ``b``, ``>= 1`` (static).
+    sampling_prob : float
+        ``p`` in ``(0, 1]`` (static).
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1) (static).
+    num_samples : int
+        Samples ``B`` (static).
+    cap : int
+        Gaps drawn up front per sample (:func:`participation_cap`; static); the rest only when needed.
+
+    Returns
+    -------
+    jax.Array
+        int32 ``(ceil(n/b), num_samples)``: the participation time in each block of ``b`` iterations (real,
+        0-based) or ``NO_PARTICIPATION``.
+    """
     n, b, k_max = iterations, min_sep, max_participations(iterations, min_sep)
     if cap >= k_max:
         return block_participation(participation_times(key, n, b, sampling_prob, warm_start, num_samples), n, b)
@@ -126,12 +236,35 @@ def participation_blocks_t(key: jax.Array, iterations: int, min_sep: int, sampli
 @partial(jax.jit, static_argnames=("iterations", "min_sep", "sampling_prob", "warm_start", "num_samples", "cap"))
 def participation_mask_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                          num_samples: int, cap: int) -> jax.Array:
-    """Time-major participation vectors, shape ``(n, num_samples)`` (bool), by the renewal process for every
-    ``b`` (``b = 1`` too: ``O(n p)`` geometric gaps per sample instead of ``n`` uniforms).
+    """Time-major participation vectors, shape ``(n, num_samples)`` (bool), by the renewal process.
 
-    Draws ``cap`` gaps per sample (:func:`participation_cap`) and the remaining ``ceil(n/b) - cap`` (from an
-    independent key) only when some sample's ``cap``-th participation is still within the horizon: the law is
-    that of :func:`participation_times` with all gaps drawn."""
+    For every ``b`` (``b = 1`` too: ``O(n p)`` geometric gaps per sample instead of ``n`` uniforms). Draws ``cap``
+    gaps per sample (:func:`participation_cap`) and the remaining ``ceil(n/b) - cap`` (from an independent key)
+    only when some sample's ``cap``-th participation is still within the horizon: the law is that of
+    :func:`participation_times` with all gaps drawn.
+
+    Parameters
+    ----------
+    key : jax.Array
+        PRNG key.
+    iterations : int
+        ``n`` (static).
+    min_sep : int
+        ``b``, ``>= 1`` (static).
+    sampling_prob : float
+        ``p`` in ``(0, 1]`` (static).
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1) (static).
+    num_samples : int
+        Samples ``B`` (static).
+    cap : int
+        Gaps drawn up front per sample (static).
+
+    Returns
+    -------
+    jax.Array
+        bool ``(n, num_samples)``.
+    """
     n, k_max = iterations, max_participations(iterations, min_sep)
     if cap >= k_max:
         return _mask_t(participation_times(key, n, min_sep, sampling_prob, warm_start, num_samples), n)
@@ -139,10 +272,25 @@ def participation_mask_t(key: jax.Array, iterations: int, min_sep: int, sampling
 
 
 def block_participation(times: jax.Array, iterations: int, min_sep: int) -> jax.Array:
-    """Per block of ``b`` iterations, the participation in it: ``(nblk, B)`` int32 real 0-based times
-    (``NO_PARTICIPATION`` if none), from 1-based ``times`` ``(B, K)`` (entries ``> n`` unused). Blocks are aligned
-    at the end (``pad = nblk b - n`` dummy rows in front, as in the recursion); a block holds at most one
-    participation, since consecutive ones are at least ``b`` apart."""
+    """Per block of ``b`` iterations, the participation in it.
+
+    Blocks are aligned at the end (``pad = nblk b - n`` dummy rows in front, as in the recursion); a block holds at
+    most one participation, since consecutive ones are at least ``b`` apart.
+
+    Parameters
+    ----------
+    times : jax.Array
+        1-based participation times ``(B, K)``; entries ``> n`` are unused.
+    iterations : int
+        ``n``.
+    min_sep : int
+        ``b``, ``>= 1``.
+
+    Returns
+    -------
+    jax.Array
+        int32 ``(nblk, B)``, ``nblk = ceil(n/b)``: real 0-based times (``NO_PARTICIPATION`` if none).
+    """
     n, b = iterations, min_sep
     nblk = -(-n // b)
     pad = nblk * b - n

@@ -40,11 +40,27 @@ def _apply(tri: jax.Array, x: jax.Array, axis: int = 0) -> jax.Array:
 
 
 def prefix_sums0(x: jax.Array, exclusive: bool = False, reverse: bool = False, axis: int = 0) -> jax.Array:
-    r"""Prefix sums of ``x`` along ``axis`` (default 0): :math:`\sum_{t \le j} x_t` (``t < j`` if
-    ``exclusive``; ``t \ge j`` / ``t > j`` if ``reverse``), same shape and dtype as ``x``.
+    r"""Prefix sums of ``x`` along ``axis`` by products with 0/1 triangular matrices.
 
-    Axes of at most ``2 * GROUP`` take one triangular product; longer ones two levels (groups of ``GROUP``,
-    then the group totals), padded with zeros to a multiple of ``GROUP``.
+    :math:`\sum_{t \le j} x_t` (``t < j`` if ``exclusive``; ``t \ge j`` / ``t > j`` if ``reverse``). Axes of at
+    most ``2 * GROUP`` take one triangular product; longer ones two levels (groups of ``GROUP``, then the group
+    totals), padded with zeros to a multiple of ``GROUP``.
+
+    Parameters
+    ----------
+    x : jax.Array
+        Input, any shape.
+    exclusive : bool, optional
+        Leave out the term ``t = j`` (default False).
+    reverse : bool, optional
+        Sum from the end of the axis (default False).
+    axis : int, optional
+        The axis summed along (default 0; negative counts from the end).
+
+    Returns
+    -------
+    jax.Array
+        Same shape and dtype as ``x``.
     """
     axis = axis % x.ndim
     k = x.shape[axis]

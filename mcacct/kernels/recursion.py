@@ -60,8 +60,21 @@ def _with_fallback(fast, ok, exact, *operands):
 
 
 def auto_recursion(lead: tuple[int, ...]) -> str:
-    """What ``"auto"`` resolves to for a batch of shape ``lead`` (static): on CPU ``"stepwise"`` from
-    :data:`mcacct.kernels.stepwise.STEPWISE_MIN_LANES` samples on, else ``"linear"``; ``"blocked"`` elsewhere."""
+    """What ``"auto"`` resolves to for a batch of shape ``lead`` (static).
+
+    On CPU ``"stepwise"`` from :data:`mcacct.kernels.stepwise.STEPWISE_MIN_LANES` samples on, else ``"linear"``;
+    ``"blocked"`` elsewhere.
+
+    Parameters
+    ----------
+    lead : tuple of int
+        The batch shape (the terms' shape without the time axis).
+
+    Returns
+    -------
+    str
+        ``"stepwise"``, ``"linear"`` or ``"blocked"``.
+    """
     if target_platform() != "cpu":
         return "blocked"
     return "stepwise" if math.prod(lead) >= STEPWISE_MIN_LANES else "linear"
@@ -69,13 +82,35 @@ def auto_recursion(lead: tuple[int, ...]) -> str:
 
 def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_start: bool,
                           recursion: str = "auto") -> jax.Array:
-    r"""The kernel of Theorem 5.1: ``ln P(y)/Q(y)`` from the per-iteration terms ``ell_t`` (time-major,
-    shape ``(n, ...)``) for b-min-sep sampling with ``min_sep`` (static) and ``sampling_prob`` ``p``.
+    r"""The kernel of Theorem 5.1: ``ln P(y)/Q(y)`` from the time-major per-iteration terms ``ell_t``.
 
-    ``sampling_prob`` may be a Python number or a traced scalar in ``(0, 1]`` (one compilation serves every
-    ``p``); ``p = 1`` is handled exactly. ``recursion`` as in :func:`recursion_log_ratio`. Every fast path
-    (``"linear"``, ``"blocked"``) certifies its own arithmetic per sample and recomputes the whole batch with
-    the exact log-space scan where it cannot, so the result is never silently wrong.
+    For b-min-sep sampling with ``min_sep`` (static) and ``sampling_prob`` ``p``. Every fast path (``"linear"``,
+    ``"blocked"``) certifies its own arithmetic per sample and recomputes the whole batch with the exact log-space
+    scan where it cannot, so the result is never silently wrong.
+
+    Parameters
+    ----------
+    ell_t : jax.Array
+        The terms :math:`\ell_i`, time-major, shape ``(n, ...)`` (float64 or float32).
+    min_sep : int
+        ``b``, ``>= 1`` (static).
+    sampling_prob : float or jax.Array
+        ``p`` in ``(0, 1]``: a Python number or a traced scalar (one compilation serves every ``p``); ``p = 1``
+        is handled exactly.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    recursion : str, optional
+        One of ``RECURSIONS``, as in :func:`recursion_log_ratio` (default ``"auto"``).
+
+    Returns
+    -------
+    jax.Array
+        ``ln P(y)/Q(y)``, shape ``(...)``, the dtype of ``ell_t``.
+
+    Raises
+    ------
+    ValueError
+        If ``recursion`` is not one of ``RECURSIONS``.
     """
     if recursion not in RECURSIONS:
         raise ValueError(f"recursion must be one of {RECURSIONS}; got {recursion!r}")
@@ -130,8 +165,25 @@ def recursion_log_ratio_t(ell_t: jax.Array, min_sep: int, sampling_prob, warm_st
 
 
 def start_log_ratio(f_first: jax.Array, sampling_prob, warm_start: bool) -> jax.Array:
-    r"""``L`` from ``log f_1..log f_b`` (axis 0): :math:`\ln f_1` for the cold start, and for the warm start
-    (Alg. 2) :math:`\ln\big((f_1 + p \sum_{i=2}^{b} f_i) / (1 + (b - 1) p)\big)`."""
+    r"""``L`` from ``log f_1..log f_b`` (axis 0).
+
+    :math:`\ln f_1` for the cold start, and for the warm start (Alg. 2)
+    :math:`\ln\big((f_1 + p \sum_{i=2}^{b} f_i) / (1 + (b - 1) p)\big)`.
+
+    Parameters
+    ----------
+    f_first : jax.Array
+        ``(b, ...)``: :math:`\ln f_1, \dots, \ln f_b`.
+    sampling_prob : float or jax.Array
+        ``p`` in ``(0, 1]``.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+
+    Returns
+    -------
+    jax.Array
+        ``L``, shape ``(...)``, the dtype of ``f_first``.
+    """
     if not warm_start:
         return f_first[0]
     b = f_first.shape[0]
@@ -145,29 +197,50 @@ def start_log_ratio(f_first: jax.Array, sampling_prob, warm_start: bool) -> jax.
 
 def recursion_log_ratio(ell: jax.Array, min_sep: int, sampling_prob, warm_start: bool,
                         recursion: str = "auto") -> jax.Array:
-    r"""The recursion of Theorem 5.1 on the per-iteration terms ``ell`` (shape ``(..., n)``, batch-first):
+    r"""The recursion of Theorem 5.1 on the per-iteration terms ``ell``, batch-first.
+
     :func:`recursion_log_ratio_t` along the last axis.
 
-    ``recursion``:
+    Parameters
+    ----------
+    ell : jax.Array
+        The terms :math:`\ell_i`, shape ``(..., n)``.
+    min_sep : int
+        ``b``, ``>= 1`` (static).
+    sampling_prob : float or jax.Array
+        ``p`` in ``(0, 1]``, a Python number or a traced scalar.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    recursion : str, optional
+        One of:
 
-    - ``"linear"``: blocks of ``b`` iterations in linear space with a per-block log scale, one ``exp``
-      per iteration (:func:`linear_first_values`); wherever its arithmetic could have lost precision
-      (a block sum or value within ``1/eps`` of the smallest normal number, or a suffix sum that fails the
-      a-posteriori consistency check) the whole batch is recomputed by ``"scan"``, so the result is never
-      silently wrong. The CPU default.
-    - ``"scan"``: ``n`` sequential log-space steps (``logaddexp``), no range caveat.
-    - ``"blocked"``: ``ceil(n/b)`` sequential log-space block steps, two transcendentals per iteration;
-      recomputed by ``"scan"`` wherever a suffix sum underflowed. The accelerator default.
-    - ``"assoc"``: blocks by an associative log-space scan, ``O(b log b)`` per block.
-    - ``"stepwise"``: ``n`` linear-space steps (one ``exp`` and three flops per iteration) with an exact
-      power-of-two rescale per block (:func:`mcacct.kernels.stepwise.stepwise_first_values`); recomputed by
-      ``"scan"`` wherever a value left the range. The CPU default from 64 samples per call.
-    - At ``b = 1`` (:math:`f_1 = \prod_i (1 - p + p e^{\ell_i})`) ``"linear"`` and ``"stepwise"`` take the product
-      form in float64 (:func:`poisson_log_ratio_linear`; CPU: ~2.3 against ~10 ns per term for ``logaddexp``).
-    - ``"auto"``: :func:`auto_recursion`: ``"stepwise"`` on CPU from 64 samples per call, ``"linear"`` below,
-      ``"blocked"`` elsewhere.
+        - ``"linear"``: blocks of ``b`` iterations in linear space with a per-block log scale, one ``exp``
+          per iteration (:func:`linear_first_values`); wherever its arithmetic could have lost precision
+          (a block sum or value within ``1/eps`` of the smallest normal number, or a suffix sum that fails the
+          a-posteriori consistency check) the whole batch is recomputed by ``"scan"``, so the result is never
+          silently wrong. The CPU default.
+        - ``"scan"``: ``n`` sequential log-space steps (``logaddexp``), no range caveat.
+        - ``"blocked"``: ``ceil(n/b)`` sequential log-space block steps, two transcendentals per iteration;
+          recomputed by ``"scan"`` wherever a suffix sum underflowed. The accelerator default.
+        - ``"assoc"``: blocks by an associative log-space scan, ``O(b log b)`` per block.
+        - ``"stepwise"``: ``n`` linear-space steps (one ``exp`` and three flops per iteration) with an exact
+          power-of-two rescale per block (:func:`mcacct.kernels.stepwise.stepwise_first_values`); recomputed by
+          ``"scan"`` wherever a value left the range. The CPU default from 64 samples per call.
+        - At ``b = 1`` (:math:`f_1 = \prod_i (1 - p + p e^{\ell_i})`) ``"linear"`` and ``"stepwise"`` take the
+          product form in float64 (:func:`poisson_log_ratio_linear`; CPU: ~2.3 against ~10 ns per term for
+          ``logaddexp``).
+        - ``"auto"`` (default): :func:`auto_recursion`: ``"stepwise"`` on CPU from 64 samples per call,
+          ``"linear"`` below, ``"blocked"`` elsewhere.
 
-    Returns ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
+    Returns
+    -------
+    jax.Array
+        ``ln P(y)/Q(y)`` with the leading shape of ``ell``.
+
+    Raises
+    ------
+    ValueError
+        If ``recursion`` is not one of ``RECURSIONS``.
     """
     if recursion not in RECURSIONS:
         raise ValueError(f"recursion must be one of {RECURSIONS}; got {recursion!r}")
@@ -177,10 +250,37 @@ def recursion_log_ratio(ell: jax.Array, min_sep: int, sampling_prob, warm_start:
 def ladder_losses_t(m_t: jax.Array, z_t: jax.Array, sigmas: jax.Array, min_sep: int, sampling_prob,
                     warm_start: bool, c_col: tuple[float, ...], dot_method: str = "auto",
                     recursion: str = "auto") -> jax.Array:
-    r"""Privacy losses of both directions for every noise multiplier of a ladder on one set of draws:
+    r"""Privacy losses of both directions for every noise multiplier of a ladder on one set of draws.
+
     :func:`ladder_losses_from_sums_t` of the sliding sums :math:`s^m = \langle c, m \rangle`,
-    :math:`s^z = \langle c, z\rangle` of ``m_t`` (output mean ``C x``) and ``z_t`` (standard normal noise),
-    time-major ``(n, B)``."""
+    :math:`s^z = \langle c, z\rangle` of ``m_t`` (output mean ``C x``) and ``z_t`` (standard normal noise).
+
+    Parameters
+    ----------
+    m_t : jax.Array
+        The output mean ``C x``, time-major ``(n, B)``.
+    z_t : jax.Array
+        Standard normal noise, time-major ``(n, B)``.
+    sigmas : array_like
+        ``(J,)`` noise multipliers, ``> 0``.
+    min_sep : int
+        ``b``, ``>= 1`` (static).
+    sampling_prob : float or jax.Array
+        ``p`` in ``(0, 1]``.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    c_col : tuple of float
+        The strategy's column.
+    dot_method : str, optional
+        How the sliding sums are computed (:func:`mcacct.kernels.sliding.sliding_dot_t`; default ``"auto"``).
+    recursion : str, optional
+        The recursion, as in :func:`recursion_log_ratio` (default ``"auto"``).
+
+    Returns
+    -------
+    jax.Array
+        ``(J, 2, B)``: ``[:, 0]`` ``ln P/Q`` of the remove outputs, ``[:, 1]`` ``ln Q/P`` of the add outputs.
+    """
     return ladder_losses_from_sums_t(sliding_dot_t(m_t, c_col, dot_method), sliding_dot_t(z_t, c_col, dot_method),
                                      sigmas, min_sep, sampling_prob, warm_start, c_col, recursion)
 
@@ -188,27 +288,51 @@ def ladder_losses_t(m_t: jax.Array, z_t: jax.Array, sigmas: jax.Array, min_sep: 
 def ladder_losses_from_sums_t(s_m: jax.Array, s_z: jax.Array, sigmas: jax.Array, min_sep: int, sampling_prob,
                               warm_start: bool, c_col: tuple[float, ...], recursion: str = "auto",
                               add_bound: float | None = None, remove_skip=None) -> jax.Array:
-    r"""Privacy losses of both directions for every noise multiplier of a ladder from the sliding sums of one set
-    of draws, :math:`s^m_i = \langle c^{(i)}, m \rangle` (the output mean ``C x``) and
-    :math:`s^z_i = \langle c^{(i)}, z\rangle` (standard normal noise), time-major ``(n, B)``. By linearity, for
-    each :math:`\sigma_j`
+    r"""Both directions' losses for every noise multiplier of a ladder from the sliding sums of one set of draws.
+
+    The sums are :math:`s^m_i = \langle c^{(i)}, m \rangle` (the output mean ``C x``) and
+    :math:`s^z_i = \langle c^{(i)}, z\rangle` (standard normal noise). By linearity, for each :math:`\sigma_j`
 
     .. math::
         \ell^{rem}_i = (s^m_i + \sigma_j s^z_i - \|c^{(i)}\|^2/2)/\sigma_j^2, \qquad
         \ell^{add}_i = (\sigma_j s^z_i - \|c^{(i)}\|^2/2)/\sigma_j^2,
 
     the terms of ``y = m + sigma_j z`` (``y ~ P``) and ``y = sigma_j z`` (``y ~ Q``); only the recursion runs
-    per candidate (``lax.map`` over the ladder, so each candidate keeps its exact fallback). Returns
-    ``(J, 2, B)``: ``[:, 0]`` is ``ln P/Q`` of the remove outputs, ``[:, 1]`` is ``ln Q/P`` of the add outputs.
+    per candidate (``lax.map`` over the ladder, so each candidate keeps its exact fallback).
 
-    The two skips of provably zero contributions (:mod:`mcacct.kernels.shortcuts`): with ``add_bound`` (static;
-    :func:`~mcacct.kernels.shortcuts.add_skip_bound`) the add recursions do not run and every add loss is that
-    bound. With ``remove_skip`` (a :class:`~mcacct.kernels.shortcuts.RemoveSkip` of per-candidate arrays,
-    float64, ``B`` a single axis) every sample's remove loss is first bounded, :math:`U \ge L`
-    (:func:`mcacct.kernels.bound.remove_loss_bound_from_sums_t`); a sample whose ``U`` is at most every
-    candidate's threshold keeps ``U`` (its contribution is provably 0); where any sample of the batch does not,
-    the exact recursions run for the batch (the same program and bits as without the skip) and those samples
-    take their exact losses.
+    The two skips of provably zero contributions (:mod:`mcacct.kernels.shortcuts`): with ``add_bound`` the add
+    recursions do not run and every add loss is that bound. With ``remove_skip`` every sample's remove loss is
+    first bounded, :math:`U \ge L` (:func:`mcacct.kernels.bound.remove_loss_bound_from_sums_t`); a sample whose
+    ``U`` is at most every candidate's threshold keeps ``U`` (its contribution is provably 0); where any sample of
+    the batch does not, the exact recursions run for the batch (the same program and bits as without the skip) and
+    those samples take their exact losses.
+
+    Parameters
+    ----------
+    s_m, s_z : jax.Array
+        The sliding sums, time-major ``(n, B)``.
+    sigmas : array_like
+        ``(J,)`` noise multipliers, ``> 0``.
+    min_sep : int
+        ``b``, ``>= 1`` (static).
+    sampling_prob : float or jax.Array
+        ``p`` in ``(0, 1]``.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    c_col : tuple of float
+        The strategy's column.
+    recursion : str, optional
+        The recursion, as in :func:`recursion_log_ratio` (default ``"auto"``).
+    add_bound : float or None, optional
+        Static; :func:`~mcacct.kernels.shortcuts.add_skip_bound`. If given, every add loss is this bound.
+    remove_skip : RemoveSkip or None, optional
+        A :class:`~mcacct.kernels.shortcuts.RemoveSkip` of per-candidate arrays; used for float64 sums with a
+        single batch axis ``B``.
+
+    Returns
+    -------
+    jax.Array
+        ``(J, 2, B)``: ``[:, 0]`` is ``ln P/Q`` of the remove outputs, ``[:, 1]`` is ``ln Q/P`` of the add outputs.
     """
     n = s_z.shape[0]
     dtype = s_z.dtype
@@ -250,11 +374,33 @@ def _remove_with_skip(s_m, s_z, half_sq, sigmas, remove_skip, min_sep, p, warm_s
 
 
 def shift_mixture_log_ratio(ell: jax.Array, period: int, sampling_prob: float, random_phase: bool) -> jax.Array:
-    r"""``ln P/Q`` of a shift mixture from the per-iteration terms ``ell`` (shape ``(..., n)``).
+    r"""``ln P/Q`` of a shift mixture from the per-iteration terms ``ell``.
 
     Opportunity ``t`` contributes :math:`g_t = \ln(1 - q + q e^{\ell_t})` (:math:`g_t = \ell_t` for
     ``q = 1``); class ``s`` sums :math:`g_t` over ``t = s (mod period)``; the result is the log-mean-exp over
     the classes (``random_phase``) or the class-0 sum.
+
+    Parameters
+    ----------
+    ell : jax.Array
+        The terms :math:`\ell_t`, shape ``(..., n)``.
+    period : int
+        Number of classes, ``>= 1``.
+    sampling_prob : float
+        ``q`` in ``(0, 1]``.
+    random_phase : bool
+        Mix over the classes (log-mean-exp) rather than take class 0.
+
+    Returns
+    -------
+    jax.Array
+        ``ln P/Q``, shape ``(...)``, the dtype of ``ell``.
+
+    Raises
+    ------
+    ValueError
+        If ``period``, ``sampling_prob`` or ``random_phase`` is out of range or of the wrong type, or ``ell`` is a
+        scalar.
     """
     period = check_int("period", period, low=1)
     sampling_prob = check_prob("sampling_prob", sampling_prob)

@@ -35,8 +35,24 @@ _LINEAR_MAX_SPAN = {np.dtype(np.float64): 300.0, np.dtype(np.float32): 20.0}
 
 
 def linear_applicable(b: int, log_q, dtype):
-    """Whether :func:`linear_first_values` may run: ``(b - 1) |ln(1 - p)|`` within the dtype's span
-    (a Python bool for a number ``log_q``, a traced bool for a traced one)."""
+    r"""Whether :func:`linear_first_values` may run: ``(b - 1) |ln(1 - p)|`` within the dtype's span.
+
+    The span (300 for float64, 20 for float32) keeps the in-block factors ``(1 - p)^{-j}`` finite.
+
+    Parameters
+    ----------
+    b : int
+        ``min_sep``.
+    log_q : float or jax.Array
+        :math:`\ln(1 - p)`.
+    dtype : dtype
+        float64 or float32.
+
+    Returns
+    -------
+    bool or jax.Array
+        A Python bool for a number ``log_q``, a traced bool for a traced one.
+    """
     span = _LINEAR_MAX_SPAN[np.dtype(dtype)]
     if isinstance(log_q, (int, float)):
         return (b - 1) * abs(log_q) <= span
@@ -68,6 +84,22 @@ def linear_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Arr
     pass :func:`_suffix_sums_consistent` (no mass lost by the summation, whatever order the backend used).
     Callers must fall back to a log-space recursion where ``ok`` is false (:func:`recursion_log_ratio_t`
     does, exactly). Requires :func:`linear_applicable` (else ``e^{-jA}`` could overflow).
+
+    Parameters
+    ----------
+    ell_t : jax.Array
+        The terms :math:`\ell_i`, time-major ``(n, ...)``.
+    b : int
+        ``min_sep``, ``>= 1``.
+    log_p, log_q : float or jax.Array
+        :math:`\ln p` and :math:`\ln(1 - p)` (``p < 1``).
+
+    Returns
+    -------
+    first : jax.Array
+        ``(b, ...)``: :math:`\ln f_1, \dots, \ln f_b`, the dtype of ``ell_t``.
+    ok : jax.Array
+        bool ``(...)``: whether the sample's arithmetic is certified.
     """
     blocks, pad = split_blocks(ell_t, b)
     init = linear_block_init(b, blocks.shape[2:], blocks.dtype)
@@ -77,18 +109,47 @@ def linear_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Arr
 
 
 def linear_block_init(b: int, lead: tuple[int, ...], dtype):
-    """The state of :func:`linear_block_step` beyond the horizon (``f = 1``): ``(v, s, v_prev, s_prev, ok)``,
-    ``v`` the block's scaled values ``(b, *lead)``, ``s`` its float64 log scale, the previous block's pair, and
-    the running ``ok`` flags."""
+    """The state of :func:`linear_block_step` beyond the horizon (``f = 1``).
+
+    Parameters
+    ----------
+    b : int
+        ``min_sep``.
+    lead : tuple of int
+        The batch shape.
+    dtype : dtype
+        dtype of the scaled values.
+
+    Returns
+    -------
+    tuple
+        ``(v, s, v_prev, s_prev, ok)``: ``v`` the block's scaled values ``(b, *lead)``, ``s`` its float64 log scale
+        ``lead``, the previous block's pair, and the running ``ok`` flags (bool ``lead``).
+    """
     ones = jnp.ones((b,) + tuple(lead), dtype)
     zero = jnp.zeros(tuple(lead), jnp.float64)
     return ones, zero, ones, zero, jnp.ones(tuple(lead), bool)
 
 
 def linear_block_step(carry, blk: jax.Array, log_p, log_q):
-    """One block of :func:`linear_first_values`: ``blk`` holds the block's terms ``ell`` ``(b, *lead)``, the
-    carry the next block (:func:`linear_block_init`); returns the new carry. Pure: the fused kernel
-    (:mod:`mcacct.kernels.fused`) runs the same step."""
+    r"""One block of :func:`linear_first_values`.
+
+    Pure: the fused kernel (:mod:`mcacct.kernels.fused`) runs the same step.
+
+    Parameters
+    ----------
+    carry : tuple
+        The next block's state (:func:`linear_block_init`).
+    blk : jax.Array
+        The block's terms ``ell``, ``(b, *lead)``.
+    log_p, log_q : float or jax.Array
+        :math:`\ln p` and :math:`\ln(1 - p)`.
+
+    Returns
+    -------
+    tuple
+        The new carry ``(v, s, v_prev, s_prev, ok)`` (:func:`linear_block_init`).
+    """
     g, s, _, _, ok = carry
     b = blk.shape[0]
     lead = blk.shape[1:]
@@ -115,7 +176,22 @@ def linear_block_step(carry, blk: jax.Array, log_p, log_q):
 
 
 def linear_block_finish(carry, pad: int) -> tuple[jax.Array, jax.Array]:
-    """``(log f_1..log f_b, ok)`` from the carry after the first block (``pad`` dummy rows in front of it)."""
+    r"""``(log f_1..log f_b, ok)`` from the carry after the first block.
+
+    Parameters
+    ----------
+    carry : tuple
+        The state after the first block (:func:`linear_block_step`).
+    pad : int
+        Dummy rows in front of the first block, ``0 <= pad < b``.
+
+    Returns
+    -------
+    first : jax.Array
+        ``(b, ...)``: :math:`\ln f_1, \dots, \ln f_b`.
+    ok : jax.Array
+        bool ``(...)``: the running ``ok`` flags.
+    """
     v0, s0, v1, s1, ok = carry
     dtype = v0.dtype
     first = jnp.concatenate([jnp.log(v0[pad:]).astype(jnp.float64) + s0,
@@ -124,10 +200,29 @@ def linear_block_finish(carry, pad: int) -> tuple[jax.Array, jax.Array]:
 
 
 def poisson_log_ratio_linear(ell_t: jax.Array, log_p, p, group: int = 8) -> tuple[jax.Array, jax.Array]:
-    r""":math:`\sum_i \ln(1 - p + p e^{\ell_i})` (``b = 1``) as logs of products of ``group`` factors,
-    one ``exp`` per iteration and one ``log`` per group. Each factor is a sum of two non-negative terms.
-    ``ok`` (per sample) is false where a product left the normal range by less than ``1/eps`` (overflow
-    or loss of relative precision); callers fall back."""
+    r""":math:`\sum_i \ln(1 - p + p e^{\ell_i})` (``b = 1``) as logs of products of ``group`` factors.
+
+    One ``exp`` per iteration and one ``log`` per group. Each factor is a sum of two non-negative terms.
+
+    Parameters
+    ----------
+    ell_t : jax.Array
+        The terms :math:`\ell_i`, time-major ``(n, ...)``.
+    log_p : float or jax.Array
+        :math:`\ln p`.
+    p : float or jax.Array
+        ``p`` in ``(0, 1]``.
+    group : int, optional
+        Factors per product (default 8).
+
+    Returns
+    -------
+    loss : jax.Array
+        ``(...)``: the sum.
+    ok : jax.Array
+        bool ``(...)``: false where a product left the normal range by less than ``1/eps`` (overflow or loss of
+        relative precision); callers fall back.
+    """
     n = ell_t.shape[0]
     lead = ell_t.shape[1:]
     m = -(-n // group)

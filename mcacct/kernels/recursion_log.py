@@ -25,6 +25,20 @@ def assoc_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
     :math:`(a_1, c_1)` then :math:`(a_2, c_2)` giving :math:`(a_1 + a_2, \mathrm{logaddexp}(a_2 + c_1, c_2))`,
     so a block costs ``O(b log b)`` work at depth ``log b`` and the scan runs ``ceil(n/b)`` steps.
     Every step is a ``logaddexp`` (no subtraction of sums), so it needs no range guard.
+
+    Parameters
+    ----------
+    ell_t : jax.Array
+        The terms :math:`\ell_i`, time-major ``(n, ...)``.
+    b : int
+        ``min_sep``, ``>= 1``.
+    log_p, log_q : float or jax.Array
+        :math:`\ln p` and :math:`\ln(1 - p)`.
+
+    Returns
+    -------
+    jax.Array
+        ``(b, ...)``: :math:`\ln f_1, \dots, \ln f_b`.
     """
     blocks, pad = split_blocks(ell_t, b)
     lead = blocks.shape[2:]
@@ -49,7 +63,24 @@ def assoc_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
 
 
 def split_blocks(ell_t: jax.Array, b: int):
-    """Pad ``ell_t`` (time-major) in front to a multiple of ``b`` and reshape to ``(m, b, ...)``."""
+    r"""Pad ``ell_t`` (time-major) in front to a multiple of ``b`` and reshape to ``(m, b, ...)``.
+
+    The dummy iterations in front are 0 and never influence ``f_1..f_n``.
+
+    Parameters
+    ----------
+    ell_t : jax.Array
+        The terms :math:`\ell_i`, time-major ``(n, ...)``.
+    b : int
+        ``min_sep``, ``>= 1``.
+
+    Returns
+    -------
+    blocks : jax.Array
+        ``(m, b, ...)``, ``m = ceil(n/b)``.
+    pad : int
+        Dummy iterations in front, ``m b - n``.
+    """
     n = ell_t.shape[0]
     lead = ell_t.shape[1:]
     m = -(-n // b)
@@ -60,8 +91,24 @@ def split_blocks(ell_t: jax.Array, b: int):
 
 
 def p_one_first_values(ell_t: jax.Array, b: int, log_p) -> jax.Array:
-    """``log f_1..log f_b`` for ``p = 1``: :math:`f_i = e^{\\ell_i} f_{i+b}` (additions only, exact to
-    ``ceil(n/b)`` roundings)."""
+    r"""``log f_1..log f_b`` for ``p = 1``: :math:`f_i = e^{\ell_i} f_{i+b}`.
+
+    Additions only, exact to ``ceil(n/b)`` roundings.
+
+    Parameters
+    ----------
+    ell_t : jax.Array
+        The terms :math:`\ell_i`, time-major ``(n, ...)``.
+    b : int
+        ``min_sep``, ``>= 1``.
+    log_p : float or jax.Array
+        :math:`\ln p` (0 at ``p = 1``).
+
+    Returns
+    -------
+    jax.Array
+        ``(b, ...)``: :math:`\ln f_1, \dots, \ln f_b`.
+    """
     blocks, pad = split_blocks(ell_t, b)
     lead = blocks.shape[2:]
 
@@ -75,8 +122,7 @@ def p_one_first_values(ell_t: jax.Array, b: int, log_p) -> jax.Array:
 
 
 def blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Array, jax.Array]:
-    r"""``log f_1..log f_b`` by blocks of ``b`` iterations with two transcendentals per iteration
-    (``p < 1``), and ``ok`` per sample.
+    r"""``log f_1..log f_b`` by blocks of ``b`` iterations with two transcendentals per iteration (``p < 1``).
 
     Given the next block ``g`` (``f_{i+b}``) the block solves
     :math:`x_j = \mathrm{logaddexp}(A + x_{j+1}, B_j)`, :math:`x_b = g_0`, :math:`A = \ln(1-p)`,
@@ -89,6 +135,22 @@ def blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Ar
     suffix sum far below ``M`` may have lost terms to underflow; ``ok`` is false wherever a suffix sum is
     below :func:`range_floor` (so flushing could have changed it by more than one ulp), and callers must
     then fall back to an exact log-space recursion (:func:`recursion_log_ratio_t` does).
+
+    Parameters
+    ----------
+    ell_t : jax.Array
+        The terms :math:`\ell_i`, time-major ``(n, ...)``.
+    b : int
+        ``min_sep``, ``>= 1``.
+    log_p, log_q : float or jax.Array
+        :math:`\ln p` and :math:`\ln(1 - p)`.
+
+    Returns
+    -------
+    first : jax.Array
+        ``(b, ...)``: :math:`\ln f_1, \dots, \ln f_b`.
+    ok : jax.Array
+        bool ``(...)``, per sample.
     """
     blocks, pad = split_blocks(ell_t, b)
     lead = blocks.shape[2:]
@@ -114,9 +176,25 @@ def blocked_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> tuple[jax.Ar
 
 
 def scan_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
-    """``log f_1..log f_b`` by a reverse ``lax.scan`` over the ``n`` iterations with a ring buffer:
+    r"""``log f_1..log f_b`` by a reverse ``lax.scan`` over the ``n`` iterations with a ring buffer.
+
     ``ring[i % b]`` holds ``f_{i+b}`` when step ``i`` reads it and ``f_i`` after it. Every step is one
-    ``logaddexp`` of two terms (relative error a few ulps, no range limit): the reference recursion."""
+    ``logaddexp`` of two terms (relative error a few ulps, no range limit): the reference recursion.
+
+    Parameters
+    ----------
+    ell_t : jax.Array
+        The terms :math:`\ell_i`, time-major ``(n, ...)``.
+    b : int
+        ``min_sep``, ``>= 1``.
+    log_p, log_q : float or jax.Array
+        :math:`\ln p` and :math:`\ln(1 - p)` (``-inf`` for ``p = 1``).
+
+    Returns
+    -------
+    jax.Array
+        ``(b, ...)``: :math:`\ln f_1, \dots, \ln f_b` (``0``, i.e. ``f = 1``, beyond ``n``).
+    """
     n = ell_t.shape[0]
     lead = ell_t.shape[1:]
     dtype = ell_t.dtype
@@ -137,14 +215,24 @@ def scan_first_values(ell_t: jax.Array, b: int, log_p, log_q) -> jax.Array:
 
 
 def reverse_cumsum0(x: jax.Array) -> jax.Array:
-    """Reverse cumulative sum along axis 0 of non-negative terms, every partial sum a sum of non-negative
-    terms (no subtraction), so each has relative error at most ``(b + 1)`` ulps.
+    """Reverse cumulative sum along axis 0 of non-negative terms, with no subtraction.
 
+    Every partial sum is a sum of non-negative terms, so each has relative error at most ``(b + 1)`` ulps.
     Short axes (``<= 32``) by ``cumsum``; longer ones by two levels of 0/1 triangular products
     (:func:`mcacct.kernels.prefix.prefix_sums0`: ~``2 * 16`` multiply-adds per element, where XLA's CPU
     ``cumsum`` is a ``reduce_window`` whose cost grows with the axis). (An earlier two-level form built
     the group offsets as ``inclusive - total``, which cancels catastrophically when a later group dwarfs
     the earlier ones; every output here is a sum of a subset of the terms.)
+
+    Parameters
+    ----------
+    x : jax.Array
+        Non-negative terms, shape ``(b, ...)``.
+
+    Returns
+    -------
+    jax.Array
+        ``out[j] = sum_{t >= j} x[t]``, the shape and dtype of ``x``.
     """
     if x.shape[0] <= 32:
         return jnp.cumsum(x[::-1], axis=0)[::-1]

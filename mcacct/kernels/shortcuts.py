@@ -49,8 +49,24 @@ def _log_fraction_up(x: Fraction) -> float:
 
 @functools.lru_cache(maxsize=256)
 def add_loss_bound(iterations: int, min_sep: int, sampling_prob: float, warm_start: bool) -> float:
-    """``B >= -ln pi_0``, an upper bound of every add-direction loss ``ln Q/P`` of b-min-sep (module docstring);
-    ``inf`` when ``p = 1`` (the example always participates)."""
+    """``B >= -ln pi_0``, an upper bound of every add-direction loss ``ln Q/P`` of b-min-sep (module docstring).
+
+    Parameters
+    ----------
+    iterations : int
+        ``n``.
+    min_sep : int
+        ``b``, ``>= 1``.
+    sampling_prob : float
+        ``p`` in ``(0, 1]``, used at its exact float value.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+
+    Returns
+    -------
+    float
+        ``B``, rounded up; ``inf`` when ``p = 1`` (the example always participates).
+    """
     n, b = int(iterations), int(min_sep)
     p = Fraction(float(sampling_prob))
     if p >= 1:
@@ -63,9 +79,26 @@ def add_loss_bound(iterations: int, min_sep: int, sampling_prob: float, warm_sta
 
 
 def add_skip_bound(bound: float | None, epsilons: Sequence[float], etas: Sequence[float]) -> float | None:
-    """``bound`` when every add-direction contribution at every ``epsilon`` is provably 0 for losses within the
+    """The bound every add loss may be replaced by, if every add-direction contribution is provably 0.
+
+    ``bound`` when every add-direction contribution at every ``epsilon`` is provably 0 for losses within the
     largest of ``etas`` of the exact ones, shifted by it (``min(epsilons) >= bound + 2 max(etas) + margin``), else
-    ``None`` (the add losses are computed)."""
+    ``None`` (the add losses are computed).
+
+    Parameters
+    ----------
+    bound : float or None
+        The add-loss bound (:func:`add_loss_bound`); ``None`` or non-finite: no skip.
+    epsilons : sequence of float
+        The epsilons of the verification; empty: no skip.
+    etas : sequence of float
+        Bounds on the float error of the computed losses (per candidate).
+
+    Returns
+    -------
+    float or None
+        ``bound`` as a float, or ``None``.
+    """
     if bound is None or not math.isfinite(bound) or not epsilons:
         return None
     eps_min, eta = min(float(e) for e in epsilons), max([0.0, *(float(e) for e in etas)])
@@ -85,10 +118,24 @@ class RemoveSkip(NamedTuple):
 
 
 def remove_thresholds(epsilons: Sequence[float], etas: Sequence[float]) -> list[float]:
-    r"""Per candidate, the largest ``U`` whose contribution is provably 0 at every ``epsilon``:
+    r"""Per candidate, the largest ``U`` whose contribution is provably 0 at every ``epsilon``.
+
     :math:`\min\varepsilon - 2\eta_j - m - 10^{-15}|\min\varepsilon|` (the exact path's loss is within
     :math:`\eta_j` of the exact loss, itself at most ``U``, and the engine adds :math:`\eta_j` before the
-    contribution; ``m`` = :data:`SKIP_MARGIN`). ``-inf`` without epsilons: nothing is skipped."""
+    contribution; ``m`` = :data:`SKIP_MARGIN`).
+
+    Parameters
+    ----------
+    epsilons : sequence of float
+        The epsilons of the verification.
+    etas : sequence of float
+        Per candidate, the bound :math:`\eta_j` on the float error of the computed loss.
+
+    Returns
+    -------
+    list of float
+        One threshold per entry of ``etas``; ``-inf`` without epsilons: nothing is skipped.
+    """
     if not epsilons:
         return [-math.inf for _ in etas]
     eps_min = min(float(e) for e in epsilons)

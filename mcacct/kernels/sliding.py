@@ -40,6 +40,24 @@ __all__ = ["DOT_METHODS", "choose_dot_method", "sliding_dot", "sliding_dot_t", "
 
 
 def choose_dot_method(c_col: tuple[float, ...], method: str) -> str:
+    """The sliding-sum method that ``method`` resolves to for ``c_col`` (``"auto"``: by the taps; else as given).
+
+    Parameters
+    ----------
+    c_col : tuple of float
+        The strategy's column.
+    method : {'auto', 'direct', 'fft', 'prefix'}
+
+    Returns
+    -------
+    str
+        ``"direct"``, ``"fft"`` or ``"prefix"``.
+
+    Raises
+    ------
+    ValueError
+        If ``method`` is not one of ``DOT_METHODS``.
+    """
     if method not in DOT_METHODS:
         raise ValueError(f"dot_method must be one of {DOT_METHODS}; got {method!r}")
     if method != "auto":
@@ -54,11 +72,24 @@ def choose_dot_method(c_col: tuple[float, ...], method: str) -> str:
 
 @float64
 def sliding_dot(y: jax.Array, c_col: tuple[float, ...], method: str = "auto") -> jax.Array:
-    r"""Sliding dot products :math:`s_i = \sum_{d < k} c_d\, y_{i+d}` along the last axis (``y`` zero
-    beyond ``n``), i.e. :math:`\langle c^{(i)}, y \rangle` with columns truncated at row ``n``.
+    r"""Sliding dot products :math:`s_i = \sum_{d < k} c_d\, y_{i+d}` along the last axis.
 
-    ``method``: ``"direct"`` (``k`` shifted multiply-adds), ``"fft"`` (real FFT of length ``>= n + k``),
-    ``"prefix"`` (constant ``c_col`` only: block-local prefix sums) or ``"auto"``.
+    ``y`` is zero beyond ``n``, i.e. :math:`\langle c^{(i)}, y \rangle` with columns truncated at row ``n``.
+
+    Parameters
+    ----------
+    y : jax.Array
+        Outputs, shape ``(..., n)``.
+    c_col : tuple of float
+        The strategy's column ``(c_0, ..., c_{k-1})``.
+    method : str, optional
+        ``"direct"`` (``k`` shifted multiply-adds), ``"fft"`` (real FFT of length ``>= n + k``), ``"prefix"``
+        (constant ``c_col`` only: block-local prefix sums) or ``"auto"`` (default; :func:`choose_dot_method`).
+
+    Returns
+    -------
+    jax.Array
+        ``s``, the shape and dtype of ``y``.
     """
     return jnp.moveaxis(sliding_dot_t(jnp.moveaxis(y, -1, 0), c_col, method), 0, -1)
 
@@ -105,8 +136,22 @@ def sliding_dot_t(y_t: jax.Array, c_col: tuple[float, ...], method: str = "auto"
 
 
 def column_sq_norms(c_col: tuple[float, ...], iterations: int) -> np.ndarray:
-    r"""Squared norms :math:`\|c^{(t)}\|^2` of the ``n = iterations`` columns, truncated at row ``n``
-    (float64, NumPy: a constant of the traced program)."""
+    r"""Squared norms :math:`\|c^{(t)}\|^2` of the ``n = iterations`` columns, truncated at row ``n``.
+
+    float64, NumPy: a constant of the traced program.
+
+    Parameters
+    ----------
+    c_col : tuple of float
+        The strategy's column.
+    iterations : int
+        ``n``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(n,)``.
+    """
     n = int(iterations)
     c2 = np.asarray(c_col, dtype=np.float64) ** 2
     # column t (0-based) keeps rows t..min(n, t+k)-1, i.e. the first min(k, n-t) entries
@@ -116,7 +161,24 @@ def column_sq_norms(c_col: tuple[float, ...], iterations: int) -> np.ndarray:
 
 
 def participation_log_ratios(y: jax.Array, sigma, c_col: tuple[float, ...], method: str = "auto") -> jax.Array:
-    r""":math:`\ell_i = (\langle c^{(i)}, y\rangle - \|c^{(i)}\|^2 / 2) / \sigma^2` for every ``i``, shape of ``y``."""
+    r""":math:`\ell_i = (\langle c^{(i)}, y\rangle - \|c^{(i)}\|^2 / 2) / \sigma^2` for every ``i``, shape of ``y``.
+
+    Parameters
+    ----------
+    y : jax.Array
+        Outputs, shape ``(..., n)``.
+    sigma : float or jax.Array
+        Noise multiplier, ``> 0``.
+    c_col : tuple of float
+        The strategy's column.
+    method : str, optional
+        Sliding-sum method (:func:`sliding_dot`; default ``"auto"``).
+
+    Returns
+    -------
+    jax.Array
+        The terms, the shape and dtype of ``y``.
+    """
     return jnp.moveaxis(participation_log_ratios_t(jnp.moveaxis(y, -1, 0), sigma, c_col, method), 0, -1)
 
 
@@ -129,8 +191,25 @@ def participation_log_ratios_t(y_t: jax.Array, sigma, c_col: tuple[float, ...], 
 
 
 def mean_shift(x: jax.Array, c_col: tuple[float, ...], dtype=jnp.float64) -> jax.Array:
-    r"""``C x`` for min-sep-separated ``x`` of shape ``(..., n)``: ``(Cx)_j = c_{j - t}`` where ``t`` is the
-    last participation at or before ``j`` (at most one participation is within ``len(c_col)`` of ``j``)."""
+    r"""``C x`` for min-sep-separated ``x`` of shape ``(..., n)``.
+
+    ``(Cx)_j = c_{j - t}`` where ``t`` is the last participation at or before ``j`` (at most one participation is
+    within ``len(c_col)`` of ``j``).
+
+    Parameters
+    ----------
+    x : jax.Array
+        bool participation vectors ``(..., n)``, participations at least ``len(c_col)`` apart.
+    c_col : tuple of float
+        The strategy's column.
+    dtype : dtype, optional
+        Result dtype (default float64).
+
+    Returns
+    -------
+    jax.Array
+        ``C x``, shape ``(..., n)``.
+    """
     n = x.shape[-1]
     idx = jnp.arange(n, dtype=jnp.int32)
     last = jax.lax.cummax(jnp.where(x, idx, -(2**30)), axis=x.ndim - 1)
@@ -146,9 +225,11 @@ def shift_down(a: jax.Array, s: int, fill) -> jax.Array:
 
 
 def mean_shift_t(x_t: jax.Array, c_col: tuple[float, ...], dtype) -> jax.Array:
-    """:func:`mean_shift` along axis 0. The last participation within the column's reach is found by
-    ``ceil(log2 len(c_col))`` doubling steps of a running max (a window of ``2^k >= len(c_col)`` rows: an
-    older participation in it has lag ``>= len(c_col)`` and contributes nothing), not a full ``cummax``."""
+    """:func:`mean_shift` along axis 0.
+
+    The last participation within the column's reach is found by ``ceil(log2 len(c_col))`` doubling steps of a
+    running max (a window of ``2^k >= len(c_col)`` rows: an older participation in it has lag ``>= len(c_col)`` and
+    contributes nothing), not a full ``cummax``."""
     n = x_t.shape[0]
     L = len(c_col)
     if L == 1:
@@ -165,12 +246,24 @@ def mean_shift_t(x_t: jax.Array, c_col: tuple[float, ...], dtype) -> jax.Array:
 
 
 def mean_shift_amplitudes(a: jax.Array, c_col: tuple[float, ...]) -> jax.Array:
-    r"""``C a`` for a real amplitude vector ``a`` (shape ``(..., n)``) whose non-zeros are at least
-    ``len(c_col)`` apart: :math:`(Ca)_j = c_{j-t}\, a_t` with ``t`` the last non-zero at or before ``j``.
+    r"""``C a`` for a real amplitude vector ``a`` whose non-zeros are at least ``len(c_col)`` apart.
 
-    ``O(n)`` per row (running maxima of indices and a gather) instead of ``O(n k)``. A row whose non-zeros are
-    closer than ``len(c_col)`` would get a wrong mean (only the last one is seen), so it is returned as ``nan``:
-    its losses are then non-finite, and the engine refuses them instead of reporting a delta that is too low.
+    :math:`(Ca)_j = c_{j-t}\, a_t` with ``t`` the last non-zero at or before ``j``. ``O(n)`` per row (running
+    maxima of indices and a gather) instead of ``O(n k)``. A row whose non-zeros are closer than ``len(c_col)``
+    would get a wrong mean (only the last one is seen), so it is returned as ``nan``: its losses are then
+    non-finite, and the engine refuses them instead of reporting a delta that is too low.
+
+    Parameters
+    ----------
+    a : jax.Array
+        Real amplitudes, shape ``(..., n)``.
+    c_col : tuple of float
+        The strategy's column.
+
+    Returns
+    -------
+    jax.Array
+        ``C a``, the shape and dtype of ``a``; a whole row of ``nan`` where its non-zeros are too close.
     """
     n = a.shape[-1]
     dtype = a.dtype
@@ -190,9 +283,25 @@ def mean_shift_amplitudes(a: jax.Array, c_col: tuple[float, ...]) -> jax.Array:
 
 
 def block_mean(tau_in: jax.Array, tau_prev: jax.Array, rows: jax.Array, c: jax.Array) -> jax.Array:
-    """``C x`` on the rows of a block of ``b >= len(c)`` iterations: ``c[t - tau]`` for the participation ``tau``
-    in the block at or before row ``t``, else the one in the previous block, when the lag is below ``len(c)``
-    (``NO_PARTICIPATION``: none). ``tau_in``, ``tau_prev`` broadcast against ``rows`` (real 0-based rows)."""
+    """``C x`` on the rows of a block of ``b >= len(c)`` iterations.
+
+    ``c[t - tau]`` for the participation ``tau`` in the block at or before row ``t``, else the one in the previous
+    block, when the lag is below ``len(c)`` (``NO_PARTICIPATION``: none).
+
+    Parameters
+    ----------
+    tau_in, tau_prev : jax.Array
+        The participation in the block and in the previous one, broadcast against ``rows``.
+    rows : jax.Array
+        Real 0-based rows.
+    c : jax.Array
+        The strategy's column as an array.
+
+    Returns
+    -------
+    jax.Array
+        The mean on ``rows`` (0 out of reach), the broadcast shape, the dtype of ``c``.
+    """
     k = c.shape[0]
     lag_in = rows - tau_in
     lag = jnp.where((lag_in >= 0) & (tau_in != NO_PARTICIPATION), lag_in, rows - tau_prev)
@@ -201,10 +310,27 @@ def block_mean(tau_in: jax.Array, tau_prev: jax.Array, rows: jax.Array, c: jax.A
 
 def mean_shift_from_blocks_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
                              dtype) -> jax.Array:
-    """:func:`mean_shift_t` from the per-block participation ``tau`` (``(ceil(n/b), B)``,
-    :func:`mcacct.kernels.participation.block_participation`; gaps ``>= min_sep >= len(c_col)``), time-major
-    ``(n, B)``, without forming the mask: only the participation in a row's block and the one in the block before
-    can reach it. Equal to ``mean_shift_t`` of the mask, value for value."""
+    """:func:`mean_shift_t` from the per-block participation ``tau``, without forming the mask.
+
+    Only the participation in a row's block and the one in the block before can reach it. Equal to
+    ``mean_shift_t`` of the mask, value for value.
+
+    Parameters
+    ----------
+    tau : jax.Array
+        int32 ``(ceil(n/b), B)`` (:func:`mcacct.kernels.participation.block_participation`; gaps
+        ``>= min_sep >= len(c_col)``).
+    iterations, min_sep : int
+        ``n`` and ``b`` (``b >= len(c_col)``).
+    c_col : tuple of float
+        The strategy's column.
+    dtype : dtype
+
+    Returns
+    -------
+    jax.Array
+        ``C x``, time-major ``(n, B)``.
+    """
     rows, prev, _, unblock = _block_layout(tau, iterations, min_sep, len(c_col))
     return unblock(block_mean(tau[:, None, :], prev[:, None, :], rows, jnp.asarray(c_col, dtype)))
 
@@ -231,15 +357,28 @@ MEAN_TABLE_MAX_TAPS = 1024
 
 @functools.lru_cache(maxsize=32)
 def mean_window_table(c_col: tuple[float, ...]) -> np.ndarray:
-    r"""``T[L - 1, k - 1 + \delta]``: the sliding sum at row ``i`` of the mean of one participation at
+    r"""The window table of :func:`mean_sliding_from_blocks_t`: sliding sums of one participation's mean.
+
+    ``T[L - 1, k - 1 + \delta]`` is the sliding sum at row ``i`` of the mean of one participation at
     ``tau = i + delta``, for ``|delta| < k`` and ``L = min(n - i, k)`` rows left in the window,
 
     .. math::  T_{L, \delta} = \sum_{d = \max(0, \delta)}^{\min(k, k + \delta, L) - 1} c_d\, c_{d - \delta}
 
     (the mean is :math:`c_{t - \tau}` on rows ``tau .. tau + k - 1``; row ``L = k`` is the autocorrelation of
-    ``c``). Shape ``(k, 2k - 1)`` float64, computed on the host with ``np.longdouble`` partial sums (64-bit
-    significands on x86) and rounded once; where ``longdouble`` is ``double`` each entry is still a sum of at most
-    ``k`` products with error at most ``k u`` times the sum of their magnitudes (``docs/soundness.md``)."""
+    ``c``). Computed on the host with ``np.longdouble`` partial sums (64-bit significands on x86) and rounded once;
+    where ``longdouble`` is ``double`` each entry is still a sum of at most ``k`` products with error at most
+    ``k u`` times the sum of their magnitudes (``docs/soundness.md``).
+
+    Parameters
+    ----------
+    c_col : tuple of float
+        The strategy's column, ``k`` taps (hashable: results are cached).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(k, 2k - 1)``.
+    """
     c = np.asarray(c_col, np.longdouble)
     k = len(c)
     out = np.zeros((k, 2 * k - 1), np.longdouble)
@@ -253,16 +392,31 @@ def mean_window_table(c_col: tuple[float, ...]) -> np.ndarray:
 
 def mean_sliding_from_blocks_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
                                dtype) -> jax.Array:
-    r""":math:`s^m_i = \langle c^{(i)}, C x\rangle` time-major ``(n, B)`` from the per-block participation ``tau``
-    (as :func:`mean_shift_from_blocks_t`), equal to ``sliding_dot_t(mean_shift_from_blocks_t(tau, ...), c_col)`` up
-    to rounding, without forming the mean or summing windows.
+    r""":math:`s^m_i = \langle c^{(i)}, C x\rangle`, time-major, from the per-block participation ``tau``.
 
-    A participation at ``tau`` reaches the windows of rows ``tau - k < i < tau + k``; with gaps ``>= min_sep >= k``
-    at most one of them is at or before row ``i`` and one after it, each from block ``q - 1``, ``q`` or ``q + 1``
-    for a row of block ``q``, and each adds one entry of :func:`mean_window_table`: two table reads per value
-    instead of the ``k``-term sums (prefix sums or an FFT) of the mean. For a constant ``c`` the entry is
-    :math:`c_0^2` times the overlap count, computed (two roundings: the square and the product). Columns longer than
-    :data:`MEAN_TABLE_MAX_TAPS` take the sums."""
+    Equal to ``sliding_dot_t(mean_shift_from_blocks_t(tau, ...), c_col)`` up to rounding, without forming the mean
+    or summing windows. A participation at ``tau`` reaches the windows of rows ``tau - k < i < tau + k``; with gaps
+    ``>= min_sep >= k`` at most one of them is at or before row ``i`` and one after it, each from block ``q - 1``,
+    ``q`` or ``q + 1`` for a row of block ``q``, and each adds one entry of :func:`mean_window_table`: two table
+    reads per value instead of the ``k``-term sums (prefix sums or an FFT) of the mean. For a constant ``c`` the
+    entry is :math:`c_0^2` times the overlap count, computed (two roundings: the square and the product). Columns
+    longer than :data:`MEAN_TABLE_MAX_TAPS` take the sums.
+
+    Parameters
+    ----------
+    tau : jax.Array
+        int32 ``(ceil(n/b), B)``, as in :func:`mean_shift_from_blocks_t`.
+    iterations, min_sep : int
+        ``n`` and ``b`` (``b >= len(c_col)``).
+    c_col : tuple of float
+        The strategy's column.
+    dtype : dtype
+
+    Returns
+    -------
+    jax.Array
+        ``s^m``, time-major ``(n, B)``.
+    """
     n, b, k = int(iterations), int(min_sep), len(c_col)
     rows, prev, nxt, unblock = _block_layout(tau, n, b, k)
     if k > MEAN_TABLE_MAX_TAPS:

@@ -46,8 +46,22 @@ STEPWISE_MIN_LANES = 64
 
 
 def range_floor(b: int, dtype) -> float:
-    """``(b + 1) tiny / eps``: a sum of ``b + 1`` non-negative terms that is at least this large lost at most
-    one ulp (relative) to terms flushed to zero or to subnormals (each loses less than ``tiny`` absolute)."""
+    """``(b + 1) tiny / eps`` of ``dtype``: the smallest sum of ``b + 1`` terms the range checks accept.
+
+    A sum of ``b + 1`` non-negative terms that is at least this large lost at most one ulp (relative) to terms
+    flushed to zero or to subnormals (each loses less than ``tiny`` absolute).
+
+    Parameters
+    ----------
+    b : int
+        ``min_sep``.
+    dtype : dtype
+        A float dtype.
+
+    Returns
+    -------
+    float
+    """
     finfo = jnp.finfo(dtype)
     return (b + 1) * float(finfo.tiny) / float(finfo.eps)
 

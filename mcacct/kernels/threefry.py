@@ -40,6 +40,18 @@ def threefry2x32(k0, k1, x0: jax.Array, x1: jax.Array) -> tuple[jax.Array, jax.A
     x_0` (rotations 13, 15, 26, 6 and 17, 29, 16, 24 alternately), each followed by a key injection from
     :math:`(k_0, k_1, k_0 \oplus k_1 \oplus \mathtt{0x1BD11BDA})` and the group number. Plain uint32
     operations, so it also runs inside a Pallas kernel (:mod:`mcacct.kernels.fused`).
+
+    Parameters
+    ----------
+    k0, k1 : int or jax.Array
+        The key's two uint32 words.
+    x0, x1 : jax.Array
+        uint32 counters, broadcast against each other.
+
+    Returns
+    -------
+    tuple of jax.Array
+        The two uint32 output words.
     """
     k0 = jnp.asarray(k0, jnp.uint32)
     k1 = jnp.asarray(k1, jnp.uint32)
@@ -56,14 +68,42 @@ def threefry2x32(k0, k1, x0: jax.Array, x1: jax.Array) -> tuple[jax.Array, jax.A
 
 
 def counter_bits(key_data: jax.Array, flat_index: jax.Array) -> jax.Array:
-    """The uint64 word of ``jax.random.bits(key, shape, uint64)`` at ``flat_index`` (partitionable layout), for
-    the key's uint32 data ``(2,)``: ``hi << 32 | lo`` with ``(hi, lo)`` the block of ``(index >> 32, index)``."""
+    """The uint64 word of ``jax.random.bits(key, shape, uint64)`` at ``flat_index`` (partitionable layout).
+
+    ``hi << 32 | lo`` with ``(hi, lo)`` the block of ``(index >> 32, index)``.
+
+    Parameters
+    ----------
+    key_data : jax.Array
+        The key's uint32 data, shape ``(2,)``.
+    flat_index : jax.Array
+        Row-major positions in the drawn array, any shape (taken as uint64).
+
+    Returns
+    -------
+    jax.Array
+        uint64 words, the shape of ``flat_index``.
+    """
     return counter_word(key_data[0], key_data[1], flat_index)
 
 
 def counter_word(k0, k1, flat_index: jax.Array) -> jax.Array:
-    """:func:`counter_bits` with the key words as two scalars (a Pallas kernel loads them from a ref: a slice of
-    a value does not lower for Triton)."""
+    """:func:`counter_bits` with the key words as two scalars.
+
+    A Pallas kernel loads them from a ref: a slice of a value does not lower for Triton.
+
+    Parameters
+    ----------
+    k0, k1 : int or jax.Array
+        The key's two uint32 words.
+    flat_index : jax.Array
+        Row-major positions in the drawn array, any shape (taken as uint64).
+
+    Returns
+    -------
+    jax.Array
+        uint64 words, the shape of ``flat_index``.
+    """
     f = jnp.asarray(flat_index, jnp.uint64)
     hi, lo = threefry2x32(k0, k1, (f >> np.uint64(32)).astype(jnp.uint32),
                           (f & np.uint64(0xFFFFFFFF)).astype(jnp.uint32))
@@ -76,18 +116,46 @@ def _is_typed(key) -> bool:
 
 
 def default_counters_supported() -> bool:
-    """Whether JAX's default generator draws threefry words in the partitionable layout (:func:`counter_bits`)."""
+    """Whether JAX's default generator draws threefry words in the partitionable layout (:func:`counter_bits`).
+
+    Returns
+    -------
+    bool
+        True when the default PRNG is ``threefry2x32`` and ``jax_threefry_partitionable`` is on.
+    """
     return str(jax.config.jax_default_prng_impl) == "threefry2x32" and bool(jax.config.jax_threefry_partitionable)
 
 
 def counters_supported(key: jax.Array) -> bool:
-    """Whether ``key`` draws JAX's threefry words in the partitionable layout, so that :func:`counter_bits` gives
-    them: a typed threefry key, or a legacy ``(2,)`` uint32 key under the threefry default."""
+    """Whether ``key`` draws JAX's threefry words in the partitionable layout, so that :func:`counter_bits` gives them.
+
+    A typed threefry key, or a legacy ``(2,)`` uint32 key under the threefry default.
+
+    Parameters
+    ----------
+    key : jax.Array
+        A typed or legacy JAX key.
+
+    Returns
+    -------
+    bool
+    """
     if _is_typed(key):
         return bool(jax.config.jax_threefry_partitionable) and str(jax.random.key_impl(key)) == "threefry2x32"
     return default_counters_supported() and jnp.shape(key) == (2,) and jnp.asarray(key).dtype == jnp.uint32
 
 
 def key_words(key: jax.Array) -> jax.Array:
-    """The ``(2,)`` uint32 words of a threefry key, typed or legacy."""
+    """The ``(2,)`` uint32 words of a threefry key, typed or legacy.
+
+    Parameters
+    ----------
+    key : jax.Array
+        A typed threefry key or a legacy ``(2,)`` uint32 key.
+
+    Returns
+    -------
+    jax.Array
+        uint32, shape ``(2,)``.
+    """
     return jax.random.key_data(key) if _is_typed(key) else jnp.asarray(key, jnp.uint32)

@@ -189,8 +189,29 @@ def epsilons_for_sigmas(mechanism: MechanismOrFactory, sigmas: Sequence[float], 
                         discretization: Discretization = "connect_dots") -> np.ndarray:
     r"""Vectorised :math:`\varepsilon(\delta)` for a ladder of noise levels.
 
-    See :func:`deltas_for_sigmas`; returns
-    :math:`\max_{\mathrm{add,remove}}\varepsilon(\delta)` per sigma.
+    See :func:`deltas_for_sigmas` (same batching over sigma).
+
+    Parameters
+    ----------
+    mechanism : MechanismSpec or callable
+        A spec (its ``sigma`` is replaced) or a factory ``sigma -> spec``.
+    sigmas : sequence of float
+        Noise levels (> 0).
+    delta : float
+        :math:`\delta\in(0,1)`.
+    value_discretization_interval, discretization
+        As in :func:`pld_delta`.
+
+    Returns
+    -------
+    numpy.ndarray
+        :math:`\max_{\mathrm{add,remove}}\varepsilon(\delta)` per sigma.
+
+    Raises
+    ------
+    ValueError
+        For an invalid argument, or when ``delta`` is above the mass at infinity but below the smallest delta the
+        accountant can certify for some sigma.
     """
     canon, _ = _ladder_canonical(mechanism)
     arr = _check_sigmas(sigmas)

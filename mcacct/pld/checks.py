@@ -28,45 +28,175 @@ is_real_number = is_number
 
 
 def plain(x: Any) -> Any:
-    """``x`` as a Python number if it is a NumPy scalar (``np.float64(0.5)`` -> ``0.5``), else unchanged."""
+    """Convert a NumPy scalar to the matching Python number.
+
+    ``np.float64(0.5)`` becomes ``0.5``; anything that is not a NumPy scalar is returned unchanged.
+
+    Parameters
+    ----------
+    x : Any
+        The value to convert.
+
+    Returns
+    -------
+    Any
+        ``x.item()`` for a NumPy scalar, else ``x`` itself.
+    """
     return x.item() if isinstance(x, np.generic) else x
 
 
 def check_probability(name: str, q: Any) -> float:
-    """A probability in ``(0, 1]``."""
+    """Check a probability in ``(0, 1]``.
+
+    Parameters
+    ----------
+    name : str
+        Parameter name used in the error message.
+    q : Any
+        The value to check (a number; strings and bools are refused).
+
+    Returns
+    -------
+    float
+        ``q`` as a float.
+
+    Raises
+    ------
+    ValueError
+        If ``q`` is not a real number in ``(0, 1]``.
+    """
     return check_prob(name, q, strict=True)
 
 
 def check_positive(name: str, x: Any) -> float:
-    """A finite real number in ``(0, inf)``."""
+    """Check a finite real number in ``(0, inf)``.
+
+    Parameters
+    ----------
+    name : str
+        Parameter name used in the error message.
+    x : Any
+        The value to check.
+
+    Returns
+    -------
+    float
+        ``x`` as a float.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not a finite real number ``> 0``.
+    """
     return check_real(name, x, low=0.0, low_open=True, strict=True)
 
 
 def check_integer(name: str, n: Any, lo: int = 1) -> int:
-    """An integer in ``[lo, inf)``."""
+    """Check an integer in ``[lo, inf)``.
+
+    Parameters
+    ----------
+    name : str
+        Parameter name used in the error message.
+    n : Any
+        The value to check (a Python or NumPy integer; ``2.0`` is refused).
+    lo : int, default 1
+        Smallest allowed value.
+
+    Returns
+    -------
+    int
+        ``n`` as a Python ``int``.
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is not an integer ``>= lo``.
+    """
     return check_int(name, n, low=lo, strict=True)
 
 
 def check_epsilon(epsilon: Any) -> float:
-    """``epsilon`` in ``[0, inf)``."""
+    """Check ``epsilon`` in ``[0, inf)``.
+
+    Parameters
+    ----------
+    epsilon : Any
+        The value to check.
+
+    Returns
+    -------
+    float
+        ``epsilon`` as a float.
+
+    Raises
+    ------
+    ValueError
+        If ``epsilon`` is not a real number ``>= 0``.
+    """
     return check_real("epsilon", epsilon, low=0.0, strict=True)
 
 
 def check_delta(delta: Any) -> float:
-    """``delta`` in ``(0, 1)``."""
+    """Check ``delta`` in ``(0, 1)``.
+
+    Parameters
+    ----------
+    delta : Any
+        The value to check.
+
+    Returns
+    -------
+    float
+        ``delta`` as a float.
+
+    Raises
+    ------
+    ValueError
+        If ``delta`` is not a real number in the open interval ``(0, 1)``.
+    """
     return check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True, strict=True)
 
 
 def check_value_interval(h: Any) -> float:
-    """``value_discretization_interval`` in ``(0, 0.1]``."""
+    """Check ``value_discretization_interval`` in ``(0, 0.1]``.
+
+    Parameters
+    ----------
+    h : Any
+        The loss grid spacing to check.
+
+    Returns
+    -------
+    float
+        ``h`` as a float.
+
+    Raises
+    ------
+    ValueError
+        If ``h`` is not a real number in ``(0, 0.1]``.
+    """
     return check_real("value_discretization_interval", h, low=0.0, high=0.1, low_open=True, strict=True)
 
 
 def check_answer(result: Any) -> None:
-    """Refuse a result (:class:`~mcacct.pld.specs.PLDResult`, :class:`~mcacct.pld.events.EventsResult`) that is not
-    a number: ``nan`` in ``epsilon`` or ``delta`` or their per-direction values, or an infinite delta. A numerical
-    failure is never a bound, so it is a ``ValueError`` (one ``error:`` line and exit 2 on the command line), never
-    a printed ``nan`` (``epsilon = inf`` stays: it is the answer below the mass at infinity)."""
+    """Refuse a result that is not a number.
+
+    Applies to a :class:`~mcacct.pld.specs.PLDResult` or an :class:`~mcacct.pld.events.EventsResult`: ``nan`` in
+    ``epsilon`` or ``delta`` or their per-direction values, or an infinite delta, is refused. A numerical failure is
+    never a bound, so it is a ``ValueError`` (one ``error:`` line and exit 2 on the command line), never a printed
+    ``nan`` (``epsilon = inf`` stays: it is the answer below the mass at infinity).
+
+    Parameters
+    ----------
+    result : PLDResult or EventsResult
+        The result to check.
+
+    Raises
+    ------
+    ValueError
+        If a checked field is ``nan`` or a delta is infinite; the message names the field and the grid spacing.
+    """
     h = result.value_discretization_interval
     for name in ("epsilon", "epsilon_remove", "epsilon_add", "delta", "delta_remove", "delta_add"):
         v = float(getattr(result, name))
@@ -77,13 +207,50 @@ def check_answer(result: Any) -> None:
 
 
 def check_discretization(method: Any) -> str:
-    """One of :data:`DISCRETIZATIONS`."""
+    """Check a discretisation method: one of :data:`DISCRETIZATIONS`.
+
+    Parameters
+    ----------
+    method : Any
+        The method name (a NumPy string scalar is converted first).
+
+    Returns
+    -------
+    str
+        ``method``.
+
+    Raises
+    ------
+    ValueError
+        If ``method`` is not one of :data:`DISCRETIZATIONS`.
+    """
     return check_choice("discretization", plain(method), DISCRETIZATIONS)
 
 
 def half_step(rerun, h: float):
-    """``rerun()``, the error estimate's second run at ``h / 2``; its refusal names the user's ``h`` and the way out
-    (the first run at ``h`` passed, so only the estimate is out of reach)."""
+    """Run ``rerun()``, the error estimate's second run at ``h / 2``.
+
+    Its refusal names the user's ``h`` and the way out (the first run at ``h`` passed, so only the estimate is out
+    of reach).
+
+    Parameters
+    ----------
+    rerun : callable
+        Function of no arguments that repeats the computation at ``h / 2``.
+    h : float
+        The grid spacing of the first run.
+
+    Returns
+    -------
+    Any
+        What ``rerun()`` returns.
+
+    Raises
+    ------
+    ValueError
+        If ``rerun()`` raises ``ValueError``; the new message says that the estimate, not the run at ``h``, failed and
+        suggests ``estimate_error=False`` or a larger ``value_discretization_interval``.
+    """
     try:
         return rerun()
     except ValueError as err:

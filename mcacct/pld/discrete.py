@@ -66,6 +66,7 @@ _DIRECT_CONV = 64
 
 @float64
 def same_grid(a: float, b: float) -> bool:
+    """Whether two grid spacings ``a`` and ``b`` agree to a relative ``1e-12``."""
     return math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
 
 
@@ -74,9 +75,21 @@ def same_grid(a: float, b: float) -> bool:
 # --------------------------------------------------------------------------
 @float64
 def convolve_with_bound(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
-    """Linear convolution of two non-negative vectors and a rigorous bound on the l1 norm of its round-off
-    (module docstring): direct sums when one operand has at most 64 entries, else a zero-padded power-of-two
-    FFT (negative outputs set to 0)."""
+    """Linear convolution of two non-negative vectors and a rigorous bound on the l1 norm of its round-off.
+
+    Direct sums when one operand has at most 64 entries, else a zero-padded power-of-two FFT (negative outputs set
+    to 0); see the module docstring.
+
+    Parameters
+    ----------
+    a, b : numpy.ndarray
+        Non-negative 1-D vectors.
+
+    Returns
+    -------
+    out : numpy.ndarray
+    bound : float
+    """
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
     n = a.size + b.size - 1
@@ -134,7 +147,21 @@ class DirectionPLD:
         return (self.offset + np.arange(self.pmf.size)) * self.value_discretization_interval
 
     def compose(self, other: "DirectionPLD") -> "DirectionPLD":
-        """The PLD of the composition (same direction; independent noise): a convolution."""
+        """The PLD of the composition (same direction; independent noise): a convolution.
+
+        Parameters
+        ----------
+        other : DirectionPLD
+
+        Returns
+        -------
+        DirectionPLD
+
+        Raises
+        ------
+        ValueError
+            If ``other`` is not a :class:`DirectionPLD` or lies on another grid.
+        """
         if not isinstance(other, DirectionPLD):
             raise ValueError(f"can only compose with a DirectionPLD, got {type(other).__name__}")
         h = self.value_discretization_interval
@@ -165,6 +192,14 @@ class DirectionPLD:
 
         Summed directly (no suffix-sum cancellation) and certified: :math:`(1+\rho)(\cdot)` plus the slack of
         the grid's rounding (:meth:`_roundoff`), capped at 1.
+
+        Parameters
+        ----------
+        epsilon : float or numpy.ndarray
+
+        Returns
+        -------
+        numpy.ndarray
         """
         eps = np.atleast_1d(np.asarray(epsilon, dtype=np.float64))
         l = self.losses
@@ -176,9 +211,18 @@ class DirectionPLD:
         return np.minimum(out, 1.0)
 
     def epsilon(self, delta: float) -> float:
-        r"""Smallest :math:`\varepsilon\ge0` with :math:`\delta(\varepsilon)\le` ``delta``, certified: the query
-        of :mod:`mcacct.pld.kernels` with the relative round-off of :meth:`delta` (suffix sums inflated, solution
-        rounded up) against ``delta`` less the grid slack; ``inf`` if none.
+        r"""Smallest :math:`\varepsilon\ge0` with :math:`\delta(\varepsilon)\le` ``delta``, certified; ``inf`` if none.
+
+        The query of :mod:`mcacct.pld.kernels` with the relative round-off of :meth:`delta` (suffix sums inflated,
+        solution rounded up) against ``delta`` less the grid slack.
+
+        Parameters
+        ----------
+        delta : float
+
+        Returns
+        -------
+        float
         """
         rho, slack = self._roundoff()
         target = float(delta) - slack
@@ -213,6 +257,7 @@ class DiscretePLD:
 
     @property
     def value_discretization_interval(self) -> float:
+        """The loss grid spacing :math:`h` of every direction."""
         return next(iter(self.directions.values())).value_discretization_interval
 
     @property
@@ -224,7 +269,7 @@ class DiscretePLD:
         return self.directions[direction]
 
     def compose(self, other: "DiscretePLD") -> "DiscretePLD":
-        """Composition, direction by direction (directions present in both)."""
+        """Composition, direction by direction (directions present in both); ``ValueError`` if there are none."""
         if not isinstance(other, DiscretePLD):
             raise ValueError(f"can only compose with a DiscretePLD, got {type(other).__name__}")
         common = [d for d in DIRECTIONS if d in self.directions and d in other.directions]
@@ -233,12 +278,12 @@ class DiscretePLD:
         return DiscretePLD({d: self.directions[d].compose(other.directions[d]) for d in common})
 
     def delta(self, epsilon: float) -> float:
-        """Max over directions of :meth:`DirectionPLD.delta`."""
+        """Max over directions of :meth:`DirectionPLD.delta` at ``epsilon`` (checked, ``>= 0``)."""
         eps = check_epsilon(epsilon)
         return max(float(p.delta(eps)[0]) for p in self.directions.values())
 
     def epsilon(self, delta: float) -> float:
-        """Max over directions of :meth:`DirectionPLD.epsilon`."""
+        """Max over directions of :meth:`DirectionPLD.epsilon` at ``delta`` (checked, in ``(0, 1)``)."""
         dl = check_delta(delta)
         return max(p.epsilon(dl) for p in self.directions.values())
 
@@ -252,7 +297,7 @@ def identity_pld(value_discretization_interval: float = DEFAULT_H) -> DiscretePL
 
 @float64
 def compose(*plds: DiscretePLD) -> DiscretePLD:
-    """Composition of several :class:`DiscretePLD` (at least one)."""
+    """Composition of several :class:`DiscretePLD` (at least one, else ``ValueError``)."""
     if not plds:
         raise ValueError("compose needs at least one DiscretePLD")
     return functools.reduce(lambda a, b: a.compose(b), plds)
@@ -295,6 +340,21 @@ def mechanism_pld(spec: Any, value_discretization_interval: float = DEFAULT_H,
     Built with the internals of :mod:`mcacct.pld` (same discretisation, FFT power and Chernoff
     window as :func:`mcacct.pld.pld_delta`, whose value it reproduces), returned on its window
     instead of being queried.
+
+    Parameters
+    ----------
+    spec : MechanismSpec
+    value_discretization_interval : float, default 1e-4
+    discretization : {"connect_dots", "round_up"}
+
+    Returns
+    -------
+    DiscretePLD
+
+    Raises
+    ------
+    ValueError
+        For a non-spec, an argument out of range, a grid above the memory budget or a non-finite result.
     """
     if isinstance(spec, DiscretePLD):
         raise ValueError("mechanism_pld expects a *Spec; a DiscretePLD can be composed directly")

@@ -83,8 +83,27 @@ class Event:
 
 @float64
 def as_events(events: Any) -> list[Event]:
-    """Normalise ``events``: an :class:`Event`, a ``*Spec`` (count 1), a ``(spec, count)`` pair, a JSON-style
-    dict, or a sequence of these."""
+    """Normalise ``events`` to a list of :class:`Event`.
+
+    Accepts an :class:`Event`, a ``*Spec`` (count 1), a ``(spec, count)`` pair, a JSON-style dict
+    (:func:`event_from_dict`), or a sequence of these.
+
+    Parameters
+    ----------
+    events : Any
+        The events in one of the forms above.
+
+    Returns
+    -------
+    list of Event
+        The events, in the given order (not merged).
+
+    Raises
+    ------
+    ValueError
+        If ``events`` is not a sequence of events, an entry has none of the forms above (its index named), or the
+        sequence is empty.
+    """
     if isinstance(events, (Event, dict, tuple)) or isinstance(events, SPEC_TYPES):
         events = [events]
     if isinstance(events, (str, bytes)) or not isinstance(events, Iterable):
@@ -108,9 +127,26 @@ def as_events(events: Any) -> list[Event]:
 
 @float64
 def event_from_dict(entry: Any, index: int | None = None) -> Event:
-    """An :class:`Event` from ``{"mechanism": KIND, <spec fields>, "count": N}``; ``ValueError`` naming the entry
-    (``index``) for an unknown mechanism, unknown or missing fields (``count`` included: it is required), bad
-    values or a negative count."""
+    """An :class:`Event` from ``{"mechanism": KIND, <spec fields>, "count": N}``.
+
+    Parameters
+    ----------
+    entry : dict
+        The JSON object; ``KIND`` is one of :data:`EVENT_KINDS` and ``count`` is required.
+    index : int, optional
+        Position of the entry in its list, named in messages.
+
+    Returns
+    -------
+    Event
+        The event.
+
+    Raises
+    ------
+    ValueError
+        Naming the entry (``index``) for an unknown mechanism, unknown or missing fields (``count`` included: it is
+        required), bad values or a negative count.
+    """
     where = "event" if index is None else f"event {index}"
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: must be a JSON object; got {entry!r}")
@@ -145,7 +181,18 @@ def event_from_dict(entry: Any, index: int | None = None) -> Event:
 
 @float64
 def event_to_dict(event: Event) -> dict:
-    """The JSON form of an :class:`Event` (inverse of :func:`event_from_dict`)."""
+    """The JSON form of an :class:`Event` (inverse of :func:`event_from_dict`).
+
+    Parameters
+    ----------
+    event : Event
+        The event.
+
+    Returns
+    -------
+    dict
+        ``{"mechanism": KIND, <spec fields>, "count": N}``, tuples as lists.
+    """
     d = {"mechanism": _KIND_OF[type(event.spec)]}
     for f in dataclasses.fields(event.spec):
         v = getattr(event.spec, f.name)
@@ -156,7 +203,23 @@ def event_to_dict(event: Event) -> dict:
 
 @float64
 def load_events(path: str | os.PathLike) -> list[Event]:
-    """Events from a JSON file holding a list of event objects (:func:`event_from_dict`)."""
+    """Events from a JSON file holding a list of event objects (:func:`event_from_dict`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The events file.
+
+    Returns
+    -------
+    list of Event
+        The events, in file order.
+
+    Raises
+    ------
+    ValueError
+        If the file cannot be read, is not a JSON list, or an entry is invalid.
+    """
     data = read_json(path, "events file")
     if not isinstance(data, list):
         raise ValueError(f"events file {os.fspath(path)!r} must hold a JSON list of events")
@@ -165,8 +228,23 @@ def load_events(path: str | os.PathLike) -> list[Event]:
 
 @float64
 def trim(p: DirectionPLD, mass: float = TRIM_MASS) -> DirectionPLD:
-    """Drop the far tails of ``p`` pessimistically: at most ``mass`` from the top goes to ``+inf`` and at most
-    ``mass`` from the bottom is moved up to the lowest kept loss (both only raise every ``delta``)."""
+    """Drop the far tails of ``p`` pessimistically.
+
+    At most ``mass`` from the top goes to ``+inf`` and at most ``mass`` from the bottom is moved up to the lowest
+    kept loss (both only raise every ``delta``).
+
+    Parameters
+    ----------
+    p : DirectionPLD
+        The PLD to trim.
+    mass : float, default 1e-30
+        Largest mass dropped on each side (:data:`TRIM_MASS`).
+
+    Returns
+    -------
+    DirectionPLD
+        The trimmed PLD (``p`` itself when nothing is dropped).
+    """
     pmf = p.pmf
     csum = np.cumsum(pmf)
     lo = int(np.searchsorted(csum, mass, side="right"))            # pmf[:lo].sum() <= mass
@@ -183,7 +261,17 @@ def trim(p: DirectionPLD, mass: float = TRIM_MASS) -> DirectionPLD:
 
 @float64
 def merge_events(events: Sequence[Event]) -> list[Event]:
-    """Equal mechanisms merged (their counts add, first-seen order kept); events of count 0 dropped."""
+    """Equal mechanisms merged (their counts add, first-seen order kept); events of count 0 dropped.
+
+    Parameters
+    ----------
+    events : sequence of Event
+        The events.
+
+    Returns
+    -------
+    list of Event
+    """
     totals: dict[Any, int] = {}
     for e in events:
         totals[e.spec] = totals.get(e.spec, 0) + e.count
@@ -208,7 +296,26 @@ def _trimmed_compose(a: DiscretePLD, b: DiscretePLD) -> DiscretePLD:
 @float64
 def composed_pld(events: Any, value_discretization_interval: float = DEFAULT_H,
                  discretization: str = "connect_dots") -> DiscretePLD:
-    """The pessimistic PLD (both directions) of the composition of ``events`` (module docstring)."""
+    r"""The pessimistic PLD (both directions) of the composition of ``events`` (module docstring).
+
+    Parameters
+    ----------
+    events : Any
+        The composed mechanisms, in any form :func:`as_events` accepts.
+    value_discretization_interval : float, default 1e-4
+        Loss grid spacing :math:`h\in(0, 0.1]`.
+    discretization : {"connect_dots", "round_up"}
+        Pessimistic discretisation rule of every event.
+
+    Returns
+    -------
+    DiscretePLD
+
+    Raises
+    ------
+    ValueError
+        For invalid events or arguments, or a grid above the memory budget.
+    """
     evs = as_events(events)
     h = check_value_interval(value_discretization_interval)
     method = check_discretization(discretization)
@@ -247,7 +354,12 @@ class EventsResult:
         check_answer(self)  # never a nan epsilon / delta, nor an infinite delta
 
     def to_dict(self) -> dict:
-        """JSON-serialisable fields (infinities as strings, nan as None)."""
+        """JSON-serialisable fields (infinities as strings, nan as None).
+
+        Returns
+        -------
+        dict
+        """
         out = {}
         for k, v in dataclasses.asdict(self).items():
             if isinstance(v, float) and not math.isfinite(v):
@@ -309,7 +421,28 @@ def events_delta(events: Any, epsilon: float, *, value_discretization_interval: 
 @float64
 def events_epsilon(events: Any, delta: float, *, value_discretization_interval: float = DEFAULT_H,
                    discretization: str = "connect_dots", estimate_error: bool = True) -> EventsResult:
-    r"""Upper bound on :math:`\varepsilon(\delta)` of the composition of ``events`` (max over add and remove;
-    ``inf`` when ``delta`` is below the mass at :math:`+\infty`). Parameters as :func:`events_delta`."""
+    r"""Upper bound on :math:`\varepsilon(\delta)` of the composition of ``events`` (max over add and remove).
+
+    ``inf`` when ``delta`` is below the mass at :math:`+\infty`.
+
+    Parameters
+    ----------
+    events : sequence of Event, ``*Spec``, ``(spec, count)`` or dict
+        The composed mechanisms (:func:`as_events`).
+    delta : float
+        :math:`\delta\in(0,1)`.
+    value_discretization_interval, discretization, estimate_error
+        As in :func:`events_delta` (the error estimate is :math:`2|\varepsilon_h-\varepsilon_{h/2}|`).
+
+    Returns
+    -------
+    EventsResult
+        The certified point of the privacy curve.
+
+    Raises
+    ------
+    ValueError
+        For invalid events or arguments.
+    """
     return _result(events, None, check_delta(delta), value_discretization_interval, discretization,
                    estimate_error)

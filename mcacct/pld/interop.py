@@ -124,10 +124,23 @@ def from_dp_event(event: Any, *, allow_empty: bool = False) -> list[Event]:
 
 @float64
 def dp_event_parts(event: Any) -> tuple[list[Event], bool]:
-    """What :class:`~mcacct.pld.stateful.PLDAccountant` accounts of a ``DpEvent``: its mcacct events (as
-    :func:`from_dp_event`, possibly none) and whether it runs a mechanism without privacy (``NonPrivateDpEvent``,
-    or a Gaussian, Poisson-sampled Gaussian or mixture with zero noise, as ``dp_accounting`` reads them), whose
-    epsilon is ``inf``.
+    """What :class:`~mcacct.pld.stateful.PLDAccountant` accounts of a ``DpEvent``.
+
+    Its mcacct events (as :func:`from_dp_event`, possibly none) and whether it runs a mechanism without privacy
+    (``NonPrivateDpEvent``, or a Gaussian, Poisson-sampled Gaussian or mixture with zero noise, as ``dp_accounting``
+    reads them), whose epsilon is ``inf``.
+
+    Parameters
+    ----------
+    event : dp_accounting.DpEvent
+        The event (module docstring for the supported kinds).
+
+    Returns
+    -------
+    events : list of Event
+        The mcacct events, equal mechanisms merged (possibly empty).
+    non_private : bool
+        Whether the event runs a mechanism without privacy.
 
     Raises
     ------
@@ -198,8 +211,20 @@ def refuse_monte_carlo(obj: Any, where: str) -> None:
 
 @float64
 def is_dp_event(obj: Any) -> bool:
-    """Whether ``obj`` is a ``dp_accounting`` ``DpEvent`` (never imports ``dp_accounting``: an object can only be
-    one once its module is loaded)."""
+    """Whether ``obj`` is a ``dp_accounting`` ``DpEvent``.
+
+    Never imports ``dp_accounting``: an object can only be one once its module is loaded.
+
+    Parameters
+    ----------
+    obj : Any
+        The object to test.
+
+    Returns
+    -------
+    bool
+        ``True`` for an instance of ``dp_accounting.dp_event.DpEvent``.
+    """
     mod = sys.modules.get("dp_accounting.dp_event")
     return mod is not None and isinstance(obj, mod.DpEvent)
 

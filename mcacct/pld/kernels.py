@@ -181,6 +181,45 @@ def _single_one(s, logp, p, n_lo, steps, h, *, K: int, method: str, solver: str)
 
 @functools.partial(jax.jit, static_argnames=("K", "method", "solver"))
 def single_batch(s, logp, p, n_lo, steps, h, *, K: int, method: str, solver: str):
+    r"""Discretised single-step PLDs (remove, add) and their composition windows, for a batch of noise levels.
+
+    Vectorised (``jax.vmap``) over the rows of ``s`` and ``n_lo``; compiled once per ``K``, ``method`` and
+    ``solver``.
+
+    Parameters
+    ----------
+    s : jax.Array
+        Sensitivities divided by sigma, shape ``(S, C)`` (one row per noise level, ``C`` mixture components).
+    logp : jax.Array
+        Log-probabilities of the components, shape ``(C,)``.
+    p : jax.Array
+        Probabilities of the components, shape ``(C,)``.
+    n_lo : jax.Array
+        Index of the lowest grid loss per noise level, shape ``(S,)``.
+    steps : jax.Array
+        Number of compositions :math:`T` (integer scalar), for the windows.
+    h : float
+        Loss grid spacing.
+    K : int
+        Number of grid points of the single-step PLD (static).
+    method : {"connect_dots", "round_up"}
+        Discretisation rule (static).
+    solver : {"gauss", "poisson", "newton"}
+        Inverse of the loss function (static; :func:`mcacct.pld.plan.solver_for`).
+
+    Returns
+    -------
+    pmfs : jax.Array
+        Shape ``(S, 2, K)``; direction 0 is remove, 1 is add, each in ascending losses.
+    infs : jax.Array
+        Mass at :math:`+\infty` per direction, shape ``(S, 2)``.
+    offs : jax.Array
+        Grid index of the first pmf entry (loss ``offs * h``), shape ``(S, 2)``.
+    x_lo, x_hi : jax.Array
+        Chernoff window of the :math:`T`-fold sum per direction, shape ``(S, 2)``.
+    lms : jax.Array
+        Log-MGF values :math:`\log M(\pm\lambda)` per direction, shape ``(S, 2, L)``.
+    """
     f = functools.partial(_single_one, K=K, method=method, solver=solver)
     return jax.vmap(f, in_axes=(0, None, None, 0, None, None))(s, logp, p, n_lo, steps, h)
 
@@ -486,9 +525,35 @@ def _query_epsilon(out, inf, a_start, h, delta_q, rb=None, rho=0.0, rho_inf=None
 
 
 def query_one(out, inf, a_start, h, eps_q, delta_q, rho=None):
-    """``(delta(eps_q), eps(delta_q))`` of a discrete PLD (used by :mod:`mcacct.pld.discrete`). With ``rho`` (the
-    relative round-off of the pmf's own evaluation) both are certified as in :func:`_query_epsilon`
-    (suffix sums inflated, the solution rounded up); without it, plain values."""
+    r"""``(delta(eps_q), eps(delta_q))`` of a discrete PLD (used by :mod:`mcacct.pld.discrete`).
+
+    With ``rho`` (the relative round-off of the pmf's own evaluation) both are certified as in
+    :func:`_query_epsilon` (suffix sums inflated, the solution rounded up); without it, plain values.
+
+    Parameters
+    ----------
+    out : jax.Array
+        The pmf on the grid :math:`(A+i)h`, shape ``(N,)``.
+    inf : float or jax.Array
+        Mass at :math:`+\infty`.
+    a_start : int or jax.Array
+        Grid index :math:`A` of ``out[0]``.
+    h : float
+        Loss grid spacing.
+    eps_q : float
+        Epsilon at which delta is queried.
+    delta_q : float
+        Delta at which epsilon is queried.
+    rho : float, optional
+        Relative round-off; ``None`` gives plain values.
+
+    Returns
+    -------
+    delta : jax.Array
+        :math:`\delta(\varepsilon_q)` (scalar).
+    epsilon : jax.Array
+        :math:`\varepsilon(\delta_q)` (scalar; ``inf`` if none).
+    """
     if rho is None:
         return _query_delta(out, inf, a_start, h, eps_q)[0], _query_epsilon(out, inf, a_start, h, delta_q)[0]
     rb = jnp.zeros(out.shape[0])
@@ -501,8 +566,21 @@ _query_certified = jax.jit(query_one)
 
 
 def query_one_jit(out, inf, a_start, h, eps_q, delta_q, rho=None):
-    """:func:`query_one` as one compiled program per pmf length (run eagerly, its dozens of operations would compile
-    one by one for every new length: benchmarks/results/design_choices.md; the values are the same)."""
+    """:func:`query_one` as one compiled program per pmf length.
+
+    Run eagerly, its dozens of operations would compile one by one for every new length
+    (benchmarks/results/design_choices.md); the values are the same.
+
+    Parameters
+    ----------
+    out, inf, a_start, h, eps_q, delta_q, rho
+        As in :func:`query_one`.
+
+    Returns
+    -------
+    tuple of jax.Array
+        ``(delta, epsilon)`` as :func:`query_one`.
+    """
     if rho is None:
         return _query_plain(out, inf, a_start, h, eps_q, delta_q)
     return _query_certified(out, inf, a_start, h, eps_q, delta_q, rho)
@@ -567,7 +645,32 @@ def _compose_query_one(pmf, off, inf1, lm, a_start, h, eps_q, delta_q, *, steps:
 
 @functools.partial(jax.jit, static_argnames=("N", "steps"))
 def tilted_batch(pmfs, offs, infs, lms, a_start, h, s0, *, N: int, steps: int):
-    """:func:`_tilted_one` for both directions of one sigma (leading axis of the inputs)."""
+    r""":func:`_tilted_one` for both directions of one sigma (leading axis of the inputs).
+
+    Parameters
+    ----------
+    pmfs : jax.Array
+        Single-step pmfs, shape ``(2, K)``.
+    offs, infs : jax.Array
+        First grid index and mass at :math:`+\infty` per direction, shape ``(2,)``.
+    lms : jax.Array
+        Log-MGF values per direction, shape ``(2, L)``.
+    a_start : jax.Array
+        Grid index of the window start per direction, shape ``(2,)``.
+    h : float
+        Loss grid spacing.
+    s0 : float
+        Loss at which the tilt aims.
+    N : int
+        FFT window length (static).
+    steps : int
+        Number of compositions :math:`T` (static).
+
+    Returns
+    -------
+    tuple of jax.Array
+        ``(out, rb, rho, inf, tail, lam)`` of :func:`_tilted_one`, each with a leading axis of length 2.
+    """
     f = functools.partial(_tilted_one, steps=steps, N=N)
     return jax.vmap(f, in_axes=(0, 0, 0, 0, 0, None, None))(pmfs, offs, infs, lms, a_start, h, s0)
 
@@ -575,6 +678,37 @@ def tilted_batch(pmfs, offs, infs, lms, a_start, h, s0, *, N: int, steps: int):
 @functools.partial(jax.jit, static_argnames=("N", "steps", "for_delta"))
 def compose_query_batch(pmfs, offs, infs, lms, a_start, h, eps_q, delta_q, *, N: int, steps: int,
                          for_delta: bool):
+    r"""Tilted composition and one certified query, for a batch of noise levels and both directions.
+
+    :func:`_compose_query_one` vectorised over noise levels and directions; compiled once per ``N``, ``steps`` and
+    ``for_delta``.
+
+    Parameters
+    ----------
+    pmfs : jax.Array
+        Single-step pmfs, shape ``(S, 2, K)``.
+    offs, infs : jax.Array
+        First grid index and mass at :math:`+\infty`, shape ``(S, 2)``.
+    lms : jax.Array
+        Log-MGF values, shape ``(S, 2, L)``.
+    a_start : jax.Array
+        Grid index of the window start, shape ``(S, 2)``.
+    h : float
+        Loss grid spacing.
+    eps_q, delta_q : float
+        The query point (only the one of ``for_delta`` is used).
+    N : int
+        FFT window length (static).
+    steps : int
+        Number of compositions :math:`T` (static).
+    for_delta : bool
+        ``True``: :math:`\delta(\varepsilon_q)`; ``False``: :math:`\varepsilon(\delta_q)` (static).
+
+    Returns
+    -------
+    tuple of jax.Array
+        ``(delta, eps, inf, tail, rb_delta, rb_eps, floor)``, each of shape ``(S, 2)`` (``nan`` for the other query).
+    """
     f = functools.partial(_compose_query_one, steps=steps, N=N, for_delta=for_delta)
     ax = (0, 0, 0, 0, 0, None, None, None)
     return jax.vmap(jax.vmap(f, in_axes=ax), in_axes=ax)(  # sigmas x directions
@@ -583,6 +717,37 @@ def compose_query_batch(pmfs, offs, infs, lms, a_start, h, eps_q, delta_q, *, N:
 
 @functools.partial(jax.jit, static_argnames=("N",))
 def compose_arrays_batch(pmfs, offs, infs, lms, a_start, steps, h, *, N: int):
+    r"""Untilted composition on the window, for a batch of noise levels and both directions.
+
+    :func:`_compose_one` vectorised over noise levels and directions, for callers that query the composed pmf
+    themselves; compiled once per ``N``.
+
+    Parameters
+    ----------
+    pmfs : jax.Array
+        Single-step pmfs, shape ``(S, 2, K)``.
+    offs, infs : jax.Array
+        First grid index and mass at :math:`+\infty`, shape ``(S, 2)``.
+    lms : jax.Array
+        Log-MGF values, shape ``(S, 2, L)``.
+    a_start : jax.Array
+        Grid index of the window start, shape ``(S, 2)``.
+    steps : jax.Array
+        Number of compositions :math:`T` (integer scalar).
+    h : float
+        Loss grid spacing.
+    N : int
+        FFT window length (static).
+
+    Returns
+    -------
+    out : jax.Array
+        Composed pmfs, shape ``(S, 2, N)``.
+    inf : jax.Array
+        Mass at :math:`+\infty` (window tail and round-off bounds included), shape ``(S, 2)``.
+    upper, lower, inf_t : jax.Array
+        Chernoff bounds on the mass above and below the window and the composed truncation mass, shape ``(S, 2)``.
+    """
     f = functools.partial(_compose_one, N=N)
     f2 = jax.vmap(f, in_axes=(0, 0, 0, 0, 0, None, None))
     return jax.vmap(f2, in_axes=(0, 0, 0, 0, 0, None, None))(pmfs, offs, infs, lms, a_start, steps, h)

@@ -20,14 +20,39 @@ from mcacct.pld.checks import half_step
 
 
 def bucket(n: int, minimum: int = 1024) -> int:
-    """Smallest power of two >= n (static shapes are bucketed to limit recompilations)."""
+    """Smallest power of two >= n (static shapes are bucketed to limit recompilations).
+
+    Parameters
+    ----------
+    n : int
+        The size needed.
+    minimum : int, default 1024
+        Sizes below it are raised to it first.
+
+    Returns
+    -------
+    int
+        The smallest power of two ``>= max(n, minimum)``.
+    """
     n = max(int(n), minimum)
     return 1 << (n - 1).bit_length()
 
 
 def memory_budget() -> int:
-    """The memory budget of one composition in bytes: ``$MCACCT_PLD_MEMORY_BUDGET`` if set, else
-    :data:`~mcacct.pld.constants.MEMORY_BUDGET_BYTES` (4 GiB)."""
+    """The memory budget of one composition in bytes.
+
+    ``$MCACCT_PLD_MEMORY_BUDGET`` if set, else :data:`~mcacct.pld.constants.MEMORY_BUDGET_BYTES` (4 GiB).
+
+    Returns
+    -------
+    int
+        The budget in bytes.
+
+    Raises
+    ------
+    ValueError
+        If the environment variable is set but is not a number of bytes ``>= 1``.
+    """
     raw = os.environ.get(ENV_MEMORY_BUDGET)
     if raw is None or not raw.strip():
         return MEMORY_BUDGET_BYTES
@@ -42,9 +67,30 @@ def memory_budget() -> int:
 
 def check_grid(points: int, h: float | None, *, directions: int = 2, what: str = "the composition window",
                sigma: float | None = None) -> None:
-    """Refuse, before anything is allocated, a composition on ``points`` grid points per direction (``directions``
-    of them) whose working memory (:data:`~mcacct.pld.constants.BYTES_PER_POINT` per point and direction) is
-    above :func:`memory_budget`, naming the size and what to change."""
+    """Refuse, before anything is allocated, a composition that does not fit the memory budget.
+
+    A composition on ``points`` grid points per direction (``directions`` of them) needs
+    :data:`~mcacct.pld.constants.BYTES_PER_POINT` per point and direction; above :func:`memory_budget` it is
+    refused, naming the size and what to change.
+
+    Parameters
+    ----------
+    points : int
+        Grid points per direction.
+    h : float or None
+        The grid spacing, named in the message (``None``: not named).
+    directions : int, default 2
+        Number of directions.
+    what : str, default "the composition window"
+        What is being allocated, for the message.
+    sigma : float, optional
+        Noise level, named in the message.
+
+    Raises
+    ------
+    ValueError
+        If the working memory is above the budget.
+    """
     need = int(points) * BYTES_PER_POINT * directions
     budget = memory_budget()
     if need <= budget:
@@ -67,6 +113,18 @@ def _np_loss(u: float, s: np.ndarray, logp: np.ndarray) -> float:
 
 
 def solver_for(c: np.ndarray) -> str:
+    """The inverse-loss solver of the kernels for the sensitivities ``c``.
+
+    Parameters
+    ----------
+    c : numpy.ndarray
+        Sorted mixture sensitivities.
+
+    Returns
+    -------
+    str
+        ``"gauss"`` for one component, ``"poisson"`` for the two components ``(0, c_1)``, else ``"newton"``.
+    """
     if c.size == 1:
         return "gauss"
     if c.size == 2 and c[0] == 0.0:
@@ -75,6 +133,30 @@ def solver_for(c: np.ndarray) -> str:
 
 
 def plan(canon: Canonical, sigma: float, h: float) -> tuple[int, int]:
+    """The grid of the single-step PLD of ``canon`` at noise ``sigma``.
+
+    Parameters
+    ----------
+    canon : Canonical
+        The mechanism in canonical form.
+    sigma : float
+        Noise level.
+    h : float
+        Loss grid spacing.
+
+    Returns
+    -------
+    n_lo : int
+        Grid index of the first grid point (just below the smallest single-step loss kept).
+    k : int
+        Number of grid points needed.
+
+    Raises
+    ------
+    ValueError
+        If ``sigma`` is too small for ``h`` (a single-step loss beyond ``|loss| <= 600``, or more than
+        ``MAX_GRID`` grid points), or the discretisation exceeds the memory budget.
+    """
     with np.errstate(all="ignore"):  # a tiny sigma overflows here: refused below, naming sigma
         s = canon.c / sigma
         logp = np.log(canon.p)
@@ -137,6 +219,33 @@ def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
     ``N`` -- at most two levels each, the largest and half of it -- and are
     processed in vmapped batches of one power-of-two size, so that a ladder
     compiles few kernel shapes and small-sigma rungs do not inflate all others.
+
+    Parameters
+    ----------
+    canon : Canonical
+        The mechanism in canonical form.
+    sigmas : numpy.ndarray
+        Noise levels, shape ``(S,)``.
+    h : float
+        Loss grid spacing.
+    method : {"connect_dots", "round_up"}
+        Discretisation rule.
+    eps_q, delta_q : float
+        The query point.
+    target : {"delta", "epsilon"}, default "delta"
+        Which query to evaluate.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        ``delta``, ``epsilon``, ``inf``, ``tail``, ``rb_delta``, ``rb_epsilon`` and ``floor``, each of shape
+        ``(S, 2)`` (directions remove, add), and ``fft_size``, shape ``(S,)``.
+
+    Raises
+    ------
+    ValueError
+        If a sigma is too small for ``h``, the memory budget is exceeded, or a result is not a number
+        (:func:`check_finite`).
     """
     sigmas = np.asarray(sigmas, dtype=float)
     n_sig = len(sigmas)
@@ -191,9 +300,28 @@ def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
 
 
 def check_finite(r: dict[str, np.ndarray], target: str, sigmas: np.ndarray, h: float) -> None:
-    """Refuse a result that is not a number: a ``nan`` delta or epsilon (or an infinite delta) of the ``target``
-    query is a numerical failure, never an answer, so it becomes a ``ValueError`` naming sigma and the grid
-    (``epsilon = inf`` stays: it is the answer below the mass at infinity)."""
+    """Refuse a result that is not a number.
+
+    A ``nan`` delta or epsilon (or an infinite delta) of the ``target`` query is a numerical failure, never an
+    answer, so it becomes a ``ValueError`` naming sigma and the grid (``epsilon = inf`` stays: it is the answer
+    below the mass at infinity).
+
+    Parameters
+    ----------
+    r : dict of str to numpy.ndarray
+        The output of :func:`run`.
+    target : {"delta", "epsilon"}
+        The query that was evaluated.
+    sigmas : numpy.ndarray
+        The noise levels of ``r``.
+    h : float
+        Loss grid spacing.
+
+    Raises
+    ------
+    ValueError
+        For the first failed noise level and direction.
+    """
     key = "delta" if target == "delta" else "epsilon"
     v = r[key]
     bad = np.isnan(v) | (np.isinf(v) if key == "delta" else False) | np.isnan(r["inf"])
@@ -206,9 +334,25 @@ def check_finite(r: dict[str, np.ndarray], target: str, sigmas: np.ndarray, h: f
 
 
 def check_certifiable(r: dict[str, np.ndarray], delta: float, sigmas: np.ndarray) -> None:
-    """Refuse an epsilon query whose delta is above the mass at infinity but below the round-off floor (unless the
-    other direction's epsilon is infinite anyway, delta being below its mass at infinity: then ``inf`` is the
-    answer)."""
+    """Refuse an epsilon query whose delta is above the mass at infinity but below the round-off floor.
+
+    Not refused when the other direction's epsilon is infinite anyway, delta being below its mass at infinity:
+    then ``inf`` is the answer.
+
+    Parameters
+    ----------
+    r : dict of str to numpy.ndarray
+        The output of :func:`run` for ``target="epsilon"``.
+    delta : float
+        The queried delta.
+    sigmas : numpy.ndarray
+        The noise levels of ``r``.
+
+    Raises
+    ------
+    ValueError
+        Naming the round-off bound, the mass at infinity and the smallest certifiable delta.
+    """
     above = delta >= r["inf"] * (1 + 1e-9)
     legit = np.isinf(r["epsilon"]) & ~above  # epsilon = inf because delta is below the mass at infinity
     bad = np.isinf(r["epsilon"]) & above & ~legit.any(axis=1, keepdims=True)
@@ -222,6 +366,36 @@ def check_certifiable(r: dict[str, np.ndarray], delta: float, sigmas: np.ndarray
 
 def result(canon: Canonical, sigma: float, h: float, method: str, eps_q: float,
             delta_q: float, estimate_error: bool, report: str) -> PLDResult:
+    """The :class:`~mcacct.pld.specs.PLDResult` of one query at one noise level.
+
+    Parameters
+    ----------
+    canon : Canonical
+        The mechanism in canonical form.
+    sigma : float
+        Noise level.
+    h : float
+        Loss grid spacing.
+    method : {"connect_dots", "round_up"}
+        Discretisation rule.
+    eps_q, delta_q : float
+        The query point.
+    estimate_error : bool
+        Also run at ``h / 2`` and report ``2|x_h - x_{h/2}|`` of the reported quantity.
+    report : {"delta", "epsilon"}
+        Which quantity is queried and reported.
+
+    Returns
+    -------
+    PLDResult
+        The result, maxima over the two directions.
+
+    Raises
+    ------
+    ValueError
+        As :func:`run` and :func:`check_certifiable`, and when the run at ``h / 2`` is refused
+        (:func:`~mcacct.pld.checks.half_step`).
+    """
     r = run(canon, np.array([sigma]), h, method, eps_q, delta_q, report)
     if report == "epsilon":
         check_certifiable(r, delta_q, np.array([sigma]))

@@ -82,12 +82,26 @@ class GaussianSpec:
         check_integer("steps", self.steps)
 
     def mixture(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return ``(sensitivities, probabilities)`` of the scalar MoG (noise 1 per unit sigma)."""
+        """Return ``(sensitivities, probabilities)`` of the scalar MoG (noise 1 per unit sigma).
+
+        Returns
+        -------
+        sensitivities : numpy.ndarray
+            ``[sensitivity]``.
+        probabilities : numpy.ndarray
+            ``[1.0]``.
+        """
         return np.array([float(self.sensitivity)]), np.array([1.0])
 
     @property
     def compositions(self) -> int:
-        """Number of self-compositions."""
+        """Number of self-compositions.
+
+        Returns
+        -------
+        int
+            ``steps``.
+        """
         return int(self.steps)
 
 
@@ -130,7 +144,15 @@ class PoissonGaussianSpec:
         check_positive("sensitivity", self.sensitivity)
 
     def mixture(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return ``(sensitivities, probabilities)`` of the scalar MoG."""
+        """Return ``(sensitivities, probabilities)`` of the scalar MoG.
+
+        Returns
+        -------
+        sensitivities : numpy.ndarray
+            ``[0, sensitivity]`` (``[sensitivity]`` when ``sampling_prob == 1``).
+        probabilities : numpy.ndarray
+            ``[1 - q, q]`` (``[1.0]`` when ``sampling_prob == 1``).
+        """
         q = float(self.sampling_prob)
         if q == 1.0:
             return np.array([float(self.sensitivity)]), np.array([1.0])
@@ -138,7 +160,13 @@ class PoissonGaussianSpec:
 
     @property
     def compositions(self) -> int:
-        """Number of self-compositions."""
+        """Number of self-compositions.
+
+        Returns
+        -------
+        int
+            ``steps``.
+        """
         return int(self.steps)
 
 
@@ -184,7 +212,20 @@ class GroupPoissonSpec:
         check_integer("steps", self.steps)
 
     def mixture(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return ``(sensitivities, probabilities)``: ``j`` w.p. ``Binom(j; k, q)``."""
+        """Return ``(sensitivities, probabilities)``: ``j`` w.p. ``Binom(j; k, q)``.
+
+        Returns
+        -------
+        sensitivities : numpy.ndarray
+            ``0, 1, ..., k`` (``[k]`` when ``sampling_prob == 1``).
+        probabilities : numpy.ndarray
+            The binomial probabilities, computed in log space.
+
+        Raises
+        ------
+        ValueError
+            If the mixture would have more than ``MAX_COMPONENTS`` components.
+        """
         k, q = int(self.group_size), float(self.sampling_prob)
         if q == 1.0:
             return np.array([float(k)]), np.array([1.0])
@@ -197,7 +238,13 @@ class GroupPoissonSpec:
 
     @property
     def compositions(self) -> int:
-        """Number of self-compositions."""
+        """Number of self-compositions.
+
+        Returns
+        -------
+        int
+            ``steps``.
+        """
         return int(self.steps)
 
 
@@ -256,7 +303,20 @@ class GroupFixedBatchSpec:
         check_integer("steps", self.steps)
 
     def mixture(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return ``(sensitivities, probabilities)``: ``2m`` w.p. ``Hypergeom(m; B, n+k, k)``."""
+        """Return ``(sensitivities, probabilities)``: ``2m`` w.p. ``Hypergeom(m; B, n+k, k)``.
+
+        Returns
+        -------
+        sensitivities : numpy.ndarray
+            ``2m`` for every possible ``m``.
+        probabilities : numpy.ndarray
+            The hypergeometric probabilities (normalised to sum 1).
+
+        Raises
+        ------
+        ValueError
+            If the mixture would have more than ``MAX_COMPONENTS`` components.
+        """
         k, b, n = int(self.group_size), int(self.batch_size), int(self.dataset_size)
         _check_components("group_size", k, min(k, b) - max(0, b - n) + 1)
         ms = np.arange(max(0, b - n), min(k, b) + 1)
@@ -268,7 +328,13 @@ class GroupFixedBatchSpec:
 
     @property
     def compositions(self) -> int:
-        """Number of self-compositions."""
+        """Number of self-compositions.
+
+        Returns
+        -------
+        int
+            ``steps``.
+        """
         return int(self.steps)
 
 
@@ -333,16 +399,36 @@ class CyclicPoissonBandMFSpec:
 
     @property
     def col_norm(self) -> float:
-        r""":math:`\|c_{\mathrm{col}}\|_2`."""
+        r""":math:`\|c_{\mathrm{col}}\|_2`.
+
+        Returns
+        -------
+        float
+            The L2 norm of ``c_col``.
+        """
         return _norm(self.c_col)
 
     @property
     def compositions(self) -> int:
-        r""":math:`\lceil n/b\rceil`."""
+        r""":math:`\lceil n/b\rceil`.
+
+        Returns
+        -------
+        int
+            ``ceil(iterations / min_sep)``.
+        """
         return -(-int(self.iterations) // int(self.min_sep))
 
     def mixture(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return ``(sensitivities, probabilities)`` of one Poisson-subsampled step."""
+        """Return ``(sensitivities, probabilities)`` of one Poisson-subsampled step.
+
+        Returns
+        -------
+        sensitivities : numpy.ndarray
+            ``[0, col_norm]`` (``[col_norm]`` when ``sampling_prob == 1``).
+        probabilities : numpy.ndarray
+            ``[1 - q, q]`` (``[1.0]`` when ``sampling_prob == 1``).
+        """
         q = float(self.sampling_prob)
         if q == 1.0:
             return np.array([self.col_norm]), np.array([1.0])
@@ -400,12 +486,26 @@ class MixtureOfGaussiansSpec:
         object.__setattr__(self, "probs", p)
 
     def mixture(self) -> tuple[np.ndarray, np.ndarray]:
-        """Return ``(sensitivities, probabilities)`` of the scalar MoG."""
+        """Return ``(sensitivities, probabilities)`` of the scalar MoG.
+
+        Returns
+        -------
+        sensitivities : numpy.ndarray
+            ``sensitivities`` as an array.
+        probabilities : numpy.ndarray
+            ``probs`` as an array.
+        """
         return np.array(self.sensitivities), np.array(self.probs)
 
     @property
     def compositions(self) -> int:
-        """Number of self-compositions."""
+        """Number of self-compositions.
+
+        Returns
+        -------
+        int
+            ``steps``.
+        """
         return int(self.steps)
 
 
@@ -428,10 +528,38 @@ class Canonical:
 
     @property
     def key(self) -> tuple:
+        """A hashable key of the mechanism.
+
+        Returns
+        -------
+        tuple
+            ``(tuple(c), tuple(p), steps)``.
+        """
         return (tuple(self.c.tolist()), tuple(self.p.tolist()), self.steps)
 
 
 def canonical(spec: MechanismSpec) -> Canonical:
+    """The canonical form of a spec: its scalar MoG and number of compositions.
+
+    Components of probability 0 are dropped and equal sensitivities merged; sensitivities are sorted ascending and
+    the probabilities normalised.
+
+    Parameters
+    ----------
+    spec : MechanismSpec
+        One of the ``*Spec`` dataclasses of this module.
+
+    Returns
+    -------
+    Canonical
+        Sensitivities ``c``, probabilities ``p`` and ``steps``.
+
+    Raises
+    ------
+    ValueError
+        If ``spec`` is not a ``*Spec``, has no positive sensitivity, or composes more than ``MAX_COMPOSITIONS``
+        times.
+    """
     if not isinstance(spec, SPEC_TYPES):
         raise ValueError(
             "mechanism must be one of GaussianSpec, PoissonGaussianSpec, GroupPoissonSpec, "
@@ -511,6 +639,12 @@ class PLDResult:
         check_answer(self)  # never a nan epsilon / delta, nor an infinite delta
 
     def to_dict(self) -> dict:
-        """Return the fields as a JSON-serialisable ``dict``."""
+        """Return the fields as a JSON-serialisable ``dict``.
+
+        Returns
+        -------
+        dict
+            Every field; non-finite floats as strings (``"inf"``, ``"nan"``).
+        """
         return {k: (v if not isinstance(v, float) or math.isfinite(v) else str(v))
                 for k, v in dataclasses.asdict(self).items()}

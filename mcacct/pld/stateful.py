@@ -199,15 +199,17 @@ class PLDAccountant(dppa.PrivacyAccountant):
 
     @property
     def ledger(self) -> Any:
-        """Everything composed, as one ``dp_accounting`` ``DpEvent`` (``NoOpDpEvent`` when nothing was): the
-        ``DpEvent``\\ s as given, the mcacct events as :func:`~mcacct.pld.to_dp_event` exports them
+        r"""Everything composed, as one ``dp_accounting`` ``DpEvent`` (``NoOpDpEvent`` when nothing was).
+
+        The ``DpEvent``\ s as given, the mcacct events as :func:`~mcacct.pld.to_dp_event` exports them
         (``dominating=True``)."""
         return self._ledger.build()
 
     @property
     def ledger_events(self) -> list[Event]:
-        """The composed mcacct events in the order they were composed (a copy; ``DpEvent``\\ s converted; a
-        mechanism without privacy is not among them: :attr:`non_private`)."""
+        r"""The composed mcacct events in the order they were composed (a copy).
+
+        ``DpEvent``\ s converted; a mechanism without privacy is not among them: :attr:`non_private`."""
         return list(self._entries)
 
     @property
@@ -357,9 +359,27 @@ class PLDAccountant(dppa.PrivacyAccountant):
                             self._h, self._method, events)
 
     def get_epsilon_result(self, target_delta: float, *, estimate_error: bool = True) -> EventsResult:
-        """:meth:`get_epsilon` as an :class:`~mcacct.pld.events.EventsResult` (:func:`~mcacct.pld.events_epsilon`
-        of :attr:`events`), with the error estimate unless ``estimate_error=False``; the same ``epsilon`` up to
-        the round-off terms of :meth:`get_epsilon`'s longer (bucketed) query, about ``1e-12`` relative."""
+        r""":meth:`get_epsilon` as an :class:`~mcacct.pld.events.EventsResult`.
+
+        :func:`~mcacct.pld.events_epsilon` of :attr:`events`, with the error estimate unless ``estimate_error=False``;
+        the same ``epsilon`` up to the round-off terms of :meth:`get_epsilon`'s longer (bucketed) query, about
+        ``1e-12`` relative.
+
+        Parameters
+        ----------
+        target_delta : float
+            :math:`\delta\in(0, 1)`.
+        estimate_error : bool, default True
+
+        Returns
+        -------
+        EventsResult
+
+        Raises
+        ------
+        ValueError
+            For an argument out of range.
+        """
         dl, est = _target_delta(target_delta), check_bool("estimate_error", estimate_error)
         if self._non_private:
             return self._exact_result(math.inf, dl, est)
@@ -369,8 +389,26 @@ class PLDAccountant(dppa.PrivacyAccountant):
                               estimate_error=est)
 
     def get_delta_result(self, target_epsilon: float, *, estimate_error: bool = True) -> EventsResult:
-        """:meth:`get_delta` as an :class:`~mcacct.pld.events.EventsResult` (:func:`~mcacct.pld.events_delta` of
-        :attr:`events`), with the error estimate unless ``estimate_error=False``; the same ``delta``."""
+        r""":meth:`get_delta` as an :class:`~mcacct.pld.events.EventsResult`.
+
+        :func:`~mcacct.pld.events_delta` of :attr:`events`, with the error estimate unless ``estimate_error=False``;
+        the same ``delta``.
+
+        Parameters
+        ----------
+        target_epsilon : float
+            :math:`\varepsilon\ge0`.
+        estimate_error : bool, default True
+
+        Returns
+        -------
+        EventsResult
+
+        Raises
+        ------
+        ValueError
+            For an argument out of range.
+        """
         eps, est = _target_epsilon(target_epsilon), check_bool("estimate_error", estimate_error)
         if self._non_private:
             return self._exact_result(eps, 1.0, est)
@@ -380,10 +418,25 @@ class PLDAccountant(dppa.PrivacyAccountant):
                             estimate_error=est)
 
     def to_dp_event(self, *, dominating: bool = False) -> Any:
-        """:attr:`ledger_events` as a ``dp_accounting`` ``DpEvent`` (:func:`~mcacct.pld.interop.to_dp_event`):
-        ``NoOpDpEvent`` when empty, the entry's own event for one entry, else a ``ComposedDpEvent`` in ledger
-        order; a mechanism without privacy adds a ``NonPrivateDpEvent`` at the end. :attr:`ledger` is the
-        ``DpEvent`` as composed."""
+        """:attr:`ledger_events` as a ``dp_accounting`` ``DpEvent`` (:func:`~mcacct.pld.interop.to_dp_event`).
+
+        ``NoOpDpEvent`` when empty, the entry's own event for one entry, else a ``ComposedDpEvent`` in ledger order; a
+        mechanism without privacy adds a ``NonPrivateDpEvent`` at the end. :attr:`ledger` is the ``DpEvent`` as
+        composed.
+
+        Parameters
+        ----------
+        dominating : bool, default False
+
+        Returns
+        -------
+        dp_accounting.DpEvent
+
+        Raises
+        ------
+        ValueError
+            For an entry without a ``dp_accounting`` counterpart (unless ``dominating``).
+        """
         if len(self._entries) == 1:
             out = to_dp_event(self._entries[0], dominating=dominating)
         else:

@@ -39,8 +39,21 @@ FIXED_BITS = 80
 
 
 def chunk_sum_slack(count: int) -> float:
-    """Relative error bound of the float64 sum of ``count`` contributions in ``[0, 1]`` (each from one
-    ``expm1``, relative error below 4 units of ``2^-53``), whatever order the backend sums in."""
+    """Relative error bound of the float64 sum of ``count`` contributions in ``[0, 1]``.
+
+    Each contribution comes from one ``expm1`` (relative error below 4 units of ``2^-53``); the bound holds
+    whatever order the backend sums in.
+
+    Parameters
+    ----------
+    count : int
+        Number of contributions, ``>= 0``.
+
+    Returns
+    -------
+    float
+        ``(count + 8) 2^-53``.
+    """
     return (int(count) + 8) * 2.0**-53
 
 
@@ -53,16 +66,44 @@ class HistogramSpec:
 
     @property
     def max_loss(self) -> float:
+        """The upper end of the binned range, ``width * bins``; larger losses go to the overflow bin.
+
+        Returns
+        -------
+        float
+        """
         return self.width * self.bins
 
 
 @partial(jax.jit, static_argnames=("spec",))
 def chunk_statistics(losses: jax.Array, valid: jax.Array, epsilons: jax.Array, spec: HistogramSpec,
                      loss_shift=0.0):
-    """Per-chunk sums of ``max(0, 1 - e^{eps - L})`` (float64, shape ``(E,)``) and the loss histogram
-    (int32, shape ``(bins + 2,)``: index 0 for ``L <= 0``, ``bins + 1`` for overflow) over the first
-    ``valid`` entries of ``losses``, each loss first raised by ``loss_shift`` (a bound on its floating-point
-    error, :func:`mcacct.engine.systematic.loss_error_bound`, so every contribution bounds the exact one)."""
+    """Per-chunk sums of ``max(0, 1 - e^{eps - L})`` and the loss histogram over the first ``valid`` losses.
+
+    Each loss is first raised by ``loss_shift`` (a bound on its floating-point error,
+    :func:`mcacct.engine.systematic.loss_error_bound`, so every contribution bounds the exact one).
+
+    Parameters
+    ----------
+    losses : jax.Array
+        ``(N,)`` privacy losses ``L`` of one direction.
+    valid : int or jax.Array
+        How many leading entries of ``losses`` count.
+    epsilons : jax.Array
+        float64 ``(E,)``.
+    spec : HistogramSpec
+        The binning (static).
+    loss_shift : float or jax.Array, optional
+        Added to every loss first (default 0).
+
+    Returns
+    -------
+    sums : jax.Array
+        float64 ``(E,)``: the sums of the contributions.
+    hist : jax.Array
+        int32 ``(bins + 2,)``: index 0 for ``L <= 0``, ``bins + 1`` for overflow, bin ``i`` for
+        ``(i - 1) width < L <= i width``.
+    """
     loss = losses.astype(jnp.float64) + jnp.asarray(loss_shift, jnp.float64)
     mask = jnp.arange(loss.shape[0]) < valid
     terms = jnp.maximum(0.0, -jnp.expm1(epsilons[None, :] - loss[:, None]))
@@ -104,7 +145,22 @@ class DirectionStats:
 
         Each float64 chunk sum is first raised by its worst-case summation error
         (:func:`chunk_sum_slack`), then rounded up to fixed point, so the integer total
-        never falls below the exact sum of the contributions."""
+        never falls below the exact sum of the contributions.
+
+        Parameters
+        ----------
+        count : int
+            Samples in the chunk.
+        sums : array_like
+            float64 ``(E,)``, the chunk's sums per epsilon.
+        hist : array_like
+            ``(bins + 2,)``, the chunk's histogram.
+
+        Raises
+        ------
+        FloatingPointError
+            If a sum is not finite (the loss kernel's numeric range was exceeded; nothing is added).
+        """
         sums = np.asarray(sums, np.float64)
         if not np.all(np.isfinite(sums)):
             raise FloatingPointError("non-finite privacy loss in a chunk: the loss kernel's numeric range was "
@@ -117,7 +173,23 @@ class DirectionStats:
         self.hist += np.asarray(hist, np.int64)
 
     def merge(self, other: "DirectionStats") -> "DirectionStats":
-        """Exact sum of two sets of statistics (same epsilons and binning)."""
+        """Exact sum of two sets of statistics (same epsilons and binning).
+
+        Parameters
+        ----------
+        other : DirectionStats
+            Statistics with the same epsilons and histogram spec.
+
+        Returns
+        -------
+        DirectionStats
+            A new object; neither operand changes.
+
+        Raises
+        ------
+        ValueError
+            If the epsilons or the binning differ.
+        """
         if tuple(other.epsilons) != tuple(self.epsilons) or other.spec != self.spec:
             raise ValueError("cannot merge statistics with different epsilons or histogram binning")
         return DirectionStats(self.epsilons, self.spec, self.count + other.count,
@@ -125,13 +197,35 @@ class DirectionStats:
 
     # -- estimates ---------------------------------------------------------------------------------------
     def mean_at(self, j: int) -> float:
-        """Empirical mean of the contributions at ``epsilons[j]`` (rounded up)."""
+        """Empirical mean of the contributions at ``epsilons[j]`` (rounded up).
+
+        Parameters
+        ----------
+        j : int
+            Index into ``epsilons``.
+
+        Returns
+        -------
+        float
+            The mean; 1.0 before any sample.
+        """
         if self.count == 0:
             return 1.0
         return (self.sums[j] / self.count) / 2.0**FIXED_BITS
 
     def histogram_delta(self, epsilon: float | np.ndarray) -> np.ndarray:
-        """Empirical ``delta(epsilon)`` from the histogram (an upper bound on the exact empirical mean)."""
+        """Empirical ``delta(epsilon)`` from the histogram (an upper bound on the exact empirical mean).
+
+        Parameters
+        ----------
+        epsilon : float or numpy.ndarray
+            One or more epsilons.
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 ``(E,)``, one value per epsilon (``E = 1`` for a scalar); ones before any sample.
+        """
         eps = np.atleast_1d(np.asarray(epsilon, np.float64))
         if self.count == 0:
             return np.ones_like(eps)
@@ -143,11 +237,24 @@ class DirectionStats:
 
 
 def nonfinite_loss_message(dtype: str, sigma: float) -> str:
-    """What to tell the user when the loss kernel of ``dtype`` returned a non-finite loss at ``sigma``
-    (:meth:`DirectionStats.add_chunk` refused the chunk): what happened and what to change, for the actual dtype.
+    """What to tell the user when the loss kernel of ``dtype`` returned a non-finite loss at ``sigma``.
 
-    The loss grows like ``1/sigma^2`` (and like the strategy's entries squared): float32 holds numbers up to
-    ``3.4e38``, so a small sigma or large ``c_col`` entries leave its range long before float64's."""
+    :meth:`DirectionStats.add_chunk` refused the chunk; the message says what happened and what to change, for
+    the actual dtype. The loss grows like ``1/sigma^2`` (and like the strategy's entries squared): float32 holds
+    numbers up to ``3.4e38``, so a small sigma or large ``c_col`` entries leave its range long before float64's.
+
+    Parameters
+    ----------
+    dtype : str
+        The kernel precision, e.g. ``"float64"`` or ``"float32"``.
+    sigma : float
+        The noise multiplier of the refused chunk.
+
+    Returns
+    -------
+    str
+        The message.
+    """
     head = (f"the privacy loss at sigma={sigma:g} is not finite in the {dtype} loss kernel: it grows like "
             "1/sigma^2 and left the kernel's numeric range, so nothing was certified; ")
     if str(dtype) != "float64":
@@ -158,13 +265,44 @@ def nonfinite_loss_message(dtype: str, sigma: float) -> str:
 
 
 def delta_bounds(mean: float, count: int, alpha: float) -> tuple[float, float]:
-    """(lower, upper) one-sided (1 - alpha) Chernoff-KL confidence bounds on a [0,1]-valued mean."""
+    """(lower, upper) one-sided (1 - alpha) Chernoff-KL confidence bounds on a [0,1]-valued mean.
+
+    Parameters
+    ----------
+    mean : float
+        The empirical mean.
+    count : int
+        Number of samples.
+    alpha : float
+        In ``(0, 1)``; each bound fails with probability at most ``alpha``.
+
+    Returns
+    -------
+    lower : float
+        :func:`~mcacct.statistics.confidence.kl_lower_confidence`.
+    upper : float
+        :func:`~mcacct.statistics.confidence.kl_upper_confidence`.
+    """
     return kl_lower_confidence(mean, count, alpha), kl_upper_confidence(mean, count, alpha)
 
 
 def epsilon_from_delta_curve(delta_of_eps, delta: float, eps_hi: float) -> float:
-    """Smallest epsilon (to 1e-6, rounded up) with ``delta_of_eps(epsilon) <= delta``; ``inf`` if none
-    below ``eps_hi``. ``delta_of_eps`` must be non-increasing."""
+    """Smallest epsilon (to 1e-6, rounded up) with ``delta_of_eps(epsilon) <= delta``.
+
+    Parameters
+    ----------
+    delta_of_eps : callable
+        ``delta_of_eps(epsilon) -> float``, non-increasing.
+    delta : float
+        The target delta.
+    eps_hi : float
+        Largest epsilon searched.
+
+    Returns
+    -------
+    float
+        The epsilon (``0.0`` if already met at 0); ``inf`` if none below ``eps_hi``.
+    """
     if delta_of_eps(0.0) <= delta:
         return 0.0
     if delta_of_eps(eps_hi) > delta:

@@ -48,7 +48,20 @@ _SAFETY = 1.0 + 1e-9
 
 @float64
 def kl_bernoulli(a: float, b: float) -> float:
-    """KL(Bern(a) || Bern(b)) in nats, for ``a`` in [0, 1] and ``b`` in (0, 1)."""
+    """KL(Bern(a) || Bern(b)) in nats.
+
+    Parameters
+    ----------
+    a : float
+        In ``[0, 1]``.
+    b : float
+        In ``(0, 1)``; at the ends the divergence is 0 if ``a == b``, else ``inf``.
+
+    Returns
+    -------
+    float
+        ``>= 0``.
+    """
     if b <= 0.0 or b >= 1.0:
         return 0.0 if a == b else math.inf
     out = 0.0
@@ -61,7 +74,22 @@ def kl_bernoulli(a: float, b: float) -> float:
 
 @float64
 def tail_bound(num_samples: int, base_delta: float, delta: float) -> float:
-    """``q = exp(-s KL(base_delta || delta))`` for ``delta > base_delta`` (1 otherwise)."""
+    r"""``q = exp(-s KL(base_delta || delta))`` for ``delta > base_delta`` (1 otherwise).
+
+    Parameters
+    ----------
+    num_samples : int
+        ``s``, ``>= 1``.
+    base_delta : float
+        :math:`\delta'`, the base delta.
+    delta : float
+        :math:`\delta`.
+
+    Returns
+    -------
+    float
+        ``q`` in ``[0, 1]``.
+    """
     if delta <= base_delta:
         return 1.0
     if delta >= 1.0:
@@ -75,13 +103,33 @@ def _overall_at(s: int, base: float, delta: float) -> float:
 
 @float64
 def overall_delta_terms(num_samples: int, base_delta: float) -> tuple[float, float]:
-    r"""The two terms of :func:`overall_delta`: the chosen :math:`\delta \ge \delta'` and the failure probability
-    :math:`q(s, \delta', \delta)` of Alg. 5 (a mechanism that is not :math:`(\varepsilon, \delta)`-DP passes
-    verification with probability at most :math:`q`), so that the overall delta is
-    :math:`\min(1, \delta + q(1 - \delta))`.
+    r"""The two terms of :func:`overall_delta`: the chosen :math:`\delta \ge \delta'` and its failure probability.
+
+    :math:`q(s, \delta', \delta)` is the failure probability of Alg. 5 (a mechanism that is not
+    :math:`(\varepsilon, \delta)`-DP passes verification with probability at most :math:`q`), so that the overall
+    delta is :math:`\min(1, \delta + q(1 - \delta))`.
 
     The minimiser is located on a log grid and refined by golden-section search; the terms returned are those
     of the point chosen, so the overall delta they give is a valid bound whatever the search finds.
+
+    Parameters
+    ----------
+    num_samples : int
+        ``s``, ``>= 1``.
+    base_delta : float
+        :math:`\delta'` in ``(0, 1)``.
+
+    Returns
+    -------
+    delta : float
+        The chosen :math:`\delta`.
+    q : float
+        :math:`q(s, \delta', \delta)`.
+
+    Raises
+    ------
+    ValueError
+        If ``num_samples`` or ``base_delta`` is out of range.
     """
     s = check_int("num_samples", num_samples, low=1)
     base = check_real("base_delta", base_delta, low=0.0, high=1.0, low_open=True, high_open=True)
@@ -105,8 +153,22 @@ def overall_delta_terms(num_samples: int, base_delta: float) -> tuple[float, flo
 
 @float64
 def overall_delta(num_samples: int, base_delta: float) -> float:
-    r"""The overall :math:`\delta_o = \min_{\delta \ge \delta'} \delta + q(s, \delta', \delta)(1 - \delta)`
-    (:func:`overall_delta_terms` gives the two terms)."""
+    r"""The overall :math:`\delta_o = \min_{\delta \ge \delta'} \delta + q(s, \delta', \delta)(1 - \delta)`.
+
+    :func:`overall_delta_terms` gives the two terms.
+
+    Parameters
+    ----------
+    num_samples : int
+        ``s``, ``>= 1``.
+    base_delta : float
+        :math:`\delta'` in ``(0, 1)``.
+
+    Returns
+    -------
+    float
+        :math:`\delta_o`, at most 1.
+    """
     d, q = overall_delta_terms(num_samples, base_delta)
     return min(d + q * (1.0 - d), 1.0)
 
@@ -115,7 +177,22 @@ def overall_delta(num_samples: int, base_delta: float) -> float:
 def base_delta_for_target(num_samples: int, target_delta: float) -> float:
     """The largest base delta whose overall delta with ``num_samples`` samples is ``<= target_delta``.
 
-    Raises ``ValueError`` when no base delta works (too few samples; see :func:`min_samples`).
+    Parameters
+    ----------
+    num_samples : int
+        ``s``, ``>= 1``.
+    target_delta : float
+        In ``(0, 1)``.
+
+    Returns
+    -------
+    float
+        The base delta, found by bisection in log space on ``[target_delta e^-60, target_delta]``.
+
+    Raises
+    ------
+    ValueError
+        When no base delta works (too few samples; see :func:`min_samples`), or an argument is out of range.
     """
     s = check_int("num_samples", num_samples, low=1)
     t = check_real("target_delta", target_delta, low=0.0, high=1.0, low_open=True, high_open=True)
@@ -135,10 +212,32 @@ def base_delta_for_target(num_samples: int, target_delta: float) -> float:
 
 @float64
 def sample_budget(statistical_delta: float, num_samples: int | None = None) -> tuple[int, float]:
-    """``(num_samples, base_delta)`` of a verification whose statistical overall delta is at most
-    ``statistical_delta``: the given ``num_samples`` with the largest base delta that works
-    (:func:`base_delta_for_target`), or, without it, base delta = ``statistical_delta / 2`` and the fewest
-    samples that work (:func:`min_samples`; the choice of Dong & Ganesh 2026, arXiv:2602.09338, App. A)."""
+    r"""``(num_samples, base_delta)`` of a verification with statistical overall delta ``<= statistical_delta``.
+
+    The given ``num_samples`` with the largest base delta that works (:func:`base_delta_for_target`), or, without
+    it, base delta = ``statistical_delta / 2`` and the fewest samples that work (:func:`min_samples`; the choice of
+    Dong & Ganesh 2026, arXiv:2602.09338, App. A).
+
+    Parameters
+    ----------
+    statistical_delta : float
+        The statistical overall delta, in ``(0, 1)``.
+    num_samples : int or None, optional
+        A fixed sample count, ``>= 1``; ``None`` (default): the fewest that work.
+
+    Returns
+    -------
+    num_samples : int
+        The sample count.
+    base_delta : float
+        The base delta :math:`\delta'` to verify against.
+
+    Raises
+    ------
+    ValueError
+        If ``num_samples`` is too few for ``statistical_delta`` (the message gives the number needed), or an
+        argument is out of range.
+    """
     if num_samples is None:
         base = statistical_delta / 2
         return min_samples(statistical_delta, base), base
@@ -148,7 +247,25 @@ def sample_budget(statistical_delta: float, num_samples: int | None = None) -> t
 
 @float64
 def min_samples(target_delta: float, base_delta: float) -> int:
-    """The smallest ``s`` with ``overall_delta(s, base_delta) <= target_delta``."""
+    """The smallest ``s`` with ``overall_delta(s, base_delta) <= target_delta``.
+
+    Parameters
+    ----------
+    target_delta : float
+        In ``(0, 1)``.
+    base_delta : float
+        In ``(0, target_delta)``.
+
+    Returns
+    -------
+    int
+        ``s >= 1``.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range, or no sample size up to ``2^62`` reaches the target.
+    """
     t = check_real("target_delta", target_delta, low=0.0, high=1.0, low_open=True, high_open=True)
     base = check_real("base_delta", base_delta, low=0.0, high=t, low_open=True, high_open=True)
     hi = 1
@@ -168,8 +285,24 @@ def min_samples(target_delta: float, base_delta: float) -> int:
 
 @float64
 def kl_upper_confidence(mean: float, num_samples: int, alpha: float) -> float:
-    """Largest ``d`` with ``exp(-s KL(mean || d)) >= alpha``: a (1 - alpha) upper confidence bound on the
-    mean of ``[0, 1]``-valued i.i.d. samples (Chernoff; valid for any distribution on [0, 1])."""
+    """Largest ``d`` with ``exp(-s KL(mean || d)) >= alpha``: a (1 - alpha) upper confidence bound.
+
+    On the mean of ``[0, 1]``-valued i.i.d. samples (Chernoff; valid for any distribution on [0, 1]).
+
+    Parameters
+    ----------
+    mean : float
+        The empirical mean (clipped to ``[0, 1]``).
+    num_samples : int
+        ``s``; ``<= 0`` gives 1.
+    alpha : float
+        In ``(0, 1)``.
+
+    Returns
+    -------
+    float
+        The bound in ``[mean, 1]``, raised by a relative safety factor.
+    """
     if num_samples <= 0:
         return 1.0
     m = min(max(mean, 0.0), 1.0)
@@ -186,7 +319,22 @@ def kl_upper_confidence(mean: float, num_samples: int, alpha: float) -> float:
 
 @float64
 def kl_lower_confidence(mean: float, num_samples: int, alpha: float) -> float:
-    """Smallest ``d`` with ``exp(-s KL(mean || d)) >= alpha``: a (1 - alpha) lower confidence bound."""
+    """Smallest ``d`` with ``exp(-s KL(mean || d)) >= alpha``: a (1 - alpha) lower confidence bound.
+
+    Parameters
+    ----------
+    mean : float
+        The empirical mean (clipped to ``[0, 1]``).
+    num_samples : int
+        ``s``; ``<= 0`` gives 0.
+    alpha : float
+        In ``(0, 1)``.
+
+    Returns
+    -------
+    float
+        The bound in ``[0, mean]``, lowered by a relative safety factor.
+    """
     if num_samples <= 0:
         return 0.0
     m = min(max(mean, 0.0), 1.0)
@@ -222,13 +370,31 @@ def _log_ndtr(x: float) -> float:
 
 @float64
 def gaussian_delta(sensitivity: float, sigma: float, epsilon: float) -> float:
-    r"""Exact :math:`\delta(\varepsilon)` of the Gaussian mechanism (Balle & Wang 2018, Thm. 8):
+    r"""Exact :math:`\delta(\varepsilon)` of the Gaussian mechanism (Balle & Wang 2018, Thm. 8).
 
     .. math::  \delta = \Phi\!\left(\tfrac{\Delta}{2\sigma} - \tfrac{\varepsilon\sigma}{\Delta}\right)
                - e^{\varepsilon}\,\Phi\!\left(-\tfrac{\Delta}{2\sigma} - \tfrac{\varepsilon\sigma}{\Delta}\right),
 
     symmetric in the two adjacency directions. Returned with a relative safety margin (an upper bound).
-    ``epsilon`` in ``[0, EPSILON_MAX]`` (``e^epsilon`` must be a float64 number).
+
+    Parameters
+    ----------
+    sensitivity : float
+        :math:`\Delta`, ``> 0``.
+    sigma : float
+        :math:`\sigma`, ``> 0``.
+    epsilon : float
+        In ``[0, EPSILON_MAX]`` (``e^epsilon`` must be a float64 number).
+
+    Returns
+    -------
+    float
+        An upper bound on :math:`\delta`, in ``[0, 1]``.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
     """
     d = check_real("sensitivity", sensitivity, low=0.0, low_open=True)
     s = check_real("sigma", sigma, low=0.0, low_open=True)
@@ -243,7 +409,27 @@ def gaussian_delta(sensitivity: float, sigma: float, epsilon: float) -> float:
 
 @float64
 def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
-    """Smallest noise multiplier (rounded up) with ``gaussian_delta(sensitivity, sigma, epsilon) <= delta``."""
+    """Smallest noise multiplier (rounded up) with ``gaussian_delta(sensitivity, sigma, epsilon) <= delta``.
+
+    Parameters
+    ----------
+    sensitivity : float
+        ``> 0``.
+    epsilon : float
+        In ``[0, EPSILON_MAX]``.
+    delta : float
+        In ``(0, 1)``.
+
+    Returns
+    -------
+    float
+        ``sigma``, found by geometric bisection (to a relative ``1e-12``).
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+    """
     d = check_real("sensitivity", sensitivity, low=0.0, low_open=True)
     e = check_real("epsilon", epsilon, low=0.0, high=EPSILON_MAX)
     t = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)

@@ -48,8 +48,20 @@ OBJECTIVES = ("mean", "max")
 
 @float64
 def max_error_coefficients(bands: int) -> np.ndarray:
-    r""":math:`r_j = \binom{2j}{j} 4^{-j}`, ``j < bands`` (the square root of the prefix matrix's series,
-    :math:`(1 - x)^{-1/2}`): the initial point of the optimisation."""
+    r""":math:`r_j = \binom{2j}{j} 4^{-j}`, ``j < bands``: the initial point of the optimisation.
+
+    These are the coefficients of the square root of the prefix matrix's series, :math:`(1 - x)^{-1/2}`.
+
+    Parameters
+    ----------
+    bands : int
+        Number of coefficients.
+
+    Returns
+    -------
+    numpy.ndarray
+        :math:`r_0, \dots, r_{\mathrm{bands}-1}`, starting with :math:`r_0 = 1`.
+    """
     r = np.ones(int(bands))
     for j in range(1, int(bands)):
         r[j] = r[j - 1] * (2 * j - 1) / (2 * j)
@@ -66,9 +78,23 @@ def _block(c: jax.Array, length: int, offset: int) -> jax.Array:
 @float64
 @partial(jax.jit, static_argnames=("iterations",))
 def inverse_times_ones(c: jax.Array, iterations: int) -> jax.Array:
-    r""":math:`\beta = C^{-1} \mathbf 1` (length ``n = iterations``) for the lower-triangular banded Toeplitz ``C``
-    with first-column non-zeros ``c`` (``c_0 != 0``); differentiable in ``c``. Blocks of ``L = max(k, 64)``
-    rows: :math:`\beta_q = T_0^{-1}(\mathbf 1 - T_1 \beta_{q-1})`."""
+    r""":math:`\beta = C^{-1} \mathbf 1` for the lower-triangular banded Toeplitz ``C``.
+
+    Blocks of ``L = max(k, 64)`` rows: :math:`\beta_q = T_0^{-1}(\mathbf 1 - T_1 \beta_{q-1})`; differentiable in
+    ``c``.
+
+    Parameters
+    ----------
+    c : jax.Array
+        First-column non-zeros of ``C``, shape ``(k,)``, with ``c_0 != 0``.
+    iterations : int
+        ``n``, the size of ``C`` (static).
+
+    Returns
+    -------
+    jax.Array
+        :math:`\beta`, shape ``(n,)``.
+    """
     c = jnp.asarray(c, jnp.float64)
     n = int(iterations)
     length = max(c.shape[0], 64)
@@ -88,14 +114,41 @@ def inverse_times_ones(c: jax.Array, iterations: int) -> jax.Array:
 
 @float64
 def per_query_error(c: jax.Array, iterations: int) -> jax.Array:
-    r"""Squared error of each prefix-sum query per unit noise, :math:`\sum_{j \le i} \beta_j^2` (length ``n``),
-    before the sensitivity factor."""
+    r"""Squared error of each prefix-sum query per unit noise, before the sensitivity factor.
+
+    Parameters
+    ----------
+    c : jax.Array
+        First-column non-zeros of ``C``.
+    iterations : int
+        ``n``.
+
+    Returns
+    -------
+    jax.Array
+        :math:`\sum_{j \le i} \beta_j^2` for every query ``i``, shape ``(n,)``.
+    """
     return jnp.cumsum(inverse_times_ones(c, iterations) ** 2)
 
 
 @float64
 def strategy_objective(c: jax.Array, iterations: int, objective: str = "mean") -> jax.Array:
-    """The error of :func:`strategy_error` as a differentiable JAX function of ``c`` (no validation)."""
+    """The error of :func:`strategy_error` as a differentiable JAX function of ``c`` (no validation).
+
+    Parameters
+    ----------
+    c : jax.Array
+        First-column non-zeros of ``C``.
+    iterations : int
+        ``n``.
+    objective : {"mean", "max"}, default "mean"
+        Which error.
+
+    Returns
+    -------
+    jax.Array
+        The error (scalar).
+    """
     beta2 = inverse_times_ones(c, iterations) ** 2
     err = jnp.mean(jnp.cumsum(beta2)) if objective == "mean" else jnp.sum(beta2)
     return err * jnp.sum(c ** 2)
@@ -103,10 +156,30 @@ def strategy_objective(c: jax.Array, iterations: int, objective: str = "mean") -
 
 @float64
 def strategy_error(c_col, iterations: int, objective: str = "mean") -> float:
-    r"""The error :math:`E_{mean}` (or :math:`E_{max}`) of the strategy ``c_col`` over ``n = iterations``
-    steps: ``mean_i ||(A C^{-1})_i||^2 ||c||^2`` (or the max over ``i``). ``bands = 1`` (``c = (1,)``) gives
-    ``(n + 1) / 2`` (mean) and ``n`` (max). ``c_col`` holds at most ``n`` entries (``ValueError`` otherwise:
-    ``C`` is ``n x n``)."""
+    """The error :math:`E_{mean}` (or :math:`E_{max}`) of the strategy ``c_col`` over ``n = iterations`` steps.
+
+    ``mean_i ||(A C^{-1})_i||^2 ||c||^2`` (or the max over ``i``). ``bands = 1`` (``c = (1,)``) gives
+    ``(n + 1) / 2`` (mean) and ``n`` (max).
+
+    Parameters
+    ----------
+    c_col : array_like
+        First-column non-zeros of ``C``: finite, ``c_col[0] != 0``, at most ``n`` entries (``C`` is ``n x n``).
+    iterations : int
+        ``n >= 1``.
+    objective : {"mean", "max"}, default "mean"
+        Which error.
+
+    Returns
+    -------
+    float
+        The error.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range, including ``c_col`` with more than ``n`` entries.
+    """
     n = check_int("iterations", iterations, low=1)
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}")
@@ -168,11 +241,29 @@ def _lbfgs(x0: jax.Array, iterations: int, objective: str, max_steps: int, tol: 
 @float64
 def optimize_banded_toeplitz(iterations: int, bands: int, objective: str = "mean", max_steps: int = 500,
                              tol: float = 1e-12) -> OptimizedStrategy:
-    r"""The banded Toeplitz strategy with ``bands`` non-zeros that minimises :math:`E_{mean}` (or
-    :math:`E_{max}`) over ``n = iterations`` steps: L-BFGS (optax) from :func:`max_error_coefficients` on ``c``
-    itself; if the optimum has a negative entry, again on ``c = x^2`` (non-negative by construction) from the
-    square roots of ``|c|``, and the better non-negative point is returned. ``tol`` bounds the gradient norm of
-    the objective divided by its initial value; ``max_steps`` the L-BFGS steps per run.
+    """The banded Toeplitz strategy with ``bands`` non-zeros that minimises :math:`E_{mean}` (or :math:`E_{max}`).
+
+    Over ``n = iterations`` steps: L-BFGS (optax) from :func:`max_error_coefficients` on ``c`` itself; if the
+    optimum has a negative entry, again on ``c = x^2`` (non-negative by construction) from the square roots of
+    ``|c|``, and the better non-negative point is returned.
+
+    Parameters
+    ----------
+    iterations : int
+        ``n >= 1``.
+    bands : int
+        Number of non-zeros, in ``[1, iterations]``.
+    objective : {"mean", "max"}, default "mean"
+        Which error.
+    max_steps : int, default 500
+        Most L-BFGS steps per run (``>= 1``).
+    tol : float, default 1e-12
+        Bound on the gradient norm of the objective divided by its initial value.
+
+    Returns
+    -------
+    OptimizedStrategy
+        ``c_col`` normalised to ``||c|| = 1``, its error and the steps taken.
 
     Raises
     ------

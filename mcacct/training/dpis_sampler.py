@@ -162,7 +162,21 @@ class DPISSampler:
         object.__setattr__(self, "g_lower", check_real("g_lower", gl, low=0.0, high=self.clip, low_open=True))
 
     def check_k_tilde(self, k_tilde: Any) -> Any:
-        r"""``k_tilde`` if :math:`\tilde K \ge kbC` (else ``ValueError``); traced values pass unchecked."""
+        r"""``k_tilde`` if :math:`\tilde K \ge kbC`; traced values pass unchecked.
+
+        Parameters
+        ----------
+        k_tilde : float or jax.Array
+
+        Returns
+        -------
+        float or jax.Array
+
+        Raises
+        ------
+        ValueError
+            For a concrete ``k_tilde`` below ``k * batch_size * clip``.
+        """
         kt = _scalar("k_tilde", k_tilde, 0.0)
         if not is_traced(kt) and kt < self.k * self.batch_size * self.clip:
             raise ValueError(f"k_tilde must be >= k*batch_size*clip = {self.k * self.batch_size * self.clip!r} "
@@ -171,8 +185,24 @@ class DPISSampler:
         return kt
 
     def init(self, norms: Any) -> DPISState:
-        r"""State at the start of an epoch from every record's gradient norm (Alg. 1 lines 9-11):
-        :math:`\hat g_i = k\max(\min(\|g_i\|, C), g_L)`."""
+        r"""State at the start of an epoch from every record's gradient norm (Alg. 1 lines 9-11).
+
+        :math:`\hat g_i = k\max(\min(\|g_i\|, C), g_L)`.
+
+        Parameters
+        ----------
+        norms : array_like
+            Gradient norms :math:`\|g_i\| \ge 0`, shape ``(N,)``.
+
+        Returns
+        -------
+        DPISState
+
+        Raises
+        ------
+        ValueError
+            For concrete norms of another shape, not finite or negative.
+        """
         n = _norms("norms", norms, self.dataset_size)
         return DPISState(self.k * jnp.maximum(jnp.minimum(n, self.clip), self.g_lower))
 
@@ -182,13 +212,57 @@ class DPISSampler:
         return _norms("state.g_hat", state.g_hat, self.dataset_size)
 
     def filter(self, key: jax.Array, state: DPISState, k_tilde: Any) -> tuple[jax.Array, jax.Array]:
-        r"""Step 1: the candidates :math:`\mathcal X_q` (bool ``(N,)``) and their probabilities :math:`q_i`."""
+        r"""Step 1: the candidates :math:`\mathcal X_q` and their probabilities :math:`q_i`.
+
+        Parameters
+        ----------
+        key : jax.Array
+        state : DPISState
+        k_tilde : float or jax.Array
+            :math:`\tilde K` (:meth:`check_k_tilde`).
+
+        Returns
+        -------
+        candidates : jax.Array
+            bool, shape ``(N,)``.
+        q : jax.Array
+            :math:`q_i = \min(b\hat g_i/\tilde K, 1)`, shape ``(N,)``.
+
+        Raises
+        ------
+        ValueError
+            For an invalid ``state`` or a concrete ``k_tilde`` below :math:`kbC`.
+        """
         return _filter(key, self._g_hat(state), self.check_k_tilde(k_tilde), self.batch_size)
 
     def accept(self, key: jax.Array, state: DPISState, candidates: jax.Array, q: jax.Array, norms: Any,
                k_tilde: Any, n_tilde: Any) -> tuple[DPISState, DPISBatch]:
-        r"""Steps 2-3 given the candidates' current gradient norms ``norms`` (shape ``(N,)``; entries of
-        non-candidates are ignored): the new state and the batch."""
+        r"""Steps 2-3 given the candidates' current gradient norms: the new state and the batch.
+
+        Parameters
+        ----------
+        key : jax.Array
+        state : DPISState
+        candidates, q : jax.Array
+            The output of :meth:`filter`, shape ``(N,)``.
+        norms : array_like
+            Current gradient norms, shape ``(N,)``; entries of non-candidates are ignored.
+        k_tilde : float or jax.Array
+            :math:`\tilde K` (:meth:`check_k_tilde`).
+        n_tilde : float or jax.Array
+            :math:`\tilde N > 0`.
+
+        Returns
+        -------
+        state : DPISState
+            The numerators, updated on the candidates.
+        batch : DPISBatch
+
+        Raises
+        ------
+        ValueError
+            For invalid concrete arguments.
+        """
         kt = self.check_k_tilde(k_tilde)
         nt = _scalar("n_tilde", n_tilde, 0.0)
         return _accept(key, self._g_hat(state), candidates, q, _norms("norms", norms, self.dataset_size), kt, nt,
@@ -196,7 +270,25 @@ class DPISSampler:
 
     def step(self, key: jax.Array, state: DPISState, norms: Any, k_tilde: Any,
              n_tilde: Any) -> tuple[DPISState, DPISBatch]:
-        r"""One iteration: ``key`` splits into ``(k_filter, k_accept)`` for :meth:`filter` and :meth:`accept`."""
+        """One iteration: ``key`` splits into ``(k_filter, k_accept)`` for :meth:`filter` and :meth:`accept`.
+
+        Parameters
+        ----------
+        key : jax.Array
+        state : DPISState
+        norms, k_tilde, n_tilde
+            As in :meth:`accept`.
+
+        Returns
+        -------
+        state : DPISState
+        batch : DPISBatch
+
+        Raises
+        ------
+        ValueError
+            For invalid concrete arguments.
+        """
         k_filter, k_accept = jax.random.split(key)
         candidates, q = self.filter(k_filter, state, k_tilde)
         return self.accept(k_accept, state, candidates, q, norms, k_tilde, n_tilde)
@@ -205,9 +297,35 @@ class DPISSampler:
 @float64
 def importance_sample(key: jax.Array, norms: Any, k_tilde: Any, n_tilde: Any, batch_size: float,
                       clip: float) -> DPISBatch:
-    r"""Plain DPIS importance sampling without the filter (Sec. 3.2-3.3; every norm known): record :math:`i` is
-    in the batch with probability :math:`\pi_i = b\min(\|g_i\|, C)/\tilde K`, weight :math:`b/(\tilde N\pi_i)`.
-    Requires :math:`\tilde K \ge bC` (``ValueError`` for concrete values; ``covered`` otherwise)."""
+    r"""Plain DPIS importance sampling without the filter (Sec. 3.2-3.3; every norm known).
+
+    Record :math:`i` is in the batch with probability :math:`\pi_i = b\min(\|g_i\|, C)/\tilde K`, weight
+    :math:`b/(\tilde N\pi_i)`.
+
+    Parameters
+    ----------
+    key : jax.Array
+    norms : array_like
+        Gradient norms of every record, shape ``(N,)``.
+    k_tilde : float or jax.Array
+        :math:`\tilde K \ge bC`.
+    n_tilde : float or jax.Array
+        :math:`\tilde N > 0`.
+    batch_size : float
+        Expected batch size :math:`b > 0`.
+    clip : float
+        Clip bound :math:`C > 0`.
+
+    Returns
+    -------
+    DPISBatch
+        ``covered`` is ``False`` for a traced :math:`\tilde K < bC`.
+
+    Raises
+    ------
+    ValueError
+        For concrete values with :math:`\tilde K < bC`, or an argument out of range.
+    """
     b = check_real("batch_size", batch_size, low=0.0, low_open=True)
     c = check_real("clip", clip, low=0.0, low_open=True)
     kt = _scalar("k_tilde", k_tilde, 0.0)
@@ -225,8 +343,24 @@ def importance_sample(key: jax.Array, norms: Any, k_tilde: Any, n_tilde: Any, ba
 @float64
 def noisy_gradient(key: jax.Array, grads: jax.Array, batch: DPISBatch, sigma_g: Any, clip: float,
                    batch_size: float) -> jax.Array:
-    r""":math:`\tilde g = \frac1b\big(\sum_i w_i\,\mathrm{clip\_scale}_i\,g_i + \mathcal N(0, \sigma_G^2C^2I)
-    \big)` for per-record gradients ``grads`` of shape ``(N, ...)`` (rows outside the batch are ignored)."""
+    r"""The noisy gradient :math:`\tilde g` of a batch.
+
+    :math:`\tilde g = \frac1b\big(\sum_i w_i\,\mathrm{clip\_scale}_i\,g_i + \mathcal N(0, \sigma_G^2C^2I)\big)`.
+
+    Parameters
+    ----------
+    key : jax.Array
+    grads : jax.Array
+        Per-record gradients, shape ``(N, ...)`` (rows outside the batch are ignored).
+    batch : DPISBatch
+    sigma_g, clip, batch_size : float
+        :math:`\sigma_G`, :math:`C` and :math:`b`.
+
+    Returns
+    -------
+    jax.Array
+        :math:`\tilde g`, of the shape of one gradient.
+    """
     g = jnp.asarray(grads)
     coef = (batch.weight * batch.clip_scale).reshape((-1,) + (1,) * (g.ndim - 1))
     total = jnp.sum(jnp.where(coef != 0, coef * g, 0.0), axis=0)
@@ -236,15 +370,42 @@ def noisy_gradient(key: jax.Array, grads: jax.Array, batch: DPISBatch, sigma_g: 
 
 @float64
 def noisy_count(key: jax.Array, n: Any, sigma_n: Any) -> jax.Array:
-    r""":math:`\tilde N = N + \mathcal N(0, \sigma_N^2)` (eq. 10)."""
+    r""":math:`\tilde N = N + \mathcal N(0, \sigma_N^2)` (eq. 10).
+
+    Parameters
+    ----------
+    key : jax.Array
+    n, sigma_n : float or jax.Array
+        :math:`N` and :math:`\sigma_N`.
+
+    Returns
+    -------
+    jax.Array
+        A float64 scalar.
+    """
     return jnp.asarray(n, jnp.float64) + sigma_n * jax.random.normal(key, (), jnp.float64)
 
 
 @float64
 def noisy_norm_sum(key: jax.Array, norms: Any, clip: Any, p_k: Any, sigma_k: Any) -> jax.Array:
-    r""":math:`K' = \frac1{p_K}\sum_{i\in B_K}\min(\|g_i\|, C) + \mathcal N(0, \sigma_K^2C^2)` (eq. 11), with
-    :math:`B_K` a Poisson sample of rate :math:`p_K` (sensitivity :math:`C/p_K`; accounted by
-    :func:`mcacct.dpis.norm_sum_spec`)."""
+    r""":math:`K' = \frac1{p_K}\sum_{i\in B_K}\min(\|g_i\|, C) + \mathcal N(0, \sigma_K^2C^2)` (eq. 11).
+
+    :math:`B_K` is a Poisson sample of rate :math:`p_K` (sensitivity :math:`C/p_K`; accounted by
+    :func:`mcacct.dpis.norm_sum_spec`).
+
+    Parameters
+    ----------
+    key : jax.Array
+    norms : array_like
+        Gradient norms of every record, shape ``(N,)``.
+    clip, p_k, sigma_k : float or jax.Array
+        :math:`C`, :math:`p_K` and :math:`\sigma_K`.
+
+    Returns
+    -------
+    jax.Array
+        A float64 scalar.
+    """
     k_sample, k_noise = jax.random.split(key)
     n = jnp.minimum(jnp.asarray(norms, jnp.float64), clip)
     keep = jax.random.uniform(k_sample, n.shape, jnp.float64) < p_k
@@ -254,9 +415,27 @@ def noisy_norm_sum(key: jax.Array, norms: Any, clip: Any, p_k: Any, sigma_k: Any
 @float64
 def refine_k_tilde(k_prime: Any, n_tilde: Any, batch_size: Any, clip: Any, *, k: Any = 1.0, floor: Any = 0.0,
                    xi: Any = 1e-6) -> jax.Array:
-    r"""Eq. (12) with the lower bounds given priority: :math:`\tilde K = \max(\min(K', \tilde NC), kbC + \xi,
-    \mathrm{floor})` (``floor``: a plan's :math:`\kappa_eNC`, :meth:`mcacct.dpis.DPISPlan.k_tilde_floor`). The
-    lower bounds are what the privacy analysis needs; the cap :math:`\tilde NC` only helps utility, so it yields
-    when :math:`\tilde NC` is below them (eq. 12 as printed would then return :math:`\tilde NC`)."""
+    r"""Eq. (12) with the lower bounds given priority.
+
+    :math:`\tilde K = \max(\min(K', \tilde NC), kbC + \xi, \mathrm{floor})` (``floor``: a plan's :math:`\kappa_eNC`,
+    :meth:`mcacct.dpis.DPISPlan.k_tilde_floor`). The lower bounds are what the privacy analysis needs; the cap
+    :math:`\tilde NC` only helps utility, so it yields when :math:`\tilde NC` is below them (eq. 12 as printed would
+    then return :math:`\tilde NC`).
+
+    Parameters
+    ----------
+    k_prime, n_tilde, batch_size, clip : float or jax.Array
+        :math:`K'`, :math:`\tilde N`, :math:`b` and :math:`C`.
+    k : float or jax.Array, default 1.0
+        Rejection-sampling multiplier.
+    floor : float or jax.Array, default 0.0
+    xi : float or jax.Array, default 1e-6
+        Margin :math:`\xi` above :math:`kbC`.
+
+    Returns
+    -------
+    jax.Array
+        :math:`\tilde K`, float64.
+    """
     low = jnp.maximum(k * batch_size * clip + xi, floor)
     return jnp.maximum(jnp.minimum(jnp.asarray(k_prime, jnp.float64), n_tilde * clip), low)
