@@ -703,8 +703,7 @@ def fused_agreement(problem, num_samples: int) -> dict:
     from mcacct.engine.systematic import loss_error_bound
     key, sigmas = jax.random.key(11), jnp.asarray(LADDER, jnp.float64)
     fused = np.asarray(jax.jit(lambda k: fused_block_ladder(problem, k, sigmas, num_samples))(key))
-    unfused = np.asarray(jax.jit(lambda k: ladder_losses(problem.scheme, k, problem.strategy, sigmas, num_samples,
-                                                         jnp.float64, problem.dot_method, problem.recursion))(key))
+    unfused = np.asarray(jax.jit(lambda k: ladder_losses(problem.mechanism(), k, sigmas, num_samples))(key))
     rows = [{"sigma": float(s), "max_abs_difference": float(np.max(np.abs(fused[j] - unfused[j]))),
              "loss_error_bound": float(loss_error_bound(problem, float(s)))} for j, s in enumerate(LADDER)]
     return {"samples": int(num_samples), "per_sigma": rows,

@@ -109,8 +109,7 @@ def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: floa
     @jax.jit
     def fn(key, rskip):
         keys = block_keys(key, problem, chunk)
-        return jax.lax.map(lambda k: ladder_losses(problem.scheme, k, problem.strategy, sigmas, bsize, jnp.float64,
-                                                  problem.dot_method, problem.recursion, add_bound, rskip), keys)
+        return jax.lax.map(lambda k: ladder_losses(problem.mechanism(), k, sigmas, bsize, add_bound, rskip), keys)
 
     out = _time(lambda key: fn(key, rskip), chunk, repeats, min_seconds)
     out["add_bound"] = add_bound

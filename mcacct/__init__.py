@@ -11,6 +11,7 @@ from mcacct.schemes.bminsep import (BMinSep, expected_participation_rate,  # noq
 from mcacct.schemes.api import privacy_loss, sample, sample_y  # noqa: E402
 from mcacct.schemes.base import (AccountedScheme, Bounds, Draws, LossErrorModel, LossErrorParams, Scheme,  # noqa: E402
                                  SchemeSummary)
+from mcacct.schemes.mechanism import KernelOptions, Mechanism  # noqa: E402
 from mcacct.schemes.registry import SchemeInfo, register  # noqa: E402
 from mcacct.strategies.banded import BandedToeplitz  # noqa: E402
 from mcacct.kernels.sliding import sliding_dot  # noqa: E402
@@ -40,8 +41,8 @@ __all__ = [
     "BMinSep", "TruncatedBMinSep", "MultiAttribution", "CyclicPoisson", "BallsInBins", "BandedInverse",
     "BandedToeplitz", "strategy_from_inverse",
     # adding a scheme: the contract, its base class and records, the registry
-    "AccountedScheme", "Scheme", "Draws", "Bounds", "LossErrorModel", "LossErrorParams", "SchemeSummary",
-    "SchemeInfo", "register",
+    "AccountedScheme", "Scheme", "Mechanism", "KernelOptions", "Draws", "Bounds", "LossErrorModel", "LossErrorParams",
+    "SchemeSummary", "SchemeInfo", "register",
     # sampling and losses, for every scheme
     "sample", "sample_y", "privacy_loss", "sample_participation", "expected_participation_rate",
     "sampling_prob_from_batch_size",

@@ -247,10 +247,12 @@ def _concrete_scheme_names() -> set[str]:
 def _scheme_attribute_names() -> set[str]:
     """Every field and public member of the classes defined in mcacct/schemes/ (fields, methods, properties), except
     the entries' data types (:mod:`mcacct.schemes.entry`, :mod:`mcacct.schemes.flags`), which describe how a scheme
-    is offered and are no scheme."""
+    is offered, and the mechanism's records (:mod:`mcacct.schemes.mechanism`: the engine's kernel options and the
+    functions a scheme gives), which are no scheme."""
     names = set()
     for m, path in MODULES.items():
-        if not m.startswith("mcacct.schemes.") or m in ("mcacct.schemes.entry", "mcacct.schemes.flags"):
+        if not m.startswith("mcacct.schemes.") or m in ("mcacct.schemes.entry", "mcacct.schemes.flags",
+                                                                    "mcacct.schemes.mechanism"):
             continue
         for cls in (n for n in _tree(path).body if isinstance(n, ast.ClassDef)):
             for node in cls.body:

@@ -129,7 +129,7 @@ def test_balls_in_bins_sampler_draws_the_shift_means(n, b, c_col):
 def test_balls_in_bins_more_bands_sampler_and_loss_are_one_pair():
     scheme, strat, m, sigma = BallsInBins(3, 12), mcacct.BandedToeplitz((1.0, 0.8, 0.6, 0.5, 0.3)), 20_000, 1.3
     for direction in ("remove", "add"):
-        loss = direction_losses(scheme, jax.random.key(31), strat, sigma, m, direction, jnp.float64)
+        loss = direction_losses(scheme.mechanism(strat), jax.random.key(31), sigma, m, direction)
         v = np.exp(-np.asarray(loss))  # Q/P under P, P/Q under Q
         assert abs(v.mean() - 1.0) <= 6 * v.std() / math.sqrt(m), direction
 

@@ -1,5 +1,5 @@
 r"""Which loss kernel runs a problem's shared-draw ladder: the fused kernel (:mod:`mcacct.kernels.fused`: draws,
-sliding sums and recursion in one pass) or the unfused one (the scheme's ``ladder_losses``).
+sliding sums and recursion in one pass) or the unfused one (the scheme's mechanism's ``ladder``).
 
 ``Problem.loss_kernel`` is ``"auto"``, ``"fused"`` or ``"unfused"``. Both kernels draw the same outputs for the same
 key and differ only by float rounding, within the loss-error bound (docs/soundness.md); their bits differ, so the
@@ -7,8 +7,8 @@ key and differ only by float rounding, within the loss-error bound (docs/soundne
 
 ``"auto"`` reads :data:`AUTO_LOSS_KERNEL`, per platform: what the last measurement on that kind of device found
 faster, with the file that holds the measurement. ``"fused"`` is refused, naming the reason, where the scheme
-has no fused form (:meth:`~mcacct.schemes.base.AccountedScheme.fused_ladder_args`), the configuration is outside
-the fused kernel (:func:`mcacct.kernels.fused.fused_refusal`; on GPUs also
+has no fused form (its mechanism's ``fused_args``: :class:`~mcacct.schemes.mechanism.Mechanism`), the
+configuration is outside the fused kernel (:func:`mcacct.kernels.fused.fused_refusal`; on GPUs also
 :func:`mcacct.kernels.fused.fused_gpu_supported`), or the kernel dtype is float32 (the fused kernel is float64).
 """
 
@@ -55,7 +55,7 @@ class ResolvedKernel(NamedTuple):
 
 def _fused_refused(problem) -> str:
     """Why the fused kernel cannot run ``problem`` here ("" if it can)."""
-    args = problem.scheme.fused_ladder_args(problem.strategy)
+    args = problem.mechanism().fused_args
     if args is None:
         return f"{type(problem.scheme).__name__} has no fused kernel"
     if problem.dtype != "float64":
@@ -93,9 +93,9 @@ def resolve_loss_kernel(problem) -> ResolvedKernel:
 
 
 def fused_block_ladder(problem, key, sigmas, num_samples: int) -> jax.Array:
-    """``(J, 2, num_samples)`` losses of one block by the fused kernel (the draws of the scheme's ``ladder_losses``
+    """``(J, 2, num_samples)`` losses of one block by the fused kernel (the draws of the mechanism's ``ladder``
     for the same key): its Pallas form on accelerators, its XLA form on CPU."""
-    args = problem.scheme.fused_ladder_args(problem.strategy)
+    args = problem.mechanism().fused_args
     pallas = target_platform() != "cpu"
     tile = min(num_samples & -num_samples, 64) if pallas else 0   # a power of two that divides the block
     return fused_ladder_losses(key, jnp.asarray(sigmas, jnp.float64), num_samples=num_samples,

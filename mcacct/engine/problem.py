@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from mcacct.engine.losses import direction_losses
 from mcacct.kernels.blocks import lanes_target, map_blocks
 from mcacct.schemes.base import AccountedScheme
+from mcacct.schemes.mechanism import KernelOptions, Mechanism
 from mcacct.strategies.banded import BandedToeplitz
 from mcacct.core.precision import float64
 from mcacct.core.validate import LOSS_KERNELS, check_choice, check_int
@@ -82,6 +83,12 @@ class Problem:
         if self.dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32'; got {self.dtype!r}")
 
+    def mechanism(self) -> Mechanism:
+        """The scheme's :class:`~mcacct.schemes.mechanism.Mechanism` bound to this problem's strategy and kernel
+        options (``dtype``, ``dot_method``, ``recursion``): what the engine runs."""
+        return self.scheme.mechanism(self.strategy, KernelOptions(jnp.dtype(self.dtype), self.dot_method,
+                                                                  self.recursion))
+
 
 def check_problem(name: str, problem) -> Problem:
     """``problem`` if it is a :class:`Problem`; ``TypeError`` naming ``name`` otherwise (a bare scheme is the
@@ -96,10 +103,10 @@ def check_problem(name: str, problem) -> Problem:
 @float64
 def block_size(problem: Problem, chunk_size: int) -> int:
     """Samples per block: :func:`mcacct.kernels.blocks.lanes_target` (``2**18 / n`` within ``[16, 4096]``, at least
-    ``min(256, 2**23 / n)``), raised to the scheme's ``block_floor`` (a scheme whose draws are sequential in the rounds, e.g. truncation's counts,
-    vectorises over a block), and at most ``chunk_size``. Depends only on the problem and the chunk size, never
-    on the backend."""
-    target = max(lanes_target(problem.scheme.iterations), int(problem.scheme.block_floor))
+    ``min(256, 2**23 / n)``), raised to the mechanism's ``block_floor`` (a scheme whose draws are sequential in the
+    rounds, e.g. truncation's counts, vectorises over a block), and at most ``chunk_size``. Depends only on the
+    problem and the chunk size, never on the backend."""
+    target = max(lanes_target(problem.scheme.iterations), int(problem.mechanism().block_floor))
     return min(1 << (target.bit_length() - 1), chunk_size)
 
 
@@ -122,10 +129,10 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, direc
     batched with ``vmap``.
     """
     bsize = block_size(problem, chunk_size)
+    mechanism = problem.mechanism()
 
     def one_block(k):
-        return direction_losses(problem.scheme, k, problem.strategy, sigma, bsize, direction,
-                                jnp.dtype(problem.dtype), problem.dot_method, problem.recursion)
+        return direction_losses(mechanism, k, sigma, bsize, direction)
 
     out = map_blocks(one_block, block_keys(key, problem, chunk_size))
     return out.reshape(-1)[:chunk_size]

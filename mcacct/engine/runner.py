@@ -4,10 +4,10 @@ A *run* is a plan of ``ceil(num_samples / chunk_size)`` chunks. Chunk ``c`` draw
 ``fold_in(key, c)`` (cut into cache-sized blocks, :func:`mcacct.engine.problem.block_keys`), and **one set of
 draws serves every candidate and both directions** (common random numbers): the output mean ``m = C x`` and
 the standard noise ``z`` give ``y = m + sigma_j z`` (remove, ``y ~ P``) and ``y = sigma_j z`` (add, ``y ~ Q``)
-for every ``sigma_j`` of the ladder. Schemes that share ladder work (``shares_ladder_work``: draws,
-participation and sliding sums once) run only the recursion per candidate; other schemes run the generic loss
-kernel (:mod:`mcacct.engine.losses`) per candidate and direction on the same key, which draws the same ``x``
-and ``z``.
+for every ``sigma_j`` of the ladder. A scheme's mechanism (``Problem.mechanism()``) that shares ladder work (its
+``ladder``: draws, participation and sliding sums once) runs only the recursion per candidate; other mechanisms
+run the generic loss kernel (:mod:`mcacct.engine.losses`) per candidate and direction on the same key, which draws
+the same ``x`` and ``z``.
 
 Why sharing draws is sound for Alg. 5 is written out in ``docs/soundness.md`` ("Shared draws").
 
@@ -65,8 +65,7 @@ def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bou
     (with ``add_bound``: :func:`skip_bound`; ``remove_skip``: :func:`remove_skip_arrays`)."""
     if resolve_loss_kernel(problem).kernel == "fused":
         return fused_block_ladder(problem, key, sigmas, num_samples)
-    return ladder_losses(problem.scheme, key, problem.strategy, sigmas, num_samples, jnp.dtype(problem.dtype),
-                         problem.dot_method, problem.recursion, add_bound, remove_skip)
+    return ladder_losses(problem.mechanism(), key, sigmas, num_samples, add_bound, remove_skip)
 
 
 def _skips(problem: Problem) -> bool:
@@ -83,7 +82,7 @@ def skip_bound(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[flo
     if not _skips(problem):
         return None
     etas = [loss_error_bound(problem, s) for s in sigmas]
-    return add_skip_bound(problem.scheme.add_loss_bound(), epsilons, etas)
+    return add_skip_bound(problem.mechanism().add_loss_bound, epsilons, etas)
 
 
 def remove_skip_arrays(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[float]) -> np.ndarray | None:
@@ -93,7 +92,7 @@ def remove_skip_arrays(problem: Problem, sigmas: Sequence[float], epsilons: Sequ
     accelerator: there the engine batches its sub-blocks with ``vmap``, so the exact recursions would run for the
     whole block whenever one sample needs them, and the bound would only add work; compacting those samples on the
     device is #39's next step)."""
-    if (not _skips(problem) or not problem.scheme.bounds_remove_losses or not len(epsilons)
+    if (not _skips(problem) or not problem.mechanism().bounds_remove_losses or not len(epsilons)
             or target_platform() != "cpu"):
         return None
     thr = remove_thresholds(epsilons, [loss_error_bound(problem, s) for s in sigmas])

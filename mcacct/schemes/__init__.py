@@ -1,6 +1,6 @@
 """What is accounted: sampling schemes as frozen dataclasses behind :class:`~mcacct.schemes.base.AccountedScheme`.
 
-* :mod:`~mcacct.schemes.base` — the contract (:class:`AccountedScheme`: sampling, loss, the shared-draw ladder,
+* :mod:`~mcacct.schemes.base` — the contract (:class:`AccountedScheme`: sampling, loss, the mechanism,
   the sensitivity bound and the inputs of every systematic term), the base class ``Scheme``, ``jit_method``;
 * :mod:`~mcacct.strategies.banded` — the banded Toeplitz strategy ``C``;
 * :mod:`~mcacct.schemes.bminsep` — b-min-sep subsampling (Dong & Ganesh 2026, arXiv:2602.09338, Alg. 1–2) and
@@ -8,6 +8,8 @@
 * :mod:`~mcacct.schemes.truncated` (App. D), :mod:`~mcacct.schemes.multi_attribution` (Alg. 3),
   :mod:`~mcacct.schemes.banded_inverse` (App. B), :mod:`~mcacct.schemes.cyclic_poisson` and
   :mod:`~mcacct.schemes.balls_in_bins` (the baselines of §3);
+* :mod:`~mcacct.schemes.mechanism` — a scheme's mechanism apart from its data (``Mechanism``: the pure functions
+  the engine runs, bound to a strategy and ``KernelOptions``);
 * :mod:`~mcacct.schemes.records` — the contract's records (``Draws``, ``Bounds`` with the loss-error models,
   ``SchemeSummary``);
 * :mod:`~mcacct.schemes.api` — one sampling/loss API for every scheme (``sample``, ``sample_y``,

@@ -1,27 +1,30 @@
 r"""The scheme contract: everything the engine, EVR and the job files read from a sampling scheme.
 
-A scheme is a frozen dataclass that implements :class:`AccountedScheme`. The contract has four parts:
+A scheme is a frozen dataclass of parameters that implements :class:`AccountedScheme`. The contract has four
+parts:
 
 * **sampling and loss** -- :meth:`~AccountedScheme.sample` returns :class:`Draws` (the outputs ``y`` and any
   auxiliary data, e.g. truncation's counts ``r``); :meth:`~AccountedScheme.log_ratio` is
-  :math:`\ln P(y)/Q(y)` of those draws; their time-major forms ``sample_t``/``log_ratio_t`` are what the engine
-  runs, through ``losses_t`` (their composition by default; a scheme may fuse them) in the one generic loss kernel
-  :func:`mcacct.engine.losses.direction_losses`, over blocks of at least ``block_floor`` samples;
-* **the shared-draw ladder** -- a scheme that can share work between the candidates of a ladder (draws,
-  participation, sliding sums) says so with ``shares_ladder_work`` and implements ``ladder_losses``; the
-  engine's generic default runs the loss kernel per candidate on the same key;
+  :math:`\ln P(y)/Q(y)` of those draws (row-major, checked: the public API);
+* **the mechanism** -- :meth:`~AccountedScheme.mechanism` gives, once per strategy and kernel options, the
+  :class:`~mcacct.schemes.mechanism.Mechanism` the engine runs: pure time-major functions (``sample``,
+  ``log_ratio``, ``losses``), the optional shared-draw ``ladder`` and the bounds that let provably zero
+  contributions go uncomputed (``add_loss_bound``, ``bounds_remove_losses``). The scheme itself stays data;
 * **the bounds** -- one record, :class:`Bounds`, from :meth:`~AccountedScheme.bounds`: the sensitivity bound (the
   Monte-Carlo-free top of the EVR ladder) and the inputs of every systematic term (:mod:`mcacct.engine.systematic`):
   the output-coordinate bound, the number of uniform-draw boundaries of the participation sampler, the
   total-variation bound of any auxiliary draws and the scheme's loss-error model (:class:`LossErrorModel`; the
-  recursion's is :class:`LossErrorParams`). No field has a default.
+  recursion's is :class:`LossErrorParams`). No field has a default;
+* **what reports read** -- :meth:`~AccountedScheme.summary` and the PLD hooks.
 
 Each scheme states its own values, with the proof in its docstring; nothing is guessed. :class:`Scheme` is the
-base class that gives the public methods (argument checks, row-major/time-major forms) and the capabilities a
-scheme has only where it says so (no exact PLD, no baselines, no fused kernel, no loss bounds); it defaults no
-bound: its :meth:`Scheme.bounds` gathers the five bounds its subclass states, one method each (with its proof),
-and :func:`mcacct.schemes.registry.register` refuses a subclass that lacks one. A scheme becomes
-known to the command line and the job files through :func:`mcacct.schemes.registry.register`.
+base class that gives the public methods (argument checks, row-major/time-major forms, the
+:meth:`Scheme.mechanism` that binds its engine hooks ``sample_t``, ``log_ratio_t``, ``losses_t`` and
+``ladder_losses``) and the capabilities a scheme has only where it says so (no exact PLD, no baselines, no fused
+kernel, no loss bounds); it defaults no bound: its :meth:`Scheme.bounds` gathers the five bounds its subclass
+states, one method each (with its proof), and :func:`mcacct.schemes.registry.register` refuses a subclass that
+lacks one. A scheme becomes known to the command line and the job files through
+:func:`mcacct.schemes.registry.register`.
 
 The adjacency directions are named as everywhere in mcacct: ``"remove"`` (``y ~ P``, loss
 :math:`\ln P/Q`) and ``"add"`` (``y ~ Q``, loss :math:`\ln Q/P`).
@@ -38,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.core.precision import float64
+from mcacct.schemes.mechanism import KernelOptions, Mechanism
 from mcacct.schemes.records import BOUND_HOOKS, Bounds, Draws, LossErrorModel, LossErrorParams, SchemeSummary
 from mcacct.strategies.banded import BandedToeplitz, check_strategy_type
 from mcacct.core.validate import DIRECTIONS, check_call, check_choice, check_fields, is_real_scalar
@@ -99,25 +103,6 @@ class AccountedScheme(Protocol):
         """The horizon ``n`` (``>= 1``)."""
         ...
 
-    @property
-    def shares_ladder_work(self) -> bool:
-        """Whether :meth:`ladder_losses` shares work between the candidates of a ladder (else the engine runs
-        the generic loss kernel per candidate and direction on the same key: the same draws)."""
-        ...
-
-    @property
-    def bounds_remove_losses(self) -> bool:
-        """Whether :meth:`ladder_losses` takes a ``remove_skip`` (:class:`~mcacct.kernels.shortcuts.RemoveSkip`): a
-        cheap certified bound of every remove loss (:mod:`mcacct.kernels.bound`), the exact recursion only where
-        the bound could reach the run's epsilons."""
-        ...
-
-    @property
-    def block_floor(self) -> int:
-        """The smallest number of samples per engine block the scheme wants (its draws vectorise over a
-        block); the engine's blocks are at least this large, up to the chunk size."""
-        ...
-
     def check_strategy(self, strategy: Any) -> None:
         """Raise ``ValueError`` (naming the parameter) if ``strategy`` (``C``) is not admissible."""
         ...
@@ -134,48 +119,15 @@ class AccountedScheme(Protocol):
         an upper bound for ``"remove"``, a lower bound for ``"add"``)."""
         ...
 
-    def sample_t(self, key: Any, strategy: Any, sigma: Any, num_samples: int, direction: str, dtype: Any) -> Draws:
-        """:meth:`sample` time-major (``(n, num_samples)``), unchecked and traceable (the engine's form)."""
-        ...
-
-    def log_ratio_t(self, y_t: Any, strategy: Any, sigma: Any, aux_t: Any, direction: str, dot_method: str,
-                    recursion: str) -> Any:
-        """:meth:`log_ratio` of time-major outputs, unchecked and traceable (the engine's form)."""
-        ...
-
-    def losses_t(self, key: Any, strategy: Any, sigma: Any, num_samples: int, direction: str, dtype: Any,
-                 dot_method: str, recursion: str) -> Any:
-        """The engine's losses of one block: ``log_ratio_t`` of the draws of ``sample_t`` for ``key`` (the
-        kernel precision ``dtype``), negated for ``"add"`` (a scheme may fuse the two; the values are those of the
-        two calls up to float rounding within the loss-error bound)."""
-        ...
-
-    def ladder_losses(self, key: Any, strategy: Any, sigmas: Any, num_samples: int, dtype: Any,
-                      dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None,
-                      remove_skip: Any = None) -> Any:
-        """``(J, 2, num_samples)`` losses (directions ``remove``, ``add``) for every noise multiplier on the
-        draws of ``key``; called only when :attr:`shares_ladder_work`. With ``add_bound`` (given only where
-        :meth:`add_loss_bound` is not ``None`` and the run's epsilons make every add contribution provably 0) the
-        add losses are that bound instead of their recursions. With ``remove_skip`` (given only where
-        :attr:`bounds_remove_losses`) a remove loss whose bound is at most its candidate's threshold is that bound
-        (:func:`mcacct.kernels.recursion.ladder_losses_from_sums_t`)."""
-        ...
-
-    def add_loss_bound(self) -> float | None:
-        """An upper bound ``B`` of every add-direction loss ``ln Q/P`` of the draws :meth:`ladder_losses` computes by
-        the untruncated recursion (:func:`mcacct.kernels.shortcuts.add_loss_bound`), or ``None``: no such
-        shortcut, every add loss is computed."""
+    def mechanism(self, strategy: Any, options: KernelOptions = KernelOptions()) -> Mechanism:
+        """The mechanism the engine runs, bound to ``strategy`` and the kernel ``options`` (:class:`Mechanism`:
+        pure, traceable functions over time-major arrays, the optional shared-draw ladder and skip bounds);
+        unchecked (the engine checks the strategy once, when its problem is built)."""
         ...
 
     def bounds(self, strategy: Any) -> Bounds:
         """The scheme's proven bounds with ``strategy`` (:class:`Bounds`); ``ValueError`` naming the parameter if
         ``strategy`` is not admissible."""
-        ...
-
-    def fused_ladder_args(self, strategy: Any) -> dict | None:
-        """Keyword arguments of :func:`mcacct.kernels.fused.fused_ladder_losses` (``iterations``, ``min_sep``,
-        ``sampling_prob``, ``warm_start``, ``participation_rate``, ``c_col``) whose losses are this scheme's
-        ``ladder_losses`` on the same draws up to float rounding, or ``None``: no fused kernel."""
         ...
 
     def summary(self) -> SchemeSummary:
@@ -245,6 +197,28 @@ class Scheme:
         self.check_strategy(strategy)
         return Bounds(float(self.sensitivity_bound(strategy)), float(self.output_coordinate_bound(strategy)),
                       int(self.participation_boundaries()), float(self.draw_law_tv()), self.loss_error_params())
+
+    def mechanism(self, strategy, options: KernelOptions = KernelOptions()) -> Mechanism:
+        """The :class:`Mechanism` of this scheme's engine hooks (``sample_t``, ``log_ratio_t``, ``losses_t``, and
+        ``ladder_losses``, ``add_loss_bound``, ``fused_ladder_args`` where it has them), bound to ``strategy`` and
+        ``options``: the same functions with the strategy and options fixed, so the same draws and values."""
+        dtype, dot, rec = jnp.dtype(options.dtype), options.dot_method, options.recursion
+
+        def sample(key, sigma, num_samples, direction):
+            return self.sample_t(key, strategy, sigma, num_samples, direction, jnp.float64)
+
+        def log_ratio(draws, sigma, direction):
+            return self.log_ratio_t(draws.y.astype(dtype), strategy, sigma, draws.aux, direction, dot, rec)
+
+        def losses(key, sigma, num_samples, direction):
+            return self.losses_t(key, strategy, sigma, num_samples, direction, dtype, dot, rec)
+
+        def ladder(key, sigmas, num_samples, add_bound=None, remove_skip=None):
+            return self.ladder_losses(key, strategy, sigmas, num_samples, dtype, dot, rec, add_bound, remove_skip)
+
+        return Mechanism(sample, log_ratio, losses, ladder if self.shares_ladder_work else None,
+                         self.add_loss_bound(), bool(self.bounds_remove_losses), self.fused_ladder_args(strategy),
+                         int(self.block_floor))
 
     def check_aux(self, aux, y) -> None:
         """Refuse auxiliary data for a scheme that has none (schemes with ``aux`` override this)."""

@@ -52,7 +52,7 @@ def test_fused_losses_equal_unfused_within_the_loss_error_bound():
     with x64_scope():
         fused = np.asarray(fused_block_ladder(Problem(SCHEME, STRATEGY, loss_kernel="fused"), jax.random.key(5),
                                               sigmas, 256))
-        unfused = np.asarray(ladder_losses(SCHEME, jax.random.key(5), STRATEGY, sigmas, 256, jnp.float64))
+        unfused = np.asarray(ladder_losses(SCHEME.mechanism(STRATEGY), jax.random.key(5), sigmas, 256))
     for j, s in enumerate([0.8, 1.1]):
         eta = loss_error_bound(Problem(SCHEME, STRATEGY), s)
         assert np.max(np.abs(fused[j] - unfused[j])) <= eta

@@ -31,6 +31,7 @@ import pytest
 from mcacct import BandedToeplitz, BMinSep, Problem
 from mcacct.engine.kernel_choice import FUSED_GPU_MAX_MIN_SEP, fused_block_ladder, resolve_loss_kernel
 from mcacct.engine.losses import ladder_losses
+from mcacct.schemes.mechanism import KernelOptions
 from mcacct.engine.systematic import loss_error_bound
 from mcacct.kernels.fused import fused_gpu_supported, fused_ladder_losses
 from mcacct.core.precision import x64_scope
@@ -84,7 +85,7 @@ def test_engine_fused_kernel_equals_unfused_within_twice_eta(case):
     sigmas = jnp.asarray(SIGMAS)
     with x64_scope():
         fused = fused_block_ladder(problem, key, sigmas, SAMPLES)
-        unfused = ladder_losses(scheme, key, strategy, sigmas, SAMPLES, jnp.float64)
+        unfused = ladder_losses(scheme.mechanism(strategy), key, sigmas, SAMPLES)
     _assert_within(fused, unfused, _etas(scheme, strategy), f"fused vs unfused {_ids(case)}")
 
 
@@ -115,5 +116,5 @@ def test_compiled_kernel_falls_back_to_the_exact_scan():
     sigmas = jnp.asarray([0.03])
     with x64_scope():
         fused = fused_block_ladder(problem, key, sigmas, 64)
-        unfused = ladder_losses(scheme, key, strategy, sigmas, 64, jnp.float64, recursion="scan")
+        unfused = ladder_losses(scheme.mechanism(strategy, KernelOptions(recursion="scan")), key, sigmas, 64)
     _assert_within(fused, unfused, _etas(scheme, strategy, (0.03,)), "tiny sigma fallback")

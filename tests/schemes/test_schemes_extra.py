@@ -270,7 +270,7 @@ def test_sampler_and_loss_are_one_pair(name, scheme, c_col, kind):
     # both directions' losses (the generic kernel) as one program: the same functions on the same key, compiled
     # once instead of once per direction (XLA computes the draws they share once; the truncated scheme's count draws
     # dominate its compile time)
-    both = jax.jit(lambda key, sig: [direction_losses(scheme, key, strategy, sig, m, d, jnp.float64)
+    both = jax.jit(lambda key, sig: [direction_losses(scheme.mechanism(strategy), key, sig, m, d)
                                      for d in ("remove", "add")])
     for direction, loss in zip(("remove", "add"), both(jax.random.key(31), sigma)):
         v = np.exp(-np.asarray(loss))  # Q/P under P, P/Q under Q

@@ -70,7 +70,7 @@ def test_shared_draw_ladder_equals_the_loss_kernel_per_candidate(p, b, n, m, bma
     @jax.jit
     def ladder_and_kernel(key, sigmas, sig):
         return (scheme.ladder_losses(key, strategy, sigmas, 256, jnp.float64),
-                [direction_losses(scheme, key, strategy, sig, 256, d, jnp.float64) for d in ("remove", "add")])
+                [direction_losses(scheme.mechanism(strategy), key, sig, 256, d) for d in ("remove", "add")])
 
     for j, sig in enumerate(sigmas):
         ladder, refs = ladder_and_kernel(jax.random.key(5), jnp.asarray(sigmas), sig)
