@@ -43,7 +43,7 @@ from mcacct.core.precision import float64
 
 __all__ = ["BMinSep", "sampling_prob_from_batch_size", "expected_participation_rate", "sample_participation",
            "sample_participation_t", "sample_y_t", "log_ratio_from_terms", "log_ratio_from_terms_t", "INFO",
-           "BMINSEP_SELECTION_FIELDS", "bminsep_selection"]
+           "BMINSEP_SELECTION_FIELDS", "bminsep_selection", "bminsep_to_selection"]
 
 
 @float64
@@ -273,12 +273,18 @@ def _from_jax_privacy(selection, dataset_size: int | None) -> BMinSep | None:
     return BMinSep(p, b, n, warm_start=warm)
 
 
-def _to_jax_privacy(scheme: BMinSep, batch_selection):
-    # jax-privacy 2.0's warm start needs min_sep >= 2; for b = 1 it changes nothing
+def bminsep_to_selection(scheme, batch_selection, truncated_batch_size: int | None = None):
+    """jax-privacy's ``BMinSepSampling`` of the b-min-sep fields of ``scheme`` (``sampling_prob``, ``iterations``,
+    ``min_sep``, ``warm_start``) and ``truncated_batch_size`` (``None``: untruncated). jax-privacy 2.0's warm start
+    needs ``min_sep >= 2``; for ``b = 1`` it changes nothing, so it is passed as ``False`` there."""
     return batch_selection.BMinSepSampling(sampling_prob=float(scheme.sampling_prob),
                                            iterations=int(scheme.iterations), min_sep=int(scheme.min_sep),
                                            warm_start=bool(scheme.warm_start and scheme.min_sep > 1),
-                                           truncated_batch_size=None)
+                                           truncated_batch_size=truncated_batch_size)
+
+
+def _to_jax_privacy(scheme: BMinSep, batch_selection):
+    return bminsep_to_selection(scheme, batch_selection)
 
 
 def _build_cli(a: SchemeArgs):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from mcacct.core.validate import check_count
-from mcacct.schemes.bminsep import (BMINSEP_SELECTION_FIELDS, bminsep_selection, expected_participation_rate,
-                                    sampling_prob_from_batch_size)
+from mcacct.schemes.bminsep import (BMINSEP_SELECTION_FIELDS, bminsep_selection, bminsep_to_selection,
+                                    expected_participation_rate, sampling_prob_from_batch_size)
 from mcacct.schemes.entry import CompareRow, ComparePlan, CompareSetting, JaxPrivacyEntry, SchemeInfo, selection_field
 from mcacct.schemes.flags import Flag, SchemeArgs, SchemeCLI
 from mcacct.schemes.truncated.scheme import TruncatedBMinSep
@@ -59,10 +59,7 @@ def _from_jax_privacy(selection, dataset_size: int | None) -> TruncatedBMinSep |
 
 def _to_jax_privacy(scheme: TruncatedBMinSep, batch_selection):
     # call its batch_iterator with num_examples = scheme.dataset_size
-    return batch_selection.BMinSepSampling(sampling_prob=float(scheme.sampling_prob),
-                                           iterations=int(scheme.iterations), min_sep=int(scheme.min_sep),
-                                           warm_start=bool(scheme.warm_start and scheme.min_sep > 1),
-                                           truncated_batch_size=int(scheme.max_batch_size))
+    return bminsep_to_selection(scheme, batch_selection, int(scheme.max_batch_size))
 
 
 _MAX_BATCH_SIZE = Flag("--max-batch-size", int, "truncated: maximum batch size B_max (>= 1; default ceil(1.25 x "
