@@ -23,7 +23,33 @@ from typing import Any
 
 from mcacct.core.validate import check_int, check_prob, check_real
 
-__all__ = ["participation_rate", "sampling_prob_from_rate", "sampling_prob_from_batch_size"]
+__all__ = ["participation_rate", "sampling_prob_from_rate", "sampling_prob_from_batch_size",
+           "stationary_available_prob"]
+
+
+def stationary_available_prob(sampling_prob: Any, min_sep: Any) -> Any:
+    r"""The stationary probability that an example is available (state :math:`s = 0` of the chain above):
+
+    .. math:: \pi(0) = \frac{1}{1 + (b - 1) p},
+
+    the others states :math:`1, \dots, b - 1` having :math:`p/(1 + (b-1)p)` each: the warm start's law (Alg. 2).
+    Unchecked and traceable (both samplers of that law call it: the accounted one,
+    :func:`mcacct.kernels.participation.participation_times`, and the training one,
+    :func:`mcacct.training.batching.transitions.warm_blocked`).
+
+    Parameters
+    ----------
+    sampling_prob : float or array
+        :math:`p \in (0, 1]`, in the caller's precision.
+    min_sep : int or array
+        :math:`b \ge 1`.
+
+    Returns
+    -------
+    float or array
+        :math:`\pi(0)`, of ``sampling_prob``'s type.
+    """
+    return 1.0 / (1.0 + (min_sep - 1) * sampling_prob)
 
 
 def participation_rate(sampling_prob: Any, min_sep: Any) -> float:

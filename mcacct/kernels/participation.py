@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.core.rates import stationary_available_prob
 from mcacct.kernels.control import rare_cond
 
 __all__ = ["NO_PARTICIPATION", "block_participation", "geometric", "max_participations", "participation_times", "participation_mask",
@@ -105,7 +106,7 @@ def participation_times(key: jax.Array, iterations: int, min_sep: int, sampling_
     gaps = geometric(k_gap, p, (num_samples, k_max))
     if warm_start and b > 1:
         ka, kb = jax.random.split(k_start)
-        available = jax.random.uniform(ka, (num_samples,), dtype=jnp.float64) < 1.0 / (1.0 + (b - 1) * p)
+        available = jax.random.uniform(ka, (num_samples,), dtype=jnp.float64) < stationary_available_prob(p, b)
         # Uniform{1..b-1} by inversion of a 52-bit uniform: b - 2 outcome boundaries, each met by the
         # quantised uniform with probability <= 2^-51 off an exact one (mcacct.engine.systematic)
         ub = jax.random.uniform(kb, (num_samples,), dtype=jnp.float64)

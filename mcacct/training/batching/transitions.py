@@ -200,7 +200,7 @@ def warm_blocked(key: jax.Array, p: jax.Array, b: jax.Array, m: int) -> jax.Arra
     """
     k_avail, k_state = jax.random.split(key)
     p = jnp.asarray(p, jnp.float32)
-    avail = jax.random.uniform(k_avail, (m,)) < 1.0 / (1.0 + (b - 1) * p)
+    avail = jax.random.uniform(k_avail, (m,)) < rates.stationary_available_prob(p, b)
     s = jax.random.randint(k_state, (m,), 1, jnp.maximum(b, 2), dtype=jnp.int32)
     return jnp.where(avail, 0, s).astype(jnp.int32)
 
