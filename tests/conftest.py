@@ -83,9 +83,21 @@ def gpu_skip_reason(backend: str) -> str:
             "the device")
 
 
+#: The test files that take longest on the 2-core box (their tests' summed durations, `pytest --durations`, stop 48:
+#: about 330 s, then 50-75 s each), scheduled first. `make test` hands whole files to its two workers (`--dist
+#: loadfile`) in collection order, so a long file collected last ran alone on one worker while the other idled
+#: (test_readme_runs.py was the 94th of 101 files). Longest first keeps the two workers' ends close.
+LONGEST_FILES = ("tests/test_readme_runs.py", "tests/schemes/truncated/test_truncated_fast.py", "tests/pld/test_pld.py",
+                 "tests/schemes/truncated/test_screen.py", "tests/engine/test_skip_zero.py",
+                 "tests/schemes/test_schemes_extra.py", "tests/test_gpu_scripts.py", "tests/test_api_cache.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip the tests marked ``gpu`` (pyproject.toml's markers) where JAX has no GPU backend. The backend is asked
-    only when such a test was collected (``jax.default_backend()`` starts JAX's backends)."""
+    """Order the longest files first (:data:`LONGEST_FILES`; the order within a file and of the other files is
+    kept), and skip the tests marked ``gpu`` (pyproject.toml's markers) where JAX has no GPU backend. The backend is
+    asked only when such a test was collected (``jax.default_backend()`` starts JAX's backends)."""
+    rank = {f: i for i, f in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return

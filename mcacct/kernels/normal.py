@@ -18,8 +18,8 @@ How far this law is from the exact Gaussian, and why that is bounded, is in
 :mod:`mcacct.engine.systematic` (a coupling with an exact uniform) and ``docs/soundness.md``.
 
 Why not ``jax.random.normal``: it inverts through ``erfinv``, whose float64 form evaluates three
-polynomials of degree ~20 plus a ``log``; on CPU that is about 1.5x the cost of the rational functions
-here (``benchmarks/profile_stages.py``). The law is the same up to float64 rounding.
+polynomials of degree ~20 plus a ``log``, which on CPU costs more than the rational functions here (the
+measurement: ``benchmarks/profile_stages.py``). The law is the same up to float64 rounding.
 """
 
 from __future__ import annotations

@@ -273,6 +273,7 @@ def _from_jax_privacy(selection, dataset_size: int | None) -> BMinSep | None:
     return BMinSep(p, b, n, warm_start=warm)
 
 
+@float64
 def bminsep_to_selection(scheme, batch_selection, truncated_batch_size: int | None = None):
     """jax-privacy's ``BMinSepSampling`` of the b-min-sep fields of ``scheme`` (``sampling_prob``, ``iterations``,
     ``min_sep``, ``warm_start``) and ``truncated_batch_size`` (``None``: untruncated). jax-privacy 2.0's warm start
