@@ -27,6 +27,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from mcacct.kernels.control import rare_cond
 from mcacct.kernels.threefry import counter_bits, counters_supported, key_words
 
 __all__ = ["standard_normal", "standard_normal_columns", "columns_supported", "normal_from_bits", "ndtri"]
@@ -104,7 +105,7 @@ def standard_normal(key: jax.Array, shape: tuple[int, ...], dtype=jnp.float64) -
     jax.Array
         Draws of ``shape`` and ``dtype``.
     """
-    return normal_from_bits(jax.random.bits(key, shape, jnp.uint64)).astype(dtype)
+    return normal_from_bits(jax.random.bits(key, shape, jnp.uint64), far_when_needed=True).astype(dtype)
 
 
 def columns_supported(key: jax.Array) -> bool:
@@ -161,10 +162,10 @@ def standard_normal_columns(key: jax.Array, shape: tuple[int, int], cols: jax.Ar
     n, width = int(shape[0]), int(shape[1])
     cols = jnp.asarray(cols).astype(jnp.uint64)
     c = jnp.arange(n, dtype=jnp.uint64)[:, None] * jnp.uint64(width) + cols[None, :]
-    return normal_from_bits(counter_bits(key_words(key), c)).astype(dtype)
+    return normal_from_bits(counter_bits(key_words(key), c), far_when_needed=True).astype(dtype)
 
 
-def normal_from_bits(bits: jax.Array) -> jax.Array:
+def normal_from_bits(bits: jax.Array, far_when_needed: bool = False) -> jax.Array:
     """float64 normals from uint64 words, by exact inversion.
 
     Of the top 53 bits, one is the sign and 52 pick the cell ``k`` of ``u = (k + 1/2) 2^-53`` in ``(0, 1/2)``
@@ -174,6 +175,12 @@ def normal_from_bits(bits: jax.Array) -> jax.Array:
     ----------
     bits : array_like
         uint64 words, any shape (the low 11 bits are unused).
+    far_when_needed : bool, optional
+        Evaluate the far tail's rational function (``r > 5``, i.e. ``u < e^{-25}``: about one draw in ``10^11``)
+        only when some element of ``bits`` needs it (:func:`mcacct.kernels.control.rare_cond`), instead of for
+        every element. The values are the same bit for bit (each element still takes the same operations on the
+        same operands; ``tests/kernels/test_normal.py``); the XLA paths use it, the Pallas kernel keeps the plain
+        select (default ``False``).
 
     Returns
     -------
@@ -184,17 +191,27 @@ def normal_from_bits(bits: jax.Array) -> jax.Array:
     negative = (top >> 52) == 1                                  # 1 bit: the sign
     k = (top & ((1 << 52) - 1)).astype(jnp.float64)              # 52 bits: the cell
     u = (k + 0.5) * (2.0 ** -53)
-    mag = -_ndtri_lower(u)                                       # > 0
+    mag = -_ndtri_lower(u, far_when_needed)                      # > 0
     return jnp.where(negative, -mag, mag)
 
 
-def _ndtri_lower(u: jax.Array) -> jax.Array:
-    """:func:`ndtri` for ``u`` in ``(0, 1/2)`` (skips the upper-tail branch)."""
+def _far_select(r: jax.Array, tail_mid: jax.Array) -> jax.Array:
+    """The tail's value: the mid-range rational function where ``r <= 5``, the far one elsewhere."""
+    far = r - 5.0
+    return jnp.where(r <= 5.0, tail_mid, _horner(_FAR_NUM, far) / _horner(_FAR_DEN, far))
+
+
+def _ndtri_lower(u: jax.Array, far_when_needed: bool = False) -> jax.Array:
+    """:func:`ndtri` for ``u`` in ``(0, 1/2)`` (skips the upper-tail branch); ``far_when_needed``: the far tail's
+    function only where some element needs it (:func:`normal_from_bits`)."""
     q = u - 0.5
     r2 = 0.180625 - q * q
     central = q * _horner(_CENTRAL_NUM, r2) / _horner(_CENTRAL_DEN, r2)
     r = jnp.sqrt(-jnp.log(u))
-    mid, far = r - 1.6, r - 5.0
-    tail = jnp.where(r <= 5.0, _horner(_MID_NUM, mid) / _horner(_MID_DEN, mid),
-                     _horner(_FAR_NUM, far) / _horner(_FAR_DEN, far))
+    mid = r - 1.6
+    tail_mid = _horner(_MID_NUM, mid) / _horner(_MID_DEN, mid)
+    if far_when_needed:
+        tail = rare_cond(jnp.any(r > 5.0), _far_select, lambda r, t: t, r, tail_mid)
+    else:
+        tail = _far_select(r, tail_mid)
     return jnp.where(q >= -0.425, central, -tail)

@@ -36,3 +36,31 @@ def test_other_generators_are_refused():
     assert not columns_supported(key) and columns_supported(jax.random.key(0))
     with pytest.raises(ValueError, match="threefry"):
         standard_normal_columns(key, (4, 4), jnp.asarray([0]))
+
+
+def _words_of_cells(cells, negative=False):
+    """uint64 words whose top 53 bits are the sign bit and the 52-bit cell ``k`` (``u = (k + 1/2) 2^-53``)."""
+    top = np.asarray(cells, np.uint64) | (np.uint64(1 << 52) if negative else np.uint64(0))
+    return jnp.asarray(top << np.uint64(11))
+
+
+def test_the_far_tail_only_when_needed_gives_the_same_bits():
+    """``far_when_needed`` (the XLA paths) skips the far tail's rational function where no element needs it; every
+    value stays bit for bit that of the plain select (the Pallas kernel's form), with and without far elements, under
+    ``jit`` and ``vmap`` (where the branch runs for the whole batch if any element is far)."""
+    from mcacct.kernels.normal import normal_from_bits
+    rng = np.random.default_rng(5)
+    far_cells = np.unique(np.concatenate([np.arange(0, 64), rng.integers(0, 126_000, 4000),  # u < e^-25: far
+                                          [125_000, 126_000, 127_000, 130_000]]))           # around r = 5
+    random_words = jax.random.bits(jax.random.key(9), (1 << 16,), jnp.uint64)
+    mid_words = _words_of_cells(rng.integers(0, 1 << 46, 1 << 14))                      # u < 2^-7: the mid tail
+    plain = jax.jit(lambda b: normal_from_bits(b))
+    needed = jax.jit(lambda b: normal_from_bits(b, far_when_needed=True))
+    for words in (random_words, mid_words, _words_of_cells(far_cells), _words_of_cells(far_cells, True),
+                  jnp.concatenate([random_words, _words_of_cells(far_cells[:1])])):
+        a, b = np.asarray(plain(words)), np.asarray(needed(words))
+        assert np.array_equal(a.view(np.uint64), b.view(np.uint64))
+    batch = jnp.stack([random_words[:4096], jnp.concatenate([random_words[:4095], _words_of_cells([3])])])
+    a = np.asarray(jax.vmap(plain)(batch))
+    b = np.asarray(jax.jit(jax.vmap(lambda w: normal_from_bits(w, far_when_needed=True)))(batch))
+    assert np.array_equal(a.view(np.uint64), b.view(np.uint64)) and np.abs(a[1, -1]) > 7.0
