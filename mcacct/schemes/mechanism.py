@@ -16,10 +16,17 @@ For the adjacent pair ``(P, Q)`` of the scheme at noise multiplier :math:`\sigma
   of ``sample`` for ``"remove"`` and :math:`\ln Q/P` for ``"add"`` (a scheme may fuse the two calls; the values
   are theirs up to float rounding within the loss-error bound);
 * ``ladder(key, sigmas, num_samples, add_bound, remove_skip)`` (optional): ``(J, 2, num_samples)`` losses for
-  every candidate and both directions on one set of draws, sharing the work between candidates; ``None``: the
-  engine runs ``losses`` per candidate and direction on the same key (the same draws);
-* ``add_loss_bound`` (optional): an upper bound of every add loss ``ladder`` computes by the untruncated
-  recursion, so that provably zero add contributions need not be computed (:mod:`mcacct.kernels.shortcuts`);
+  every candidate and both directions (``remove``, ``add``) on one set of draws (those of ``sample`` for the same
+  key), sharing the work between candidates (draws, participation, sliding sums); ``None``: the engine runs
+  ``losses`` per candidate and direction on the same key (the same draws). With ``add_bound`` (given only where
+  ``add_loss_bound`` is not ``None`` and the run's epsilons make every add contribution provably 0) the add losses
+  are that bound instead of their recursions; with ``remove_skip`` (a
+  :class:`~mcacct.kernels.shortcuts.RemoveSkip`, given only where ``bounds_remove_losses``) a remove loss whose
+  cheap certified bound is at most its candidate's threshold is that bound
+  (:func:`mcacct.kernels.recursion.ladder_losses_from_sums_t`). Either way the sums at the run's epsilons are
+  those of the full computation bit for bit;
+* ``add_loss_bound`` (optional): an upper bound ``B`` of every add loss :math:`\ln Q/P` that ``ladder`` computes
+  by the untruncated recursion (:func:`mcacct.kernels.shortcuts.add_loss_bound`), or ``None``: no such shortcut;
 * ``bounds_remove_losses``: whether ``ladder`` takes a ``remove_skip`` (:mod:`mcacct.kernels.bound`);
 * ``fused_args`` (optional): keyword arguments of :func:`mcacct.kernels.fused.fused_ladder_losses` whose losses
   are ``ladder``'s on the same draws up to float rounding;
