@@ -116,7 +116,14 @@ class NoiseMultiplier:
         return float(self.sigma)
 
     def to_dict(self) -> dict:
-        """Plain fields (scheme and strategy by ``repr``; the calibration record as its own dict)."""
+        """Plain fields (scheme and strategy by ``repr``; the calibration record as its own dict).
+
+        Returns
+        -------
+        dict
+            The scalar fields as they are, ``scheme`` and ``strategy`` as ``repr`` strings (``strategy`` ``None``
+            when absent), ``cost`` as a dict and ``calibration`` as its ``to_dict()`` (each ``None`` when absent).
+        """
         out = {k: getattr(self, k) for k in ("sigma", "epsilon", "delta", "target_delta", "method",
                                              "failure_probability", "num_samples", "verified", "seconds")}
         out["scheme"], out["strategy"] = repr(self.scheme), None if self.strategy is None else repr(self.strategy)

@@ -67,6 +67,22 @@ def _baselines(args, problem) -> tuple[dict | None, tuple[float, float] | None]:
 
 
 def cmd_calibrate(args) -> dict | int:
+    """``mcacct calibrate``: the smallest certified noise multiplier for ``--epsilon`` and ``--delta``.
+
+    A scheme with an exact PLD goes to the PLD accountant (``--method``); ``--plan-only`` prints (or writes) the
+    plan; ``--from DIR`` merges a plan's shards; otherwise Estimate-Verify-Release runs here.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``calibrate``.
+
+    Returns
+    -------
+    dict or int
+        The report (printed as JSON by :func:`main` with ``--json``), or an exit code (0 on a process other than
+        process 0 of a distributed run).
+    """
     import jax
     from mcacct.evr.calibrate import calibrate
     _check_calibrate_flags(args)
@@ -145,6 +161,18 @@ def _estimate(args, epsilons):
 
 
 def cmd_delta(args) -> dict:
+    """``mcacct delta``: the Monte Carlo estimate of delta at ``--epsilon`` for ``--sigma``, with its upper bound.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``delta``.
+
+    Returns
+    -------
+    dict
+        The report.
+    """
     t0 = time.perf_counter()
     problem, est = _estimate(args, (args.epsilon,))
     d = est.delta(0)
@@ -169,6 +197,18 @@ def _estimate_report(args, problem, est, t0: float) -> dict:
 
 
 def cmd_epsilon(args) -> dict:
+    """``mcacct epsilon``: the Monte Carlo estimate of epsilon at ``--delta`` for ``--sigma``, with its upper bound.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``epsilon``.
+
+    Returns
+    -------
+    dict
+        The report.
+    """
     from mcacct.core.validate import check_real
     t0 = time.perf_counter()
     check_real("delta", args.delta, low=0.0, high=1.0, low_open=True, high_open=True)
@@ -205,6 +245,13 @@ def _print_notes(notes) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``mcacct`` argument parser with every subcommand.
+
+    Returns
+    -------
+    Parser
+        Each subcommand's parser sets ``func``, its handler.
+    """
     parser = Parser(
         prog="mcacct", description="Monte Carlo privacy accounting for DP-BandMF with b-min-sep subsampling.")
     import mcacct
@@ -295,7 +342,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def out_of_memory_message(chunk_size, err: BaseException) -> str:
-    """What the CLI says when the device runs out of memory: the chunk size is the lever (memory ~ chunk x n)."""
+    """What the CLI says when the device runs out of memory: the chunk size is the lever (memory ~ chunk x n).
+
+    Parameters
+    ----------
+    chunk_size : int or Any
+        The ``--chunk-size`` in use; an integer gets a suggestion of a quarter of it (at least 1).
+    err : BaseException
+        The device's error; the first 300 characters of its first line end the message.
+
+    Returns
+    -------
+    str
+    """
     smaller = f", e.g. {max(1, chunk_size // 4)}" if isinstance(chunk_size, int) else ""
     return (f"the device ran out of memory at --chunk-size {chunk_size} (memory grows with chunk size x "
             f"iterations); give a smaller --chunk-size{smaller}. {str(err).splitlines()[0][:300]}")
@@ -303,6 +362,19 @@ def out_of_memory_message(chunk_size, err: BaseException) -> str:
 
 @float64  # the whole command in float64 (mcacct.core.precision); the caller's global flag is unchanged
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``mcacct`` command line in float64.
+
+    Parameters
+    ----------
+    argv : list of str or None
+        The arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code: 0 on success, 2 for invalid input (``error: ...`` on stderr), a numeric range exceeded or a
+        device out of memory, 130 when interrupted, or the code a handler returns.
+    """
     try:
         parser = build_parser()  # reads the scheme registry, which loads the installed schemes' entry points
     except ValueError as err:
@@ -357,7 +429,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def command_name(args: argparse.Namespace) -> str:
     """The subcommand of ``args`` as typed, sub-commands joined by a space (``"pld epsilon"``): a report's
-    ``command``."""
+    ``command``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+
+    Returns
+    -------
+    str
+    """
     return " ".join(str(v) for v in (getattr(args, "command", None), getattr(args, "pld_command", None),
                                      getattr(args, "dpis_command", None)) if v)
 

@@ -13,7 +13,13 @@ __all__ = ["add_compare_parser", "cmd_compare", "compare_flags", "print_compare"
 def compare_flags() -> tuple[Flag, ...]:
     """The scheme flags (:mod:`mcacct.cli.schemes`) of the compare rows' options
     (:func:`mcacct.report.compare.compare_options`): each adds its scheme's row. An option without a
-    command-line flag is not offered."""
+    command-line flag is not offered.
+
+    Returns
+    -------
+    tuple of Flag
+        Without duplicates, in the order of the options.
+    """
     out = []
     for _, dest, _ in compare_options():
         flag = flag_for(dest)
@@ -23,7 +29,18 @@ def compare_flags() -> tuple[Flag, ...]:
 
 
 def add_compare_parser(subparsers):
-    """Add ``compare`` to an ``argparse`` sub-parser set (``mcacct compare ... [--json]``)."""
+    """Add ``compare`` to an ``argparse`` sub-parser set (``mcacct compare ... [--json]``).
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The set to add to.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The new parser; its ``func`` is :func:`cmd_compare`.
+    """
     p = subparsers.add_parser(
         "compare", help="noise multipliers of several sampling schemes at equal expected batch size",
         description="Calibrate b-min-sep, cyclic Poisson, balls-in-bins (and optionally truncated b-min-sep, "
@@ -54,7 +71,18 @@ def add_compare_parser(subparsers):
 
 
 def cmd_compare(args) -> dict:
-    """Handler of ``mcacct compare``: returns the result dict (printed as JSON by the caller with ``--json``)."""
+    """Handler of ``mcacct compare``: returns the result dict (printed as JSON by the caller with ``--json``).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``compare``.
+
+    Returns
+    -------
+    dict
+        :func:`mcacct.report.compare.compare_schemes`'s result with the device information.
+    """
     options = {f.dest: getattr(args, f.dest) for f in compare_flags()}
     c_col = args.c_col
     if c_col is None:  # the default C of every command (mcacct.schemes.flags.SchemeArgs.strategy)
@@ -71,7 +99,13 @@ def cmd_compare(args) -> dict:
 
 def print_compare(out: dict) -> None:
     """The human table of a :func:`mcacct.report.compare.compare_schemes` result: the target and setting, one
-    line per row (sigma by Monte Carlo, sigma by PLD where there is one, notes) and one per skipped scheme."""
+    line per row (sigma by Monte Carlo, sigma by PLD where there is one, notes) and one per skipped scheme.
+
+    Parameters
+    ----------
+    out : dict
+        The result, printed to stdout.
+    """
     print(f"target (epsilon, delta) = ({out['epsilon']:g}, {out['delta']:g}); n = {out['iterations']}, "
           f"b = {out['min_sep']}, B = {out['expected_batch_size']:g}, M = {out['dataset_size']}")
     print(f"{'scheme':<22}{'sigma (MC, EVR)':>16}{'sigma (PLD)':>14}  note")

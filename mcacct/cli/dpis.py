@@ -28,7 +28,18 @@ _NOTE = ("the composition of the run's values as if fixed in advance; for sigma_
 
 
 def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``dpis`` with the sub-commands ``epsilon`` and ``calibrate``."""
+    """Register ``dpis`` with the sub-commands ``epsilon`` and ``calibrate``.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The set to add to.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The ``dpis`` parser; its sub-commands' ``func`` are :func:`cmd_dpis_epsilon` and :func:`cmd_dpis_calibrate`.
+    """
     p = subparsers.add_parser("dpis", help="DPIS (DP-SGD with importance sampling): epsilon of a run, noise plan",
                               description="Privacy accounting for DPIS (Wei, Bao, Xiao & Yang 2022, "
                                           "arXiv:2210.09634) with the PLD accountant and the paper's RDP one.")
@@ -88,6 +99,24 @@ def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_dpis_epsilon(args: argparse.Namespace) -> dict:
+    """``mcacct dpis epsilon``: epsilon at ``--delta`` of the run in ``--run``, by the PLD and/or the RDP accountant.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``dpis epsilon``.
+
+    Returns
+    -------
+    dict
+        The report: ``delta``, ``iterations``, ``epochs``, ``events``, ``epsilon_pld`` and ``pld`` and/or
+        ``epsilon_rdp`` and ``rdp_order``; ``certified`` is false (the values are the run's realized ones).
+
+    Raises
+    ------
+    ValueError
+        A PLD flag with ``--accountant rdp``, or a run file that cannot be read (named).
+    """
     from mcacct.dpis import dpis_epsilon, dpis_events, dpis_rdp_epsilon, load_run
     from mcacct.pld.events import event_to_dict
     if args.accountant == "rdp":
@@ -120,7 +149,25 @@ def cmd_dpis_epsilon(args: argparse.Namespace) -> dict:
 
 
 def expand_kappas(value: Any, epochs: int) -> tuple[float, ...]:
-    """``--kappas``: E values, or m values with m dividing E, each repeated E/m times."""
+    """``--kappas``: E values, or m values with m dividing E, each repeated E/m times.
+
+    Parameters
+    ----------
+    value : Any
+        The values, a comma-separated string or a sequence of numbers.
+    epochs : int
+        The number of epochs ``E``.
+
+    Returns
+    -------
+    tuple of float
+        ``E`` values: each of the ``m`` given repeated ``E / m`` times in a row.
+
+    Raises
+    ------
+    ValueError
+        Naming ``kappas`` if an item is not a number, or their count is 0 or does not divide ``E``.
+    """
     vals = parse_floats("kappas", value)
     if not vals or epochs % len(vals):
         raise ValueError(f"kappas must hold E = {epochs} values or a number of values dividing E; got {len(vals)}")
@@ -148,6 +195,26 @@ def _check_calibrate_flags(args: argparse.Namespace) -> None:
 
 
 def cmd_dpis_calibrate(args: argparse.Namespace) -> dict:
+    """``mcacct dpis calibrate``: the pre-committed noise plan for ``--epsilon`` and ``--delta``, by the PLD and/or
+    the RDP accountant, and the paper's adaptive schedule under RDP.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``dpis calibrate``.
+
+    Returns
+    -------
+    dict
+        The report: the setting, ``pld`` and/or ``rdp`` (each plan's fields), ``k_tilde_floors`` per epoch,
+        ``paper_rdp`` unless ``--accountant pld``, and the run-time rule.
+
+    Raises
+    ------
+    ValueError
+        A flag the chosen configuration ignores, a value out of range (named), or auxiliary releases that alone
+        exceed the target.
+    """
     from mcacct.dpis import calibrate_plan, paper_schedule
     _check_calibrate_flags(args)
     n = check_int("dataset_size", args.dataset_size, low=1)

@@ -26,6 +26,19 @@ MONTE_CARLO_FLAGS = ("--samples", "--ladder-ratio", "--above", "--below", "--sys
 def calibrate_exact(args, problem) -> dict | None:
     """The report of the PLD route for ``problem``, or ``None`` when the calibration goes to Monte Carlo.
 
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``calibrate`` (``--method``, ``--epsilon``, ``--delta``, ``--json``).
+    problem : Problem
+        The problem of the flags.
+
+    Returns
+    -------
+    dict or None
+        The report, with ``sigma`` from the PLD accountant and ``overall_delta`` its certified delta at that
+        sigma; ``None`` with ``--method monte-carlo`` or for a scheme without an exact PLD under ``--method auto``.
+
     Raises
     ------
     ValueError

@@ -49,6 +49,8 @@ class Parser(argparse.ArgumentParser):
         return super()._add_action(action)
 
     def error(self, message: str):  # noqa: D401 - argparse's hook
+        """Print the usage and ``error: MESSAGE`` to stderr and exit with status 2; argparse's message
+        ``argument --flag: TEXT`` becomes ``--flag TEXT`` (``--flag: TEXT`` after argparse's own words)."""
         m = re.match(r"argument ([^:]+): (.*)", message, re.S)
         if m:
             flag = m.group(1).split("/")[-1]
@@ -176,7 +178,15 @@ def check_out_file(flag: str, path: str | None, suffixes: tuple[str, ...] = (), 
     given), and, unless ``exist_ok``, the file must not exist yet. A URL (``gs://...``) is refused unless ``urls``
     (a command that writes through :mod:`mcacct.jobs.storage`), and then checked there: its protocol's package
     installed, its store one that writes whole files atomically (an object store has no directory to check).
-    ``ValueError`` naming ``flag``."""
+    ``ValueError`` naming ``flag``.
+
+    Parameters
+    ----------
+    flag : str
+    path : str or None
+    suffixes : tuple of str
+    exist_ok, urls : bool
+    """
     if path is None:
         return
     from mcacct.jobs import storage
@@ -388,7 +398,13 @@ def check_out_dir(flag: str, path: str, urls: bool = False) -> None:
     A URL (``gs://bucket/runs``) is refused unless ``urls`` (a command that writes through
     :mod:`mcacct.jobs.storage`), and then checked there without writing: its protocol's package installed, its
     store one that writes whole files atomically, and the URL not an existing file.
-    ``ValueError`` naming ``flag``; nothing is left behind."""
+    ``ValueError`` naming ``flag``; nothing is left behind.
+
+    Parameters
+    ----------
+    flag, path : str
+    urls : bool
+    """
     import tempfile
     if not path:
         raise ValueError(f"{flag} must be a directory path; got {path!r}")

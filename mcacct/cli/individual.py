@@ -17,7 +17,18 @@ PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 
 def add_individual_parser(subparsers):
-    """Add ``individual`` to an ``argparse`` sub-parser set."""
+    """Add ``individual`` to an ``argparse`` sub-parser set.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The set to add to.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The new parser; its ``func`` is :func:`cmd_individual`.
+    """
     p = subparsers.add_parser(
         "individual", help="individual (per-example) epsilon of DP-SGD from per-step gradient norms",
         description="Individual epsilon(delta) of every example of a Poisson-subsampled DP-SGD run (Koskela, "
@@ -165,6 +176,26 @@ def _check_plot(path: str | None) -> None:
 
 
 def cmd_individual(args) -> dict:
+    """``mcacct individual``: the individual epsilon of every example of ``--norms``, and the worst case.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``individual``.
+
+    Returns
+    -------
+    dict
+        The report: ``epsilon`` per example, ``worst_case_epsilon``, ``bucketing_bound``, ``certified`` and the
+        accountant's kind, the full-batch GDP figures, the setting and, with ``--plot``, the figure's path.
+
+    Raises
+    ------
+    ValueError
+        A ``--norms`` file that is not one ``.npy`` array of finite, non-negative real norms (1-D: one example;
+        2-D: examples by steps), a ``--plot`` path that cannot be written (or no matplotlib), or a value out of
+        range (named).
+    """
     from mcacct.individual.accountant import accountant_kind, individual_epsilons
     from mcacct.individual.gdp import gdp_epsilon
     _check_plot(args.plot)  # before any work

@@ -79,7 +79,26 @@ def _refuse_plan_fixed(args) -> None:
 
 
 def cmd_sample(args) -> dict:
-    """Run (or resume) one shard; returns its summary. Everything is checked before the shard file is written."""
+    """Run (or resume) one shard; returns its summary. Everything is checked before the shard file is written.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``sample``.
+
+    Returns
+    -------
+    dict
+        The shard's summary (:func:`mcacct.jobs.shards.run_shard`, or
+        :func:`mcacct.jobs.calibration.run_plan_shard` with ``--plan``) with the device information.
+
+    Raises
+    ------
+    ValueError
+        A missing ``--out``, ``--sigma`` or ``--epsilon`` (without ``--plan``), a flag the plan fixes, a shard
+        index or count out of range, an output directory that cannot hold the shard, or a chunk that left the
+        kernel's numeric range (the shard stays resumable).
+    """
     from mcacct.engine.estimate import certification_notes
     from mcacct.jobs.shards import run_shard
 
@@ -145,7 +164,24 @@ def _scheme(problem) -> dict:
 
 def cmd_merge(args) -> dict:
     """Merge shard directories; report delta like ``mcacct delta`` (with its notes when not a certificate) and
-    how the files were checked (digest, or MAC under ``MCACCT_SHARD_KEY``)."""
+    how the files were checked (digest, or MAC under ``MCACCT_SHARD_KEY``).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``merge``.
+
+    Returns
+    -------
+    dict
+        :meth:`mcacct.jobs.shards.MergeResult.report` with the scheme, ``seconds`` and, with ``--out``,
+        ``merged_path``.
+
+    Raises
+    ------
+    ValueError
+        Files that :func:`mcacct.jobs.shards.merge` refuses, or an ``--out`` that cannot be written.
+    """
     from mcacct.jobs.integrity import describe
     from mcacct.jobs.shards import merge, write_merged
 
@@ -181,7 +217,24 @@ def cmd_merge(args) -> dict:
 
 def cmd_plot(args) -> dict:
     """Plot delta-hat(epsilon) with its confidence band from merged (or shard) statistics. The figure path (its
-    directory and format) is checked before the statistics are read."""
+    directory and format) is checked before the statistics are read.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``plot``.
+
+    Returns
+    -------
+    dict
+        The figure's path, the scheme and setting, and the plotted arrays (``epsilon``, ``delta_estimate``,
+        ``delta_lower``, ``delta_upper``) with the resolution ``floor``.
+
+    Raises
+    ------
+    ValueError
+        An ``--out`` that is no figure path or cannot be written, or files that the merge refuses.
+    """
     from mcacct.jobs import shards
     from mcacct.schemes.registry import entry_for
     from mcacct.report.plot import check_figure_path, curve_title, plot_delta_curve
@@ -213,7 +266,13 @@ def cmd_plot(args) -> dict:
 
 
 def add_parsers(sub) -> None:
-    """Add ``sample``, ``merge`` and ``plot`` to the ``mcacct`` subcommand parsers ``sub``."""
+    """Add ``sample``, ``merge`` and ``plot`` to the ``mcacct`` subcommand parsers ``sub``.
+
+    Parameters
+    ----------
+    sub : argparse._SubParsersAction
+        The set to add to; the handlers are :func:`cmd_sample`, :func:`cmd_merge` and :func:`cmd_plot`.
+    """
     p = sub.add_parser("sample", help="run one shard of a Monte Carlo plan and write its statistics",
                        description="Run (or resume) shard --shard of --num-shards of the plan given by the "
                                    "scheme and Monte Carlo flags; statistics go to OUT/shard-IIIII-of-KKKKK.json "

@@ -15,6 +15,18 @@ __all__ = ["add_mse_study_parser", "cmd_mse_study"]
 
 
 def add_mse_study_parser(subparsers):
+    """Add ``mse-study`` to an ``argparse`` sub-parser set.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The set to add to.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The new parser; its ``func`` is :func:`cmd_mse_study`.
+    """
     p = subparsers.add_parser(
         "mse-study", help="MSE of b-min-sep vs cyclic Poisson vs balls-in-bins (Dong & Ganesh 2026, "
                           "arXiv:2602.09338, §7.1), resumable",
@@ -37,6 +49,24 @@ def add_mse_study_parser(subparsers):
 
 
 def cmd_mse_study(args) -> dict:
+    """``mcacct mse-study``: run (or resume) the study of :mod:`mcacct.report.mse_study`, write ``study.json``
+    and the heatmaps to ``--out``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``mse-study``.
+
+    Returns
+    -------
+    dict
+        The study (:func:`mcacct.report.mse_study.run_study`) with the device information and ``plots``.
+
+    Raises
+    ------
+    ValueError
+        ``--samples`` below 100, or an ``--out`` or ``--cache`` that cannot be a directory.
+    """
     grid = SMOKE_GRID if args.smoke else QUICK_GRID if args.quick else FULL_GRID
     if args.samples is not None:
         grid = dataclasses.replace(grid, samples=check_int("samples", args.samples, low=100))

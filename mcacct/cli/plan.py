@@ -128,7 +128,28 @@ def plan_only(args, problem, baselines) -> dict:
     samples and, from a probe of a few chunks, its expected wall time; ``--out DIR`` also writes the plan.
 
     ``baselines()`` gives ``(report, bracket)`` of the scheme's PLD baselines (:mod:`mcacct.cli.commands`
-    computes them, only when a pilot runs: the bracket only places the pilot's grid)."""
+    computes them, only when a pilot runs: the bracket only places the pilot's grid).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``calibrate``.
+    problem : Problem
+        The problem of the flags.
+    baselines : callable
+        Called without arguments, only with ``--pilot`` or ``--sigmas``.
+
+    Returns
+    -------
+    dict
+        The report, with the device information.
+
+    Raises
+    ------
+    ValueError
+        An ``--out`` that is not a directory path, or ``--out`` without ``--pilot`` or ``--sigmas``; or an
+        argument the calibration refuses.
+    """
     _check_out(args)
     if args.sigmas is None and not args.pilot:  # no baselines either: they would only place the probe's ladder
         out = _estimate_only(args, problem, None)

@@ -332,6 +332,14 @@ def run_pld(args: argparse.Namespace) -> dict:
     JSON keys (docs/json.md): ``epsilon`` (epsilon command), ``delta`` (delta command), ``sigma`` (calibrate),
     ``certified`` (true: the pessimistic PLD bound), ``mechanism``, plus the other :class:`mcacct.pld.PLDResult`
     fields as numbers (a non-finite one is the report's ``null``, listed in ``nonfinite``).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+
+    Returns
+    -------
+    dict
     """
     from mcacct.engine.progress import stage
     mode = check_args(args)

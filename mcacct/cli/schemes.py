@@ -47,12 +47,23 @@ DEFAULT_SCHEME = "bminsep"
 
 # -- look-ups ----------------------------------------------------------------------------------------------
 def cli_schemes() -> tuple[tuple[registry.SchemeInfo, SchemeCLI], ...]:
-    """``(info, info.cli)`` of every registered scheme with a command line, in registry order."""
+    """``(info, info.cli)`` of every registered scheme with a command line, in registry order.
+
+    Returns
+    -------
+    tuple of (SchemeInfo, SchemeCLI)
+    """
     return tuple((e, e.cli) for e in registry.schemes() if e.cli is not None)
 
 
 def cli_names() -> tuple[str, ...]:
-    """Registry names the command line offers (``--scheme`` choices)."""
+    """Registry names the command line offers (``--scheme`` choices).
+
+    Returns
+    -------
+    tuple of str
+        In registry order.
+    """
     return tuple(e.name for e, _ in cli_schemes())
 
 
@@ -65,7 +76,14 @@ def _cli_for(name: str) -> tuple[registry.SchemeInfo, SchemeCLI]:
 
 
 def all_flags() -> tuple[Flag, ...]:
-    """The common flags, then every offered scheme's own flags (each option once)."""
+    """The common flags, then every offered scheme's own flags (each option once).
+
+    Returns
+    -------
+    tuple of Flag
+        :data:`COMMON_FLAGS` first, then the schemes' flags in registry order; a later flag with an option
+        already listed is left out.
+    """
     out, seen = list(COMMON_FLAGS), {f.option for f in COMMON_FLAGS}
     for _, cli in cli_schemes():
         for f in cli.flags:
@@ -76,13 +94,30 @@ def all_flags() -> tuple[Flag, ...]:
 
 
 def flag_for(dest: str) -> Flag | None:
-    """The scheme flag whose ``dest`` is ``dest`` (e.g. ``max_batch_size``), or ``None``."""
+    """The scheme flag whose ``dest`` is ``dest`` (e.g. ``max_batch_size``), or ``None``.
+
+    Parameters
+    ----------
+    dest : str
+        The attribute name of the parsed flag.
+
+    Returns
+    -------
+    Flag or None
+        The first flag of :func:`all_flags` with that ``dest``.
+    """
     return next((f for f in all_flags() if f.dest == dest), None)
 
 
 # -- command line ------------------------------------------------------------------------------------------
 def add_scheme_flags(parser: argparse.ArgumentParser) -> None:
-    """Add ``--scheme`` and every scheme flag (common and per scheme) to ``parser``."""
+    """Add ``--scheme`` and every scheme flag (common and per scheme) to ``parser``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The parser to add to; the flags go into two argument groups (common, then scheme-specific).
+    """
     g = parser.add_argument_group("mechanism and sampling scheme (defaults: the built-in demo configuration)")
     g.add_argument("--scheme", choices=cli_names(), default=DEFAULT_SCHEME,
                    help="sampling scheme (default bminsep): " + "; ".join(f"{e.name}: {e.summary}"
@@ -96,7 +131,25 @@ def add_scheme_flags(parser: argparse.ArgumentParser) -> None:
 
 def scheme_args(args: Any) -> SchemeArgs:
     """The :class:`SchemeArgs` of parsed arguments (``args.scheme`` picks the entry; flags that do not apply
-    to it are refused, naming them)."""
+    to it are refused, naming them).
+
+    Parameters
+    ----------
+    args : Any
+        An ``argparse.Namespace`` or any object with the flags' ``dest`` attributes (missing ones count as not
+        given; ``None`` or absent ``scheme`` is :data:`DEFAULT_SCHEME`).
+
+    Returns
+    -------
+    SchemeArgs
+        The scheme's name, its command line and the values of every scheme flag.
+
+    Raises
+    ------
+    ValueError
+        A scheme registered without a command line, or a flag given that does not apply to the scheme
+        (``"--FLAG does not apply to --scheme NAME ... (its flags: ...)"``).
+    """
     info, cli = _cli_for(getattr(args, "scheme", None) or DEFAULT_SCHEME)
     values = {f.dest: getattr(args, f.dest, None) for f in all_flags()}
     own = {f.dest for f in cli.flags} | set(cli.common)
@@ -138,7 +191,23 @@ def _build(args: Any, dtype: str | None):
 
 
 def scheme_from_args(args: Any):
-    """``(scheme, strategy)`` given by parsed scheme flags."""
+    """``(scheme, strategy)`` given by parsed scheme flags.
+
+    Parameters
+    ----------
+    args : Any
+        As for :func:`scheme_args`.
+
+    Returns
+    -------
+    tuple
+        The scheme and its :class:`~mcacct.strategies.banded.BandedToeplitz` strategy.
+
+    Raises
+    ------
+    ValueError
+        As :func:`scheme_args`, or the scheme's own checks, with its fields named by their flags.
+    """
     return _build(args, None)[:2]
 
 
@@ -146,6 +215,16 @@ def problem_from_args(args: Any) -> Problem:
     """The :class:`~mcacct.engine.problem.Problem` given by parsed scheme flags (an ``argparse.Namespace`` or any
     object with the flags' ``dest`` attributes; missing ones count as not given), ``args.dtype`` and
     ``args.loss_kernel``.
+
+    Parameters
+    ----------
+    args : Any
+        The parsed flags; ``dtype`` defaults to ``"float64"``, ``loss_kernel`` to ``"auto"``, and ``no_skip``
+        sets ``skip_zero=False``.
+
+    Returns
+    -------
+    Problem
 
     Raises
     ------

@@ -12,7 +12,18 @@ __all__ = ["add_strategy_parser", "cmd_strategy"]
 
 
 def add_strategy_parser(subparsers):
-    """Add ``strategy`` to an ``argparse`` sub-parser set."""
+    """Add ``strategy`` to an ``argparse`` sub-parser set.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        The set to add to.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The new parser; its ``func`` is :func:`cmd_strategy`.
+    """
     p = subparsers.add_parser(
         "strategy", help="optimise the banded Toeplitz strategy C (prefix-sum error) or report a given one's error",
         description="Minimise the prefix-sum error ||A C^-1||_F^2 / n * ||c||^2 (or the max-error variant) over "
@@ -32,6 +43,25 @@ def add_strategy_parser(subparsers):
 
 
 def cmd_strategy(args) -> dict:
+    """``mcacct strategy``: optimise the banded Toeplitz ``C`` for ``--bands``, or report the error of ``--c-col``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The parsed flags of ``strategy``.
+
+    Returns
+    -------
+    dict
+        The report: ``c_col``, ``error``, ``iterations``, ``bands``, ``objective``, ``optimized`` and, after an
+        optimisation, ``steps`` and ``optimization_seconds``.
+
+    Raises
+    ------
+    ValueError
+        Both or neither of ``--bands`` and ``--c-col``, ``--max-steps`` with ``--c-col``, or more bands or entries
+        than ``--iterations``.
+    """
     n = args.iterations
     if args.c_col is not None:
         if args.bands is not None:

@@ -35,7 +35,19 @@ _ALIASES = {"cuda": "gpu", "rocm": "gpu", "gpu": "gpu", "cpu": "cpu", "tpu": "tp
 
 def target_platform() -> str:
     """``MCACCT_TARGET_PLATFORM`` (``cpu``, ``gpu``/``cuda``/``rocm``, ``tpu``) if set, else JAX's default backend
-    (``gpu`` for CUDA and ROCm)."""
+    (``gpu`` for CUDA and ROCm).
+
+    Returns
+    -------
+    str
+        ``"cpu"``, ``"gpu"`` or ``"tpu"`` (the name is matched case-insensitively).
+
+    Raises
+    ------
+    ValueError
+        If the name (from ``MCACCT_TARGET_PLATFORM`` or JAX) is none of ``cpu``, ``gpu``, ``cuda``, ``rocm``,
+        ``tpu``; the message names ``MCACCT_TARGET_PLATFORM``.
+    """
     name = os.environ.get(PLATFORM_ENV) or jax.default_backend()
     if name.lower() not in _ALIASES:
         raise ValueError(f"{PLATFORM_ENV} must be one of cpu, gpu, cuda, rocm, tpu; got {name!r}")
@@ -48,7 +60,13 @@ AUTO_CPU_DEVICES_MAX = 16
 
 
 def cpu_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the OS says, else ``os.cpu_count()``)."""
+    """The cores this process may run on (its CPU affinity where the OS says, else ``os.cpu_count()``).
+
+    Returns
+    -------
+    int
+        At least 1.
+    """
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
@@ -69,6 +87,23 @@ def use_cpu_cores(count: int | None = None) -> int | None:
     ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``) or JAX's backends have started. An explicit
     ``count`` that can no longer be set raises ``ValueError`` unless it is the count JAX already has. Accelerator
     backends are not affected.
+
+    Parameters
+    ----------
+    count : int or None, optional
+        The number of CPU devices, an ``int >= 1`` (``bool`` refused); ``None`` (default): ``min(cpu_cores(),
+        AUTO_CPU_DEVICES_MAX)`` unless the environment already chose.
+
+    Returns
+    -------
+    int or None
+        The count set (or already in place), or ``None`` when left alone.
+
+    Raises
+    ------
+    ValueError
+        If ``count`` is not an integer ``>= 1``, or an explicit ``count`` differs from the CPU device count of a
+        process whose JAX backends have started.
     """
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
         raise ValueError(f"cpu devices must be an integer >= 1; got {count!r}")
@@ -95,7 +130,14 @@ _ensured: list[bool] = []
 
 def compilation_cache_dir() -> str | None:
     """Where compiled XLA programs are kept between runs: ``$MCACCT_CACHE_DIR`` (``off``, ``0`` or empty: no
-    cache), else ``$XDG_CACHE_HOME/mcacct/jax`` (default ``~/.cache/mcacct/jax``)."""
+    cache), else ``$XDG_CACHE_HOME/mcacct/jax`` (default ``~/.cache/mcacct/jax``).
+
+    Returns
+    -------
+    str or None
+        The directory (not created here), or ``None`` when ``MCACCT_CACHE_DIR`` is ``off``, ``0``, ``none``,
+        ``false`` (any case) or empty.
+    """
     v = os.environ.get(ENV_CACHE)
     if v is not None:
         return None if v.strip().lower() in _OFF else v

@@ -56,13 +56,25 @@ _CONSTRUCTORS = ("__init__", "__post_init__", "__call__")
 
 
 def x64_enabled() -> bool:
-    """Whether JAX computes in 64 bits here (the global flag, or a scope around this call)."""
+    """Whether JAX computes in 64 bits here (the global flag, or a scope around this call).
+
+    Returns
+    -------
+    bool
+        The current value of ``jax.config.jax_enable_x64``.
+    """
     return bool(jax.config.jax_enable_x64)
 
 
 def x64_scope():
     """``with x64_scope(): ...``: float64 for the block (``jax.enable_x64(True)``; thread-local, re-entrant);
-    the caller's global ``jax_enable_x64`` is unchanged after it."""
+    the caller's global ``jax_enable_x64`` is unchanged after it.
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        The context manager ``jax.enable_x64(True)``.
+    """
     return jax.enable_x64(True)
 
 
@@ -110,7 +122,25 @@ def float64(obj: _F) -> _F:
     (:func:`x64_scope`), whatever the caller's ``jax_enable_x64``.
 
     On a class put it above ``@dataclass`` (it wraps the methods the class body and the dataclass define;
-    inherited methods are wrapped where their own class is decorated). Decorating twice is harmless."""
+    inherited methods are wrapped where their own class is decorated). Decorating twice is harmless.
+
+    Parameters
+    ----------
+    obj : callable or type
+        A function, or a class: its public methods, static and class methods, properties and ``__init__``,
+        ``__post_init__`` and ``__call__`` are wrapped in place.
+
+    Returns
+    -------
+    callable or type
+        The wrapper (a function that enters :func:`x64_scope` unless x64 is already on), or the class itself;
+        either is marked for :func:`is_float64`.
+
+    Raises
+    ------
+    TypeError
+        If ``obj`` is neither a class nor callable.
+    """
     if isinstance(obj, type):
         return _wrap_class(obj)  # type: ignore[return-value]
     if not callable(obj):
@@ -119,7 +149,18 @@ def float64(obj: _F) -> _F:
 
 
 def is_float64(obj: Any) -> bool:
-    """Whether ``obj`` (a function, method or class) was decorated with :func:`float64`."""
+    """Whether ``obj`` (a function, method or class) was decorated with :func:`float64`.
+
+    Parameters
+    ----------
+    obj : object
+        A function, a ``staticmethod``/``classmethod`` object (its function is checked), a property (its getter;
+        a property without one counts as decorated) or a class (the mark in its own ``__dict__``).
+
+    Returns
+    -------
+    bool
+    """
     if isinstance(obj, (staticmethod, classmethod)):
         obj = obj.__func__
     if isinstance(obj, property):

@@ -144,8 +144,7 @@ def count_spec(sigma_n: float) -> pld.GaussianSpec:
 @float64
 def norm_sum_spec(p_k: float, sigma_k: float) -> pld.PoissonGaussianSpec:
     r"""The release of :math:`K'` of eq. (11): a Poisson sample of rate :math:`p_K`, the norm sum scaled by
-    :math:`1/p_K` (sensitivity :math:`C/p_K`), noise :math:`\sigma_K C`; noise multiplier
-    :math:`\sigma_K p_K`:
+    :math:`1/p_K` (sensitivity :math:`C/p_K`), noise :math:`\sigma_K C`; noise multiplier :math:`\sigma_K p_K`:
 
     .. math:: P = (1-p_K)\mathcal N(0, (\sigma_K p_K)^2) + p_K\mathcal N(1, (\sigma_K p_K)^2).
 
@@ -155,6 +154,11 @@ def norm_sum_spec(p_k: float, sigma_k: float) -> pld.PoissonGaussianSpec:
         Sampling rate :math:`p_K \in (0, 1]` (the paper: :math:`b/\tilde N`).
     sigma_k : float
         :math:`\sigma_K > 0` (noise standard deviation :math:`\sigma_K C`; the paper uses :math:`0.02N`).
+
+    Returns
+    -------
+    mcacct.pld.PoissonGaussianSpec
+        ``PoissonGaussianSpec(p_k, sigma_k * p_k)``; a ``ValueError`` names ``p_k`` or ``sigma_k`` out of range.
     """
     p = check_real("p_k", p_k, low=0.0, high=1.0, low_open=True)
     return pld.PoissonGaussianSpec(p, check_real("sigma_k", sigma_k, low=0.0, low_open=True) * p)

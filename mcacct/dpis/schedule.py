@@ -60,6 +60,17 @@ def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: 
                    fixed_order: bool = True, order: int | None = None) -> PaperSchedule:
     r"""The paper's :math:`\sigma_{G,e}` for a realized (or anticipated) :math:`\kappa_e` trajectory.
 
+    With :math:`R_\alpha(q, \sigma)` the RDP at order :math:`\alpha` of one Poisson-subsampled Gaussian step, the
+    RDP budget :math:`B(\alpha) = \varepsilon - \mathrm{offset}(\alpha)` and :math:`S_e(\alpha)` the RDP spent
+    before epoch :math:`e` (the auxiliary releases included), epoch :math:`e` takes the smallest :math:`s` (by
+    bisection, relative tolerance ``1e-6``) with
+
+    .. math:: S_e(\alpha) + T R_\alpha\Big(\frac{b}{\kappa_e \tilde N}, \frac{s}{\kappa_e}\Big)
+              + (E - e - 1)\, T R_\alpha\Big(\frac{b}{\kappa' \tilde N}, \frac{s}{\kappa'}\Big) \le B(\alpha)
+
+    for some order :math:`\alpha` (just :math:`\alpha^*` with ``fixed_order``), :math:`\kappa' = 1` in phase 1 and
+    :math:`\kappa_e` in phase 2 (the sampling rates capped at 1; epochs are counted from :math:`e = 0`).
+
     Parameters
     ----------
     kappas : float or sequence of float
@@ -89,10 +100,19 @@ def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: 
         at ``dataset_size``; for a guarantee it must not depend on private data, so pass the order computed from
         the public planning size when ``dataset_size`` is the released :math:`\tilde N`.
 
+    Returns
+    -------
+    PaperSchedule
+        ``sigma_g`` and ``phases`` per epoch (phase 1 for the first :math:`\lfloor a_E E \rfloor` epochs), the
+        order (``None`` unless ``fixed_order``), ``epsilon`` :math:`= \max(0, \min_\alpha(S_E(\alpha) - B(\alpha))
+        + \varepsilon)` over the orders checked, and ``guarantee = fixed_order``.
+
     Raises
     ------
     ValueError
-        For out-of-range input or when an epoch cannot meet the budget (the filter halts the run).
+        For out-of-range input (``batch_size <= 0``, ``dataset_size < batch_size``, ``epochs < 1``, ``epsilon < 0``,
+        ``delta`` not in ``(0, 1)``, ``a_e`` not in ``[0, 1]``, bad ``kappas`` or ``orders``, an ``order`` not in
+        ``orders``), or when an epoch cannot meet the budget (the filter halts the run).
     """
     b = check_real("batch_size", batch_size, low=0.0, low_open=True)
     n = check_real("dataset_size", dataset_size, low=b)

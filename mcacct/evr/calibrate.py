@@ -98,7 +98,18 @@ def pilot_key(root: jax.Array) -> jax.Array:
 def baseline_sigmas(problem: Problem, epsilon: float, delta: float) -> dict:
     """The sigma that the deterministic baselines need for the same target at the same expected batch size
     (PLD accountant, certified upper bounds): the scheme's ``pld_baselines(strategy, epsilon, delta)`` (for
-    :class:`BMinSep`: Poisson DP-SGD and cyclic-Poisson BandMF); schemes without baselines give an empty dict."""
+    :class:`BMinSep`: Poisson DP-SGD and cyclic-Poisson BandMF); schemes without baselines give an empty dict.
+
+    Parameters
+    ----------
+    problem : Problem
+    epsilon, delta : float
+
+    Returns
+    -------
+    dict
+        Baseline name (ending in ``_sigma``) to its sigma.
+    """
     return problem.scheme.pld_baselines(problem.strategy, epsilon, delta)
 
 
@@ -157,7 +168,19 @@ def check_ladder_options(ladder_ratio: float = 1.01, above: int = 3, below: int 
     ignore: with ``sigmas`` (an explicit ladder, no pilot) a ``pilot_samples``; without it a ``pilot_samples``
     below 1, and ``above`` / ``below`` beyond ``floor(log(LADDER_SPAN) / log(ladder_ratio))`` fine steps (a
     longer ladder reaches past the pilot's range: hours of set-up and, far enough, sigmas that round to 0).
-    ``ValueError`` naming the parameter and its allowed range."""
+    ``ValueError`` naming the parameter and its allowed range.
+
+    Parameters
+    ----------
+    ladder_ratio, above, below, pilot_samples, sigmas
+        As for :func:`calibrate`; ``ladder_ratio > 1``, ``above`` and ``below`` integers ``>= 0``.
+
+    Raises
+    ------
+    ValueError
+        ``pilot_samples`` with ``sigmas``, or a value out of range (``ladder_ratio`` above ``LADDER_SPAN`` when
+        ``above`` or ``below`` is not 0).
+    """
     if sigmas is not None:
         if pilot_samples is not None:
             raise ValueError("pilot_samples does not apply with sigmas (an explicit ladder: no pilot runs)")
@@ -205,10 +228,12 @@ class CalibrationPlan:
 
     @property
     def systematic_delta(self) -> float:
+        """The largest systematic term of the ladder (0 without candidates)."""
         return max(self.systematic, default=0.0)
 
     @property
     def overall_delta(self) -> float:
+        r""":math:`\min(1, \delta_{\rm stat} + \max_j d_j)`: the statistical plus the systematic delta."""
         return min(1.0, self.statistical_delta + self.systematic_delta)
 
 
@@ -223,7 +248,18 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     ``sigmas`` gives the ladder), the fixed sorted ladder and its systematic terms. Parameters as
     :func:`calibrate`; ``announce_verification=False`` leaves out the progress line with the verification's
     time from the pilot's rate (``calibrate --plan-only`` states the time its probe measures instead: one figure,
-    not two)."""
+    not two).
+
+    Returns
+    -------
+    CalibrationPlan
+        The fixed ladder below the top, less the lowest candidates whose systematic term exceeds the reserve.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument out of range (:func:`check_ladder_options`, :func:`calibration_budget`).
+    """
     check_problem("problem", problem)
     check_ladder_options(ladder_ratio, above, below, pilot_samples, sigmas)
     b = calibration_budget(problem, epsilon, delta, num_samples, ladder_ratio, above, below, chunk_size,
@@ -279,7 +315,19 @@ def verification_spec() -> HistogramSpec:
 @float64
 def candidate_passes(stats, num_samples: int, base_delta: float) -> bool:
     """The verdict of one candidate (Alg. 5): every direction in ``stats`` (``direction -> DirectionStats``, at
-    the target epsilon first) ran all ``num_samples`` samples and its empirical mean is at most ``base_delta``."""
+    the target epsilon first) ran all ``num_samples`` samples and its empirical mean is at most ``base_delta``.
+
+    Parameters
+    ----------
+    stats : dict
+        Direction to its ``DirectionStats``.
+    num_samples : int
+    base_delta : float
+
+    Returns
+    -------
+    bool
+    """
     return all(d.count == num_samples and d.mean_at(0) <= base_delta for d in stats.values())
 
 
@@ -287,7 +335,19 @@ def candidate_passes(stats, num_samples: int, base_delta: float) -> bool:
 def apply_verdicts(plan: CalibrationPlan, run: LadderStats) -> CalibrationResult:
     """Alg. 5 on the statistics of the ladder: ``i*`` is the lowest candidate above which every candidate passed
     (both directions complete with mean at most the base delta); the released sigma is ``ladder[i*]``, or the
-    certified top when the highest candidate failed."""
+    certified top when the highest candidate failed.
+
+    Parameters
+    ----------
+    plan : CalibrationPlan
+    run : LadderStats
+        The verification run of ``plan.ladder`` (a candidate in ``run.errors`` fails).
+
+    Returns
+    -------
+    CalibrationResult
+        With the candidates checked from the top down to the first failure, and a note when none or all passed.
+    """
     s, base = plan.num_samples, plan.base_delta
     result = CalibrationResult(sigma=plan.top_sigma, verified=False, epsilon=plan.epsilon,
                                target_delta=plan.target_delta, overall_delta=plan.overall_delta, base_delta=base,
@@ -322,7 +382,13 @@ def apply_verdicts(plan: CalibrationPlan, run: LadderStats) -> CalibrationResult
 
 @float64
 def verdict_drop(plan: CalibrationPlan):
-    """The early-leaving rule of a verification run of ``plan`` (:func:`_verdict_drop` at ``base * s``)."""
+    """The early-leaving rule of a verification run of ``plan`` (:func:`_verdict_drop` at ``base * s``).
+
+    Returns
+    -------
+    callable
+        ``drop(run) -> list of int``: the active candidates at or below the highest failed one.
+    """
     return _verdict_drop(plan.base_delta * plan.num_samples, list(range(len(plan.ladder))))
 
 

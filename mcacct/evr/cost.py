@@ -85,11 +85,20 @@ class CostEstimate:
     chunk_size: int
 
     def to_dict(self) -> dict:
+        """The fields as a plain dict (:func:`dataclasses.asdict`)."""
         return asdict(self)
 
     def summary(self) -> str:
         """One line for a person: samples and the expected time (or, with no candidate to verify, that nothing
-        runs)."""
+        runs).
+
+        Returns
+        -------
+        str
+            The draws of the pilot and of the verification, the candidates, the expected total time, the probe's
+            rate and the device count; or, when ``candidates_at_most`` is 0, that the certified top is returned
+            without a draw.
+        """
         if self.candidates_at_most == 0:
             return (f"no Monte Carlo: no candidate below the certified top sigma {self.top_sigma:.6g} "
                     f"({self.top_certifier}), which the calibration returns without drawing a sample")
@@ -103,7 +112,7 @@ class CostEstimate:
 def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_size: int,
                min_seconds: float = 2.0, min_calls: int = 5,
                call_seconds: float = PROBE_CALL_SECONDS) -> tuple[float, float, float]:
-    """Draws per second of the verification program for the ladder ``sigmas`` in steady state, the probe's own
+    r"""Draws per second of the verification program for the ladder ``sigmas`` in steady state, the probe's own
     wall time, and the one-off seconds of its first call beyond a steady chunk (compilation, tracing, first
     execution: what a run pays once).
 
@@ -113,7 +122,34 @@ def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_s
     overlaps each chunk's host work (statistics folded in, histograms copied back) with the next chunk on the
     devices, while a call of one chunk pays it, and its set-up, in full (measured: benchmarks/results/
     design_choices.md). Each call still pays its set-up once, so the rate errs low, never high. The first call less
-    one steady chunk's time is the one-off figure."""
+    one steady chunk's time is the one-off figure.
+
+    Parameters
+    ----------
+    problem : Problem
+        The scheme and strategy.
+    sigmas : sequence of float
+        The ladder to verify; the probe's cost per draw grows with its length.
+    epsilon : float
+        The target epsilon.
+    key : jax.Array
+        Root key of the probe's draws (call ``i`` uses ``fold_in(key, i)``).
+    chunk_size : int
+        Samples per chunk; one call draws ``chunk_size * devices`` samples per chunk.
+    min_seconds, min_calls : float, int
+        The timed calls go on until there are at least ``min_calls`` of them and they took ``min_seconds``.
+    call_seconds : float
+        A timed call shorter than this doubles the next call's chunks.
+
+    Returns
+    -------
+    rate : float
+        Timed draws over their wall time (draws per second).
+    probe_seconds : float
+        Wall time of the whole probe, first call included.
+    one_off : float
+        :math:`\max(0, t_{\rm first} - n / \mathrm{rate})` with ``n = chunk_size * devices``.
+    """
     devices = jax.local_device_count()
     n = chunk_size * devices
     run = dict(problem=problem, sigmas=list(sigmas), key=key, num_samples=n, epsilons=(epsilon,),
@@ -139,8 +175,32 @@ def estimate_cost(problem: Problem, epsilon: float, delta: float, key: jax.Array
                   ladder_ratio: float = 1.01, above: int = 3, below: int = 4, pilot_samples: int | None = None,
                   chunk_size: int = DEFAULT_CHUNK_SIZE, sigmas=None, bracket: tuple[float, float] | None = None,
                   systematic_reserve: float = SYSTEMATIC_RESERVE) -> CostEstimate:
-    """The cost of ``calibrate(problem, epsilon, delta, key, ...)`` with the same arguments, from a probe of
-    one chunk (no pilot runs). Parameters as :func:`mcacct.evr.calibrate.calibrate`."""
+    r"""The cost of ``calibrate(problem, epsilon, delta, key, ...)`` with the same arguments, from a probe of
+    one chunk (no pilot runs). Parameters as :func:`mcacct.evr.calibrate.calibrate`.
+
+    The probe runs on the largest ladder the calibration can build: the explicit ``sigmas`` below the top, or the
+    exponents of :func:`~mcacct.evr.budget.ladder_exponents` (reach ``4 * max(above, 1)``) around the geometric
+    middle of :func:`~mcacct.evr.budget.pilot_range`. With ``L`` candidates, rate ``r`` and one-off time ``t_0``,
+
+    .. math::
+
+        t_{\rm pilot} = \frac{D_{\rm pilot}}{r} \frac{16}{L} + t_0, \qquad
+        t_{\rm verify} = \frac{\lceil s / c \rceil c}{r} + t_0
+
+    (:math:`16` is :data:`~mcacct.evr.budget.PILOT_GRID`; the first :math:`t_0` is left out when no pilot runs).
+
+    Returns
+    -------
+    CostEstimate
+        When no candidate lies below the certified top (nothing runs), every draw count and time is 0 and the
+        rate NaN.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument out of range, as :func:`~mcacct.evr.budget.calibration_budget` and
+        :func:`~mcacct.evr.budget.explicit_ladder` check them.
+    """
     b = calibration_budget(problem, epsilon, delta, num_samples, ladder_ratio, above, below, chunk_size,
                            systematic_reserve)
     s, base, chunk_size = b.num_samples, b.base_delta, b.chunk_size

@@ -12,7 +12,20 @@ __all__ = ["CalibrationResult", "Candidate"]
 
 
 class Candidate(NamedTuple):
-    """One verified ladder candidate (:attr:`CalibrationResult.verdicts`, typed view of ``candidates``)."""
+    """One verified ladder candidate (:attr:`CalibrationResult.verdicts`, typed view of ``candidates``).
+
+    Attributes
+    ----------
+    sigma : float
+    passed : bool
+        Both directions ran all samples with mean at most the base delta, and no kernel error.
+    delta_estimate, samples : dict
+        Per direction, the mean at the target epsilon (``None`` when the run left early) and the samples drawn.
+    systematic_delta : float
+        The candidate's systematic term.
+    error : str or None
+        The kernel's refusal, if any.
+    """
 
     sigma: float
     passed: bool
@@ -25,7 +38,32 @@ class Candidate(NamedTuple):
 @float64
 @dataclass
 class CalibrationResult:
-    """Outcome of :func:`calibrate`. ``sigma`` is certified (epsilon, overall_delta)-DP."""
+    """Outcome of :func:`calibrate`. ``sigma`` is certified (epsilon, overall_delta)-DP.
+
+    Attributes
+    ----------
+    sigma : float
+        The released noise multiplier: the lowest passing ladder candidate, or ``top_sigma``.
+    verified : bool
+        ``sigma`` is a ladder candidate that passed (``False``: the certified top).
+    epsilon, target_delta, overall_delta, base_delta : float
+        The target, the certified delta (statistical plus systematic, at most ``target_delta``) and the
+        verifier's threshold.
+    num_samples : int
+        Samples per direction and candidate.
+    top_sigma, pilot_sigma : float
+        The certified top and the pilot's estimate (``None`` with an explicit ladder).
+    top_certifier : str
+        The analysis that certifies ``top_sigma``.
+    statistical_delta, systematic_delta : float
+        The two parts of ``overall_delta``.
+    ladder : list of float
+        The verified ladder, increasing.
+    candidates : list of dict
+        The candidates checked, top down (:attr:`verdicts` gives them typed).
+    phases, samples_used, seconds, note
+        Time and draws per phase, all draws of both directions, the wall time and a remark for the user.
+    """
 
     sigma: float
     verified: bool
@@ -47,11 +85,17 @@ class CalibrationResult:
     note: str = ""
 
     def to_dict(self) -> dict:
+        """The fields as a plain dict (:func:`dataclasses.asdict`)."""
         return asdict(self)
 
     @property
     def verdicts(self) -> list[Candidate]:
-        """The verified candidates, top down, as :class:`Candidate` (``candidates`` holds the same as dicts)."""
+        """The verified candidates, top down, as :class:`Candidate` (``candidates`` holds the same as dicts).
+
+        Returns
+        -------
+        list of Candidate
+        """
         return [Candidate(c["sigma"], c["passed"],
                           {k[len("delta_estimate_"):]: v for k, v in c.items() if k.startswith("delta_estimate_")},
                           {k[len("samples_"):]: v for k, v in c.items() if k.startswith("samples_")},

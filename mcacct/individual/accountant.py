@@ -90,6 +90,16 @@ def accountant_kind(label: str) -> str:
     """The key of :data:`ACCOUNTANT_LABELS` whose label is ``label`` (:attr:`IndividualResult.accountant`):
     ``"gdp"`` or ``"fixed"`` (rigorous upper bounds) or ``"approximative"`` (not a guarantee).
 
+    Parameters
+    ----------
+    label : str
+        A label as stored in :attr:`IndividualResult.accountant` (compared for exact equality).
+
+    Returns
+    -------
+    str
+        ``"gdp"``, ``"fixed"`` or ``"approximative"``.
+
     Raises
     ------
     ValueError
@@ -121,8 +131,28 @@ class IndividualResult(NamedTuple):
 
 @float64
 def bucket_counts(ratios: np.ndarray, buckets: int, up: bool = True) -> np.ndarray:
-    """Counts ``m[i, k-1]`` of the ratios of row ``i`` rounded up (or down) to the edge ``k / buckets``,
-    ``k = 1..buckets`` (ratios rounded to 0 are dropped: they cost nothing)."""
+    r"""Counts ``m[i, k-1]`` of the ratios of row ``i`` rounded up (or down) to the edge ``k / buckets``,
+    ``k = 1..buckets`` (ratios rounded to 0 are dropped: they cost nothing).
+
+    With :math:`K` = ``buckets``, a ratio :math:`r` goes to :math:`k = \lceil rK ceil` (up) or
+    :math:`\lfloor rK floor` (down), moved by one where the float64 edge ``k / buckets`` lands on the wrong side
+    of :math:`r`, and clipped to :math:`[0, K]`; so the edge used is :math:`\ge r` (up) or :math:`\le r` (down).
+
+    Parameters
+    ----------
+    ratios : numpy.ndarray
+        Shape ``(n, T)``: per example (row) the clipped-gradient norm ratios :math:`r_{i,t} \in [0, 1]` of the
+        steps; not validated here (the caller checks them).
+    buckets : int
+        The number of buckets :math:`K \ge 1`.
+    up : bool, optional
+        Round up (default, the upper bound) or down (the bucketing bound).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``int64`` counts of shape ``(n, buckets)``; column ``k - 1`` counts the ratios at the edge ``k / K``.
+    """
     r = np.asarray(ratios, np.float64)
     if up:  # the edge actually used by the PLD (k / buckets, as computed there) is >= r, whatever the rounding
         k = np.ceil(r * buckets)

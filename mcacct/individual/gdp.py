@@ -263,7 +263,23 @@ class GDPFilterState(NamedTuple):
 
 @float64
 def gdp_filter_init(num_examples: int) -> GDPFilterState:
-    """Initial state for ``num_examples >= 1`` examples: nothing spent, all active."""
+    """Initial state for ``num_examples >= 1`` examples: nothing spent, all active.
+
+    Parameters
+    ----------
+    num_examples : int
+        The number of examples ``N >= 1``.
+
+    Returns
+    -------
+    GDPFilterState
+        ``spent_sq`` float64 zeros and ``active`` all ``True``, both of shape ``(N,)``.
+
+    Raises
+    ------
+    ValueError
+        If ``num_examples`` is not an integer ``>= 1``.
+    """
     n = check_int("num_examples", num_examples, low=1)
     return GDPFilterState(jnp.zeros((n,), jnp.float64), jnp.ones((n,), bool))
 
@@ -334,9 +350,28 @@ def gdp_filter_epsilon(budget: Any, delta: Any) -> np.ndarray | np.float64:
     r"""The :math:`(\varepsilon, \delta)`-DP guarantee of a :math:`B`-GDP filter: ``gdp_epsilon(budget, delta)``
     (Koskela, Tobaben & Honkela 2023, arXiv:2209.15596, Thm. 1 and Cor. 2; remove adjacency).
 
+    The result is the smallest :math:`\varepsilon \ge 0` with :math:`\delta_B(\varepsilon) \le \delta`, where
+
+    .. math:: \delta_B(\varepsilon) = \Phi\Big(-\frac{\varepsilon}{B} + \frac{B}{2}\Big)
+              - e^{\varepsilon}\, \Phi\Big(-\frac{\varepsilon}{B} - \frac{B}{2}\Big),
+
+    rounded up as in :func:`gdp_epsilon`.
+
+    Parameters
+    ----------
+    budget : float or array_like
+        The filter's GDP budget :math:`B > 0`, scalar or array.
+    delta : float or array_like
+        :math:`\delta \in (0, 1)`, scalar or array (broadcast against ``budget``).
+
+    Returns
+    -------
+    numpy.float64 or numpy.ndarray
+        The float64 :math:`\varepsilon`, of the broadcast shape.
+
     Raises
     ------
     ValueError
-        If ``budget <= 0`` or ``delta`` is not in ``(0, 1)``.
+        If ``budget`` is not finite and ``> 0``, or ``delta`` is not in ``(0, 1)``.
     """
     return gdp_epsilon(_pos("budget", budget), delta)

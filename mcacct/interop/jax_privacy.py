@@ -71,7 +71,13 @@ def _mappings() -> tuple[tuple[SchemeInfo, JaxPrivacyEntry], ...]:
 @float64
 def supported_batch_selections() -> tuple[str, ...]:
     """The ``jax_privacy.batch_selection`` classes :func:`from_jax_privacy` accepts: those of the registered schemes'
-    entries (:attr:`mcacct.schemes.entry.SchemeInfo.jax_privacy`), in registry order."""
+    entries (:attr:`mcacct.schemes.entry.SchemeInfo.jax_privacy`), in registry order.
+
+    Returns
+    -------
+    tuple of str
+        Class names without duplicates (e.g. ``"BMinSepSampling"``).
+    """
     return tuple(dict.fromkeys(m.selection for _, m in _mappings()))
 
 
@@ -154,6 +160,26 @@ def problem_from_jax_privacy(batch_selection: Any, c_col: Sequence[float] | None
     another ``C`` than the one training uses certifies nothing. Pass the Toeplitz coefficients the privatizer
     is built from (e.g. ``BandMFExecutionPlanConfig.strategy``; ``(1.0,)`` for DP-SGD); ``sigma`` then follows
     the convention of the module docstring (``noise_multiplier_to_jax_privacy`` for jax-privacy's).
+
+    Parameters
+    ----------
+    batch_selection : jax_privacy.batch_selection object
+        As for :func:`from_jax_privacy`.
+    c_col : sequence of float
+        The strategy's first-column non-zeros (``None`` is refused).
+    dataset_size : int, optional
+        As for :func:`from_jax_privacy`.
+
+    Returns
+    -------
+    Problem
+        The scheme of :func:`from_jax_privacy` with the strategy ``BandedToeplitz(c_col)``.
+
+    Raises
+    ------
+    ValueError
+        If ``c_col`` is ``None`` (``"c_col is required: ..."``), ``c_col`` is not a valid strategy column, or
+        :func:`from_jax_privacy` refuses the batch selection.
     """
     if c_col is None:
         raise ValueError("c_col is required: jax-privacy's batch selection does not carry the strategy matrix C; "
@@ -220,11 +246,50 @@ def _column_norm(c_col: Sequence[float]) -> float:
 def noise_multiplier_to_jax_privacy(sigma: float, c_col: Sequence[float]) -> float:
     r"""jax-privacy's BandMF noise multiplier for mcacct's :math:`\sigma` and strategy ``c_col``:
     :math:`\sigma_{jp} = \sigma / \|c\|_2` (module docstring; its privatizer's ``stddev`` is then
-    :math:`\sigma_{jp} \Delta \|c\|_2 = \sigma \Delta`)."""
+    :math:`\sigma_{jp} \Delta \|c\|_2 = \sigma \Delta`).
+
+    Parameters
+    ----------
+    sigma : float
+        mcacct's noise multiplier, ``> 0``.
+    c_col : sequence of float
+        The strategy's first-column non-zeros :math:`c` (checked as :func:`~mcacct.strategies.banded.parse_c_col`
+        does).
+
+    Returns
+    -------
+    float
+        :math:`\sigma / \|c\|_2`.
+
+    Raises
+    ------
+    ValueError
+        Naming ``sigma`` if it is not a finite number ``> 0``, or ``c_col`` if it is not a valid strategy column.
+    """
     return check_real("sigma", sigma, low=0.0, low_open=True) / _column_norm(c_col)
 
 
 @float64
 def noise_multiplier_from_jax_privacy(noise_multiplier: float, c_col: Sequence[float]) -> float:
-    r"""mcacct's :math:`\sigma` for jax-privacy's BandMF noise multiplier: :math:`\sigma_{jp} \|c\|_2`."""
+    r"""mcacct's :math:`\sigma` for jax-privacy's BandMF noise multiplier: :math:`\sigma_{jp} \|c\|_2`.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        jax-privacy's noise multiplier :math:`\sigma_{jp}`, ``> 0``.
+    c_col : sequence of float
+        The strategy's first-column non-zeros :math:`c` (checked as :func:`~mcacct.strategies.banded.parse_c_col`
+        does).
+
+    Returns
+    -------
+    float
+        :math:`\sigma_{jp} \|c\|_2`.
+
+    Raises
+    ------
+    ValueError
+        Naming ``noise_multiplier`` if it is not a finite number ``> 0``, or ``c_col`` if it is not a valid strategy
+        column.
+    """
     return check_real("noise_multiplier", noise_multiplier, low=0.0, low_open=True) * _column_norm(c_col)

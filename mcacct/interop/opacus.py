@@ -150,7 +150,23 @@ def check_accountant(accountant: Any, monte_carlo_route: str | None = None) -> N
 
 def check_epsilon_tolerance(epsilon_tolerance: Any) -> float | None:
     """``epsilon_tolerance`` (Opacus' search tolerance) checked: ``None`` or a positive real; mcacct does not use
-    it (its result is the smallest sigma it certifies on its own grid)."""
+    it (its result is the smallest sigma it certifies on its own grid).
+
+    Parameters
+    ----------
+    epsilon_tolerance : float or None
+        The tolerance as given.
+
+    Returns
+    -------
+    float or None
+        ``None`` when not given, else the tolerance as a float.
+
+    Raises
+    ------
+    ValueError
+        Naming ``epsilon_tolerance`` if it is not a finite real number ``> 0`` (a string is refused).
+    """
     if epsilon_tolerance is None:
         return None
     return check_real("epsilon_tolerance", epsilon_tolerance, low=0.0, low_open=True, strict=True)
@@ -158,6 +174,15 @@ def check_epsilon_tolerance(epsilon_tolerance: Any) -> float | None:
 
 def check_keywords(given: Iterable[str], accepted: Iterable[str], function: str = "get_noise_multiplier") -> None:
     """Refuse keyword names not in ``accepted``, each with the closest accepted name (``difflib``) when there is one.
+
+    Parameters
+    ----------
+    given : iterable of str
+        The keyword names of the call.
+    accepted : iterable of str
+        The names the function takes (listed, sorted, in the message).
+    function : str
+        The function's name, for the message.
 
     Raises
     ------
@@ -180,7 +205,7 @@ def check_keywords(given: Iterable[str], accepted: Iterable[str], function: str 
 def opacus_sampling_and_steps(*, sample_rate: Any, epochs: Any, sampling_prob: Any, steps: Any, batch_size: Any,
                               dataset_size: Any, min_sep: Any, truncated: bool = False,
                               fixed_by: str | None = None) -> tuple[Any, Any]:
-    """mcacct's ``(sampling_prob, steps)`` from the call's arguments, Opacus' ``sample_rate`` and ``epochs``
+    r"""mcacct's ``(sampling_prob, steps)`` from the call's arguments, Opacus' ``sample_rate`` and ``epochs``
     translated (:func:`sampling_prob_from_sample_rate`, :func:`steps_from_epochs`); the rest is passed through
     unchanged (checked later by :func:`mcacct.get_noise_multiplier`).
 
@@ -188,11 +213,29 @@ def opacus_sampling_and_steps(*, sample_rate: Any, epochs: Any, sampling_prob: A
     ``sampling_prob``. ``fixed_by`` (``"problem"`` or ``"batch_selection"``) fixes the sampling and the steps:
     ``sample_rate`` and ``epochs`` are refused.
 
+    Parameters
+    ----------
+    sample_rate, epochs : Any
+        Opacus' arguments, ``None`` when not given.
+    sampling_prob, steps, batch_size, dataset_size, min_sep : Any
+        mcacct's arguments, ``None`` when not given.
+    truncated : bool
+        The scheme is truncated b-min-sep, where ``dataset_size`` may come with ``sample_rate``.
+    fixed_by : str or None
+        What fixes the sampling and the steps, if anything; then the two values are returned unchanged.
+
+    Returns
+    -------
+    tuple
+        ``(sampling_prob, steps)``: :math:`p` from ``sample_rate`` when given, and
+        :math:`\lceil \mathrm{epochs} / \mathrm{rate} \rceil` when ``epochs`` is given.
+
     Raises
     ------
     ValueError
-        Naming the parameter: both ``sample_rate`` and ``sampling_prob`` (or ``batch_size``), both ``steps`` and
-        ``epochs``, ``epochs`` without a rate, or a value out of range.
+        Naming the parameter: both ``sample_rate`` and ``sampling_prob`` (or ``batch_size``), ``dataset_size``
+        with ``sample_rate`` (unless ``truncated``), both ``steps`` and ``epochs``, ``epochs`` without a rate,
+        ``sample_rate`` or ``epochs`` with ``fixed_by``, or a value out of range.
     """
     if fixed_by is not None:
         for name, v in (("sample_rate", sample_rate), ("epochs", epochs)):

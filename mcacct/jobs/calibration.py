@@ -53,7 +53,18 @@ SHARD_FORMAT = "mcacct-calibration-shard/3"
 def plan_fingerprint(d: dict) -> str:
     """The fingerprint of a plan file's dict ``d`` (without its ``fingerprint``):
     :func:`mcacct.jobs.problem_file.fingerprint` of :data:`FORMAT` and the rest of ``d`` (without its
-    ``integrity`` entry, which covers the fingerprint)."""
+    ``integrity`` entry, which covers the fingerprint).
+
+    Parameters
+    ----------
+    d : dict
+        A plan file's content; its ``format``, ``fingerprint`` and ``integrity`` entries are left out.
+
+    Returns
+    -------
+    str
+        32 hexadecimal characters.
+    """
     return fingerprint(FORMAT, {k: v for k, v in d.items() if k not in ("format", "fingerprint", "integrity")})
 
 
@@ -65,7 +76,30 @@ def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
 
 def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
     """Write ``out_dir/plan.json`` (atomically; ``out_dir`` a local path or a URL of an object store,
-    :mod:`mcacct.jobs.storage`); refuse to overwrite a different plan, and an ``out_dir`` that is a file."""
+    :mod:`mcacct.jobs.storage`); refuse to overwrite a different plan, and an ``out_dir`` that is a file.
+
+    Writing the same plan again (same fingerprint) replaces the file with an equal one.
+
+    Parameters
+    ----------
+    out_dir : str
+        The plan directory (created when missing).
+    plan : CalibrationPlan
+        The plan (its pilot's time and draws are not stored).
+    problem : Problem
+        The problem the plan calibrates.
+
+    Returns
+    -------
+    str
+        The path of the plan file.
+
+    Raises
+    ------
+    ValueError
+        Naming ``out``: the directory is a file or cannot be written, or ``plan.json`` there cannot be read as a
+        plan or holds another plan.
+    """
     storage.check_url(out_dir, write=True)
     if storage.exists(out_dir) and not storage.isdir(out_dir):
         raise ValueError(f"out {out_dir} is not a directory")
@@ -88,7 +122,27 @@ def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
 
 
 def load_plan(plan_dir: str) -> tuple[CalibrationPlan, Problem, str]:
-    """``(plan, problem, fingerprint)`` from ``plan_dir/plan.json``, refusing files of another kernel."""
+    """``(plan, problem, fingerprint)`` from ``plan_dir/plan.json``, refusing files of another kernel.
+
+    Parameters
+    ----------
+    plan_dir : str
+        The plan directory (local path or object store URL).
+
+    Returns
+    -------
+    plan : CalibrationPlan
+    problem : Problem
+    fingerprint : str
+        The plan's fingerprint (:func:`plan_fingerprint`), which its shard files carry.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: it is missing or unreadable, not a plan of :data:`FORMAT`, fails
+        :func:`mcacct.jobs.integrity.verify`, its fingerprint does not match its content, it was drawn by another
+        kernel or generator, or its ``plan`` entry is malformed.
+    """
     path = storage.join(plan_dir, PLAN_NAME)
     try:
         d = storage.read_json(path, "plan")
@@ -192,13 +246,44 @@ def _check_plan_dir(plan_dir: str, num_shards: int) -> None:
 @float64
 def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = False, mesh=None,
                    max_chunks: int | None = None, checkpoint_seconds: float = 0.0) -> dict:
-    """Run (or resume) shard ``shard`` of ``num_shards`` of the verification plan in ``plan_dir``.
+    r"""Run (or resume) shard ``shard`` of ``num_shards`` of the verification plan in ``plan_dir``.
 
     Writes ``plan_dir/shard-IIIII-of-KKKKK.json`` after every group of chunks (atomic; at most every
     ``checkpoint_seconds``, and always at the end); a file of this shard is resumed after its last recorded
     chunk. ``max_chunks`` stops after that many new chunks (still resumable). ``num_shards`` is at most the
     plan's chunk count (a shard without a chunk is refused) and must match the split of the shard files
-    already in ``plan_dir``. Returns a summary (chunks, samples, seconds, complete)."""
+    already in ``plan_dir``. Returns a summary (chunks, samples, seconds, complete).
+
+    Parameters
+    ----------
+    plan_dir : str
+        The plan directory (:func:`write_plan`).
+    shard : int
+        Index of this shard, in ``[0, num_shards - 1]``.
+    num_shards : int
+        Number of shards, in ``[1, chunks]`` with ``chunks`` the plan's :math:`\lceil s / c \rceil`.
+    progress : bool
+        Progress on stderr.
+    mesh : optional
+        Device mesh passed to :func:`mcacct.engine.runner.run_ladder` (default: all local devices).
+    max_chunks : int or None
+        Stop after this many new chunks, ``>= 1``.
+    checkpoint_seconds : float
+        Least seconds between two intermediate writes, ``>= 0``.
+
+    Returns
+    -------
+    dict
+        ``path``, ``shard``, ``num_shards``, ``chunks`` (the planned range ``[a, b]``), ``done`` (``[a, last + 1]``),
+        ``complete`` and ``seconds`` (of this call).
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter out of range, a plan or shard file that cannot be trusted (:func:`load_plan`), a
+        plan directory holding shards of another split or other files named like shards, or an existing shard
+        file whose planned chunks differ.
+    """
     plan, problem, fp = load_plan(plan_dir)
     k = check_int("num_shards", num_shards, low=1)
     if k > _num_chunks(plan):
@@ -258,7 +343,25 @@ def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = 
 
 @float64
 def calibrate_from(plan_dir: str) -> CalibrationResult:
-    """Merge every shard of the plan in ``plan_dir`` exactly and apply Alg. 5 (the in-process verdicts)."""
+    """Merge every shard of the plan in ``plan_dir`` exactly and apply Alg. 5 (the in-process verdicts).
+
+    Parameters
+    ----------
+    plan_dir : str
+        The plan directory with every shard file complete.
+
+    Returns
+    -------
+    CalibrationResult
+        As :func:`mcacct.evr.calibrate.apply_verdicts` gives it, with ``seconds`` the shards' total time and
+        ``samples_used`` the draws of both directions.
+
+    Raises
+    ------
+    ValueError
+        When the plan or a shard file cannot be trusted, there is no shard file, shards of different splits
+        are mixed, or a shard is missing or unfinished (each named).
+    """
     plan, _, fp = load_plan(plan_dir)
     names = storage.list_names(plan_dir, "shard-*.json")
     if not names:

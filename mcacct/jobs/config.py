@@ -91,11 +91,18 @@ class JobConfig:
 
     @property
     def num_chunks(self) -> int:
-        """Chunks per direction of the whole plan."""
+        """Chunks per direction of the whole plan: ``ceil(num_samples / chunk_size)``."""
         return -(-self.num_samples // self.chunk_size)
 
     def root_key(self) -> jax.Array:
-        """``jax.random.key(seed)``, or the key of EVR candidate ``candidate``."""
+        """``jax.random.key(seed)``, or the key of EVR candidate ``candidate``.
+
+        Returns
+        -------
+        jax.Array
+            ``jax.random.key(seed)`` when ``candidate`` is ``None``, else
+            :func:`mcacct.evr.calibrate.candidate_key` of it and ``candidate``.
+        """
         root = jax.random.key(self.seed)
         return root if self.candidate is None else candidate_key(root, self.candidate)
 
@@ -103,7 +110,14 @@ class JobConfig:
         """Canonical JSON-able description (the fingerprint hashes exactly this): the problem's fields
         (:func:`mcacct.jobs.problem_file.problem_to_dict`: the scheme's class name and every dataclass field, the
         strategy, kernel dtype, dot method, recursion, the kernel identity :data:`KERNEL_VERSION` and the
-        random-number generator) and the run parameters."""
+        random-number generator) and the run parameters.
+
+        Returns
+        -------
+        dict
+            The problem's fields plus ``sigma``, ``epsilons``, ``num_samples``, ``chunk_size``, ``seed``,
+            ``candidate``, ``directions`` and ``histogram`` (``width`` and ``bins``).
+        """
         return {**problem_to_dict(self.problem),
                 "sigma": self.sigma, "epsilons": list(self.epsilons), "num_samples": self.num_samples,
                 "chunk_size": self.chunk_size, "seed": self.seed, "candidate": self.candidate,
@@ -113,7 +127,24 @@ class JobConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "JobConfig":
         """Inverse of :meth:`to_dict`. Refuses a config of another kernel (:data:`KERNEL_VERSION`) or random-number
-        generator."""
+        generator.
+
+        Parameters
+        ----------
+        d : dict
+            A config as :meth:`to_dict` writes it.
+
+        Returns
+        -------
+        JobConfig
+            Checked as a new one is (ranges of ``sigma``, ``seed``, ``candidate``, ...).
+
+        Raises
+        ------
+        ValueError
+            ``"config is missing or has a malformed field: ..."``, a config of another kernel or generator
+            (:func:`mcacct.jobs.problem_file.problem_from_dict`), or a value out of range, named.
+        """
         try:
             problem = problem_from_dict(d, "config")
             spec = HistogramSpec(float(d["histogram"]["width"]), int(d["histogram"]["bins"]))
@@ -123,13 +154,30 @@ class JobConfig:
             raise ValueError(f"config is missing or has a malformed field: {err!r}") from err
 
     def fingerprint(self) -> str:
-        """:func:`config_fingerprint` of :meth:`to_dict`."""
+        """:func:`config_fingerprint` of :meth:`to_dict`.
+
+        Returns
+        -------
+        str
+            32 hexadecimal characters.
+        """
         return config_fingerprint(self.to_dict())
 
 
 def config_fingerprint(cfg: dict) -> str:
     """The fingerprint of a statistics file with config ``cfg`` (:func:`mcacct.jobs.problem_file.fingerprint`
-    of :data:`FORMAT` and ``cfg``)."""
+    of :data:`FORMAT` and ``cfg``).
+
+    Parameters
+    ----------
+    cfg : dict
+        A config as :meth:`JobConfig.to_dict` writes it.
+
+    Returns
+    -------
+    str
+        32 hexadecimal characters.
+    """
     return fingerprint(FORMAT, cfg)
 
 
@@ -143,12 +191,38 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def config_difference(a: dict, b: dict) -> list[tuple[str, Any, Any]]:
-    """Fields (dotted names, e.g. ``sigma`` or ``scheme.min_sep``) where two config dicts differ."""
+    """Fields (dotted names, e.g. ``sigma`` or ``scheme.min_sep``) where two config dicts differ.
+
+    Parameters
+    ----------
+    a, b : dict
+        Two configs; nested dicts are flattened to dotted names, other values compared whole.
+
+    Returns
+    -------
+    list of (str, Any, Any)
+        ``(name, value in a, value in b)``, sorted by name; ``None`` where a side lacks the field.
+    """
     fa, fb = _flatten(a), _flatten(b)
     return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
 
 
 def describe_difference(diff: list[tuple[str, Any, Any]], where_a: str, where_b: str) -> str:
+    """The differences of :func:`config_difference` in words, for messages.
+
+    Parameters
+    ----------
+    diff : list of (str, Any, Any)
+        Output of :func:`config_difference`.
+    where_a, where_b : str
+        Names of the two sides (e.g. two file names).
+
+    Returns
+    -------
+    str
+        ``"KEY differs (A in where_a, B in where_b)"`` for the first four fields, joined by ``"; "``, then
+        ``" and N more field(s)"`` when there are more.
+    """
     parts = [f"{k} differs ({va!r} in {where_a}, {vb!r} in {where_b})" for k, va, vb in diff[:4]]
     more = f" and {len(diff) - 4} more field(s)" if len(diff) > 4 else ""
     return "; ".join(parts) + more

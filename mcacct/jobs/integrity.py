@@ -54,6 +54,11 @@ _FIXED_ONE = 2**FIXED_BITS
 def shard_key() -> bytes | None:
     """The MAC key from :data:`KEY_ENV` (``None`` when unset or empty).
 
+    Returns
+    -------
+    bytes or None
+        The variable's value encoded in UTF-8.
+
     Raises
     ------
     ValueError
@@ -77,7 +82,26 @@ def _canonical(obj: dict) -> bytes:
 def seal(obj: dict, key: bytes | None = None) -> dict:
     """``obj`` with its ``integrity`` entry: ``{"digest": "sha256:<hex>"}``, plus ``"mac": "hmac-sha256:<hex>"``
     under ``key`` (``None``: :func:`shard_key`, from the environment; ``b""``: no MAC). The entry covers every other
-    field of ``obj``."""
+    field of ``obj``.
+
+    Parameters
+    ----------
+    obj : dict
+        The file's content (JSON-able, finite numbers only); an ``integrity`` entry already there is replaced.
+    key : bytes or None
+        The MAC key.
+
+    Returns
+    -------
+    dict
+        A new dict: ``obj`` without its old ``integrity`` entry, plus the new one. Both hashes are taken over
+        the canonical JSON (sorted keys, no spaces) of that content.
+
+    Raises
+    ------
+    ValueError
+        If ``key`` is ``None`` and :data:`KEY_ENV` holds too short a key, or ``obj`` holds a non-finite number.
+    """
     key = shard_key() if key is None else key
     text = _canonical(obj)
     entry = {"digest": "sha256:" + hashlib.sha256(text).hexdigest()}
@@ -173,6 +197,17 @@ def check_statistics(count: int, sums: list[int], hist: np.ndarray, epsilons, wi
 
 
 def describe(level: str) -> str:
-    """What a verified file's ``level`` (:func:`verify`) guarantees, for reports."""
+    """What a verified file's ``level`` (:func:`verify`) guarantees, for reports.
+
+    Parameters
+    ----------
+    level : str
+        ``"mac"`` or ``"digest"``.
+
+    Returns
+    -------
+    str
+        A short phrase; any other ``level`` is returned unchanged.
+    """
     return {"mac": f"MAC under {KEY_ENV} (authenticated)",
             "digest": "SHA-256 digest (accidents caught; not authenticated)"}.get(level, level)

@@ -57,6 +57,16 @@ PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "los
 def scheme_to_dict(scheme: Any) -> dict:
     """``{"type": registry name, field: value, ...}`` with every dataclass field of a registered scheme.
 
+    Parameters
+    ----------
+    scheme : Any
+        An instance of a registered scheme class (exactly that class, not a subclass).
+
+    Returns
+    -------
+    dict
+        ``type`` and each field as a plain ``bool``, ``int`` or ``float`` (NumPy scalars converted).
+
     Raises
     ------
     ValueError
@@ -85,7 +95,26 @@ def scheme_to_dict(scheme: Any) -> dict:
 
 def scheme_from_dict(d: Any, where: str = "config.scheme"):
     """Inverse of :func:`scheme_to_dict` (the fields must be exactly those of the named class); ``where`` names
-    the entry in messages."""
+    the entry in messages.
+
+    Parameters
+    ----------
+    d : Any
+        A dict as :func:`scheme_to_dict` writes it.
+    where : str
+        The entry's name in messages.
+
+    Returns
+    -------
+    Scheme
+        An instance of the registered class named by ``d["type"]``, built from the other keys.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where``: ``d`` is not a dict with ``type`` (a file of an older mcacct), the type is not
+        registered, or the keys are not exactly the class's fields; or the scheme refuses a value.
+    """
     known = classes()
     if not isinstance(d, dict) or "type" not in d:
         raise ValueError(f"{where} has no 'type': the file was written by an older mcacct whose fingerprint "
@@ -106,7 +135,22 @@ def problem_to_dict(problem: Problem) -> dict:
     """The problem's fields of a job file (:data:`PROBLEM_FIELDS`): scheme, strategy, dtype, dot method,
     recursion, the loss kernel as asked and as resolved (``"fused"`` or ``"unfused"``, :func:`resolve_loss_kernel`:
     the two differ in their float rounding, so a file says which one drew it, and the fingerprint covers it), and the
-    identity of the kernel and of the random-number generator that draw its samples."""
+    identity of the kernel and of the random-number generator that draw its samples.
+
+    Parameters
+    ----------
+    problem : Problem
+
+    Returns
+    -------
+    dict
+        The keys of :data:`PROBLEM_FIELDS`, with JSON-able values.
+
+    Raises
+    ------
+    ValueError
+        If the scheme cannot be stored (:func:`scheme_to_dict`).
+    """
     return {"scheme": scheme_to_dict(problem.scheme), "strategy": {"c_col": list(problem.strategy.c_col)},
             "dtype": problem.dtype, "dot_method": problem.dot_method, "recursion": problem.recursion,
             "loss_kernel": problem.loss_kernel, "loss_kernel_resolved": resolve_loss_kernel(problem).kernel,
@@ -153,7 +197,20 @@ def problem_from_dict(d: dict, where: str = "config", remedy: str = "rerun the s
 
 def fingerprint(file_format: str, content: dict) -> str:
     """The fingerprint of a job file: SHA-256 (hex, first 32 characters) of the canonical JSON (sorted keys, no
-    spaces) of ``{"format": file_format, "content": content}``."""
+    spaces) of ``{"format": file_format, "content": content}``.
+
+    Parameters
+    ----------
+    file_format : str
+        The file's format string.
+    content : dict
+        The content fingerprinted (JSON-able).
+
+    Returns
+    -------
+    str
+        32 hexadecimal characters.
+    """
     text = json.dumps({"format": file_format, "content": content}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -162,6 +219,15 @@ def check_format(got: Any, expected: str, what: str) -> None:
     """Refuse a file whose ``format`` is not ``expected`` (``"mcacct-stats/2"``); ``what`` names the file and
     its kind (``"DIR/shard-...json is not an mcacct statistics file"``). A file of the same kind in another
     version is named as such: written by another version of mcacct, never read under this one's layout.
+
+    Parameters
+    ----------
+    got : Any
+        The file's ``format`` entry.
+    expected : str
+        The format this mcacct reads, ``"FAMILY/VERSION"``.
+    what : str
+        The start of the message.
 
     Raises
     ------

@@ -268,6 +268,7 @@ class MergeResult:
 
     @property
     def complete(self) -> bool:
+        """No chunk of any direction is missing."""
         return not any(self.missing_chunks.values())
 
     @property
@@ -277,7 +278,13 @@ class MergeResult:
         return "mac" if all(f.integrity == "mac" for f in self.files) else "digest"
 
     def estimate(self, alpha: float = 0.01) -> Estimate:
-        """An :class:`~mcacct.engine.estimate.Estimate` over the merged statistics."""
+        """An :class:`~mcacct.engine.estimate.Estimate` over the merged statistics.
+
+        Parameters
+        ----------
+        alpha : float
+            Error probability of its confidence bounds, in ``(0, 1)`` (``ValueError`` naming ``alpha`` otherwise).
+        """
         from mcacct.engine.systematic import systematic_bound  # as mcacct.engine.estimate.estimate: same bounds as `delta`
         alpha = check_real("alpha", alpha, low=0.0, high=1.0, low_open=True, high_open=True)
         problem, sigma = self.config.problem, self.config.sigma
@@ -293,7 +300,13 @@ class MergeResult:
         ``directions_run`` lists the directions sampled; ``certified`` is false, with a ``note`` saying why
         (:func:`mcacct.engine.estimate.certification_notes`), for a float32 kernel and for a run of one
         direction (``--direction add``), whose bound covers that direction only and is no certificate of the
-        mechanism."""
+        mechanism.
+
+        Parameters
+        ----------
+        alpha : float
+            As for :meth:`estimate`; the summary's ``confidence`` is ``1 - alpha``.
+        """
         est = self.estimate(alpha)
         results = []
         for j, e in enumerate(self.config.epsilons):
@@ -412,7 +425,13 @@ def _uncovered(a: int, b: int, cover: list[tuple[int, int]]) -> bool:
 
 def write_merged(result: MergeResult, out_dir: str) -> str:
     """Write ``out_dir/merged.json`` (atomically; ``out_dir`` is created if needed and must not be a file); it
-    can be merged again or plotted."""
+    can be merged again or plotted.
+
+    Returns
+    -------
+    str
+        The path written; ``ValueError`` naming ``out`` when ``out_dir`` is a file or cannot be written.
+    """
     storage.check_url(out_dir, write=True)
     if storage.exists(out_dir) and not storage.isdir(out_dir):
         raise ValueError(f"out {out_dir} is not a directory")

@@ -387,12 +387,11 @@ def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_in
                            discretization: str = "connect_dots") -> DiscretePLD:
     r"""Pessimistic PLD of *any* :math:`(\varepsilon,\delta)`-DP mechanism (a certificate).
 
-    The four-point dominating pair (Kairouz et al. 2015; ``dp_accounting``'s
-    ``from_privacy_parameters``): loss :math:`+\infty` w.p. :math:`\delta`,
-    :math:`+\varepsilon` w.p. :math:`(1-\delta)/(1+e^{-\varepsilon})`, :math:`-\varepsilon` w.p.
-    :math:`(1-\delta)/(1+e^{\varepsilon})`; the pair is symmetric, so both directions agree. The
-    two atoms are put on the grid by ``"connect_dots"`` (default; keeps their P- and Q-mass, a
-    chord bound, slightly tighter) or ``"round_up"`` (``dp_accounting``'s rule: loss rounded up).
+    The four-point dominating pair (Kairouz et al. 2015; ``dp_accounting``'s ``from_privacy_parameters``): loss
+    :math:`+\infty` w.p. :math:`\delta`, :math:`+\varepsilon` w.p. :math:`(1-\delta)/(1+e^{-\varepsilon})`,
+    :math:`-\varepsilon` w.p. :math:`(1-\delta)/(1+e^{\varepsilon})`; the pair is symmetric, so both directions
+    agree. The two atoms are put on the grid by ``"connect_dots"`` (default; keeps their P- and Q-mass, a chord
+    bound, slightly tighter) or ``"round_up"`` (``dp_accounting``'s rule: loss rounded up).
 
     Parameters
     ----------
@@ -400,17 +399,23 @@ def privacy_parameters_pld(epsilon: float, delta: float, value_discretization_in
         :math:`\varepsilon\ge0`.
     delta : float
         :math:`\delta\in[0,1)`.
+    value_discretization_interval, discretization : float, {"connect_dots", "round_up"}
+        The grid spacing :math:`h \in (0, 0.1]` (default ``1e-4``) and the rule above.
+
+    Returns
+    -------
+    DiscretePLD
+        Both directions the same pmf, with ``infinity_mass`` :math:`\delta` (plus ``UNDERFLOW``, Notes).
 
     Notes
     -----
-    The masses are formed with :math:`e^{-\varepsilon}` only,
-    :math:`(1-\delta)/(1+e^{-\varepsilon})` and :math:`(1-\delta)e^{-\varepsilon}/(1+e^{-\varepsilon})`, so a
-    large :math:`\varepsilon` cannot overflow (:math:`e^{\varepsilon}` did beyond 709.78, an ``OverflowError``).
-    Where the mass of the :math:`-\varepsilon` atom underflows to 0 (:math:`\varepsilon>745`), that atom is
-    left out and :data:`~mcacct.pld.constants.UNDERFLOW` (far above its true mass, below
-    :math:`e^{-745}`) is added to the mass at :math:`+\infty` instead: moving mass up is pessimistic. The grid
-    spans both atoms (about :math:`2\varepsilon/h` points), so it is checked against the memory budget before it
-    is allocated (``ValueError`` naming ``value_discretization_interval``).
+    The masses are formed with :math:`e^{-\varepsilon}` only, :math:`(1-\delta)/(1+e^{-\varepsilon})` and
+    :math:`(1-\delta)e^{-\varepsilon}/(1+e^{-\varepsilon})`, so a large :math:`\varepsilon` cannot overflow
+    (:math:`e^{\varepsilon}` did beyond 709.78, an ``OverflowError``). Where the mass of the :math:`-\varepsilon` atom
+    underflows to 0 (:math:`\varepsilon>745`), that atom is left out and :data:`~mcacct.pld.constants.UNDERFLOW` (far
+    above its true mass, below :math:`e^{-745}`) is added to the mass at :math:`+\infty` instead: moving mass up is
+    pessimistic. The grid spans both atoms (about :math:`2\varepsilon/h` points), so it is checked against the memory
+    budget before it is allocated (``ValueError`` naming ``value_discretization_interval``).
 
     Raises
     ------

@@ -407,12 +407,14 @@ def events_delta(events: Any, epsilon: float, *, value_discretization_interval: 
         The composed mechanisms (:func:`as_events`).
     epsilon : float
         :math:`\varepsilon\ge0`.
-    value_discretization_interval : float, default 1e-4
-        Loss grid spacing :math:`h\in(0, 0.1]`.
-    discretization : {"connect_dots", "round_up"}
-        Pessimistic discretisation rule of every event.
+    value_discretization_interval, discretization : float, {"connect_dots", "round_up"}
+        Loss grid spacing :math:`h\in(0, 0.1]` (default 1e-4); pessimistic discretisation rule of every event.
     estimate_error : bool, default True
         Also compose on :math:`h/2` and report :math:`2|\delta_h-\delta_{h/2}|`.
+
+    Returns
+    -------
+    EventsResult
     """
     return _result(events, check_epsilon(epsilon), None, value_discretization_interval, discretization,
                    estimate_error)

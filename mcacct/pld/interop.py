@@ -111,10 +111,18 @@ def from_dp_event(event: Any, *, allow_empty: bool = False) -> list[Event]:
     allow_empty : bool, default False
         Return ``[]`` for an event that composes nothing (e.g. ``NoOpDpEvent``) instead of raising.
 
+    Returns
+    -------
+    list of Event
+        One :class:`~mcacct.pld.events.Event` per distinct mechanism: a ``SelfComposedDpEvent`` of count ``k``
+        multiplies the counts under it by ``k`` and equal mechanisms are merged (counts added).
+
     Raises
     ------
     ValueError
-        For an unsupported event (named), or (without ``allow_empty``) an event that composes nothing.
+        For an unsupported event (named), a mixture with a negative sensitivity, a ``SelfComposedDpEvent`` with a
+        negative count, a mechanism without privacy (``NonPrivateDpEvent`` or zero noise: it has no mcacct event),
+        a non-bool ``allow_empty``, or (without ``allow_empty``) an event that composes nothing.
     """
     out = merge_events(_walk(event, 1, None))
     if not out and not check_bool("allow_empty", allow_empty):
@@ -177,6 +185,12 @@ def refuse_monte_carlo(obj: Any, where: str) -> None:
         What the caller was given.
     where : str
         The caller, named in the message (e.g. ``"mcacct.pld.to_dp_event"``).
+
+    Raises
+    ------
+    ValueError
+        If ``obj`` (or an element of a list or tuple ``obj``, recursively) is an object, not a class, with callable
+        ``exact_pld``, ``sample`` and ``losses_t`` methods, or holds one as its ``scheme`` attribute.
     """
     if isinstance(obj, (list, tuple)):  # a sequence of events (or a (spec, count) pair): each element
         for item in obj:
@@ -282,10 +296,19 @@ def to_dp_event(events: Any, *, dominating: bool = False) -> Any:
         Also export the specs without a ``dp_accounting`` mechanism (group, cyclic-Poisson BandMF) as the
         dominating pair of their analysis: a ``MixtureOfGaussiansDpEvent``, resp. Poisson-sampled Gaussians.
 
+    Returns
+    -------
+    dp_accounting.DpEvent
+        Per spec, a ``GaussianDpEvent`` (noise multiplier ``sigma / sensitivity``), a ``PoissonSampledDpEvent``
+        or a ``MixtureOfGaussiansDpEvent``, wrapped in a ``SelfComposedDpEvent`` of count ``steps * count`` when
+        that exceeds 1; with ``dominating``, a cyclic-Poisson BandMF spec becomes ``compositions`` Poisson-sampled
+        Gaussians of noise multiplier ``sigma / col_norm`` and a group spec the mixture of its ``mixture()``.
+
     Raises
     ------
     ValueError
-        For a spec without a ``dp_accounting`` counterpart (named, with the supported ones) or a malformed event.
+        For a spec without a ``dp_accounting`` counterpart (named, with the supported ones), a malformed event, a
+        non-bool ``dominating``, or a Monte Carlo sampling scheme (:func:`refuse_monte_carlo`).
     ImportError
         Where ``dp_accounting`` is not installed.
     """

@@ -51,18 +51,37 @@ __all__ = ["compare_schemes", "row_names", "parse_schemes", "compare_schemes_inf
 
 
 def compare_schemes_info() -> tuple[tuple[SchemeInfo, CompareRow], ...]:
-    """``(info, info.compare)`` of every registered scheme with a compare row, in registry order."""
+    """``(info, info.compare)`` of every registered scheme with a compare row, in registry order.
+
+    Returns
+    -------
+    tuple of (SchemeInfo, CompareRow)
+        One pair per registered scheme whose ``compare`` is not ``None``.
+    """
     return tuple((e, e.compare) for e in registry.schemes() if e.compare is not None)
 
 
 def compare_options() -> tuple[tuple[SchemeInfo, str, Callable[[str, Any], Any]], ...]:
-    """``(info, dest, check)`` of every compare option (each adds its scheme's row), in registry order."""
+    """``(info, dest, check)`` of every compare option (each adds its scheme's row), in registry order.
+
+    Returns
+    -------
+    tuple of (SchemeInfo, str, callable)
+        The scheme the option belongs to, the option's ``dest`` name and its check, called as
+        ``check(dest, value)`` and returning the checked value.
+    """
     return tuple((e, dest, check) for e, row in compare_schemes_info() for dest, check in row.options.items())
 
 
 def row_names() -> tuple[str, ...]:
     """Row names of ``mcacct compare``: the compare label of every registered scheme with a compare plan, in
-    registry order (its registry name is accepted too)."""
+    registry order (its registry name is accepted too).
+
+    Returns
+    -------
+    tuple of str
+        The ``label`` of each scheme in :func:`compare_schemes_info`.
+    """
     return tuple(e.label for e, _ in compare_schemes_info())
 
 
@@ -76,7 +95,23 @@ def _pld_sigma(spec, scale, epsilon, delta):
 
 def parse_schemes(schemes) -> tuple[SchemeInfo, ...] | None:
     """The schemes named by ``schemes`` (row or registry names, a list or a comma-separated string), or
-    ``None`` when ``schemes`` is ``None``."""
+    ``None`` when ``schemes`` is ``None``.
+
+    Parameters
+    ----------
+    schemes : str, sequence of str or None
+        Row names (:func:`row_names`) or registry names; a string is split at commas and blank entries dropped.
+
+    Returns
+    -------
+    tuple of SchemeInfo or None
+        The registry entries in the order given; ``None`` when ``schemes`` is ``None``.
+
+    Raises
+    ------
+    ValueError
+        If a name is unknown or none is given: ``"schemes must be a non-empty list drawn from (...); got [...]"``.
+    """
     if schemes is None:
         return None
     if isinstance(schemes, str):

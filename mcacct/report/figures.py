@@ -119,7 +119,18 @@ def ratio_ticks(norm: "Normalize", count: int = 3) -> list[float]:
 
 def tick_label(value: float) -> str:
     """A short label of a ratio: two decimals at most, trailing zeros dropped (``0.909 -> "0.91"``,
-    ``1.25 -> "1.25"``, ``10.0 -> "10"``); one significant digit below 0.1 (``0.001 -> "0.001"``)."""
+    ``1.25 -> "1.25"``, ``10.0 -> "10"``); one significant digit below 0.1 (``0.001 -> "0.001"``).
+
+    Parameters
+    ----------
+    value : float
+        The ratio, a tick of :func:`ratio_ticks`.
+
+    Returns
+    -------
+    str
+        ``f"{value:.1g}"`` below 0.1, else ``f"{value:.2f}"`` without trailing zeros and point.
+    """
     if value < 0.1:
         return f"{value:.1g}"
     return f"{value:.2f}".rstrip("0").rstrip(".")

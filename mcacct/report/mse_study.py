@@ -41,7 +41,25 @@ __all__ = ["StudyGrid", "QUICK_GRID", "FULL_GRID", "SMOKE_GRID", "run_study", "p
 class StudyGrid:
     """The grid: ``iterations`` n, target ``delta``, ``epsilons``, ``epoch_lengths`` (E = |D|/B), ``bands``;
     b-min-sep and cyclic Poisson sweep ``b`` over powers of two in ``[bands, E]`` every ``b_step``-th power
-    (plus ``E`` itself). ``samples``: Monte Carlo samples per direction per candidate (None: Alg. 5's minimum)."""
+    (plus ``E`` itself). ``samples``: Monte Carlo samples per direction per candidate (None: Alg. 5's minimum).
+
+    Attributes
+    ----------
+    iterations : int
+        Training iterations ``n``.
+    delta : float
+        Target delta of every calibration.
+    epsilons : tuple of float
+        Target epsilons.
+    epoch_lengths : tuple of int
+        Epoch lengths ``E``.
+    bands : tuple of int
+        Band counts of the strategies compared.
+    b_step : int
+        Every ``b_step``-th power of two is swept (:meth:`min_seps`).
+    samples : int or None
+        Monte Carlo samples per direction per candidate.
+    """
     iterations: int = 1024
     delta: float = 1e-3
     epsilons: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
@@ -51,6 +69,22 @@ class StudyGrid:
     samples: int | None = None
 
     def min_seps(self, bands: int, epoch: int) -> list[int]:
+        r"""The values of ``b`` swept for ``bands`` at epoch length ``epoch``.
+
+        Parameters
+        ----------
+        bands : int
+            Non-zeros of ``C``, the smallest ``b`` allowed.
+        epoch : int
+            Epoch length ``E``, the largest ``b`` allowed.
+
+        Returns
+        -------
+        list of int
+            Every ``b_step``-th power of two from :math:`2^{\lfloor \log_2 \mathrm{bands} \rfloor}` up to
+            :math:`2^{\lfloor \log_2 E \rfloor}` that lies in ``[bands, E]``, plus ``E`` itself, sorted; empty when
+            ``bands > E``.
+        """
         pows = [1 << e for e in range(int(math.log2(bands)), int(math.log2(epoch)) + 1)]
         keep = [b for i, b in enumerate(pows) if i % self.b_step == 0 and bands <= b <= epoch]
         return sorted(set(keep + [epoch])) if bands <= epoch else []
@@ -95,8 +129,36 @@ def _pld_sigma(n, b, q, c_col, epsilon, delta) -> dict:
 
 @float64
 def run_study(grid: StudyGrid, cache_dir: str, seed: int = 0, progress: bool = True) -> dict:
-    """Run (or resume) the study on ``grid``; returns every calibration and, per (ε, E), each method's best
-    MSE with its bands (and b) and the ratios b-min-sep / cyclic Poisson and b-min-sep / balls-in-bins."""
+    r"""Run (or resume) the study on ``grid``; returns every calibration and, per (ε, E), each method's best
+    MSE with its bands (and b) and the ratios b-min-sep / cyclic Poisson and b-min-sep / balls-in-bins.
+
+    Each calibration's MSE is :math:`\mathrm{err}(C)\, \sigma^2` with :math:`\mathrm{err}(C) = \|A C^{-1}\|_F^2 / n`
+    the strategy's error, and a cell's ratio is the quotient of the two methods' best MSEs.
+
+    Parameters
+    ----------
+    grid : StudyGrid
+        The grid to run (:data:`FULL_GRID`, :data:`QUICK_GRID`, :data:`SMOKE_GRID` or one's own).
+    cache_dir : str
+        Directory of the cached strategies and calibrations (created if missing); a rerun reads what is there.
+    seed : int
+        Root seed of every Monte Carlo calibration.
+    progress : bool
+        Print one line per cell of the sweep to stderr.
+
+    Returns
+    -------
+    dict
+        ``grid`` (the grid's fields), ``strategies`` (the optimised strategy per ``bands``, keyed by its string),
+        ``cells`` (per (ε, E) where b-min-sep has a result: ``epsilon``, ``epoch``, ``best`` per method with
+        ``mse``, ``bands``, ``b`` and ``sigma``, and ``ratio_cyclic_poisson`` / ``ratio_balls_in_bins`` where
+        the other method has one), ``calibrations`` (one row per method and cell) and ``devices``.
+
+    Raises
+    ------
+    ValueError
+        If ``cache_dir`` is an existing file or cannot be created (both messages name ``cache_dir``).
+    """
     import mcacct
     from mcacct.strategies import optimize_banded_toeplitz
 

@@ -19,7 +19,18 @@ __all__ = ["delta_band", "plot_delta_curve", "curve_title", "figure_formats", "c
 
 def figure_formats() -> tuple[str, ...]:
     """The file extensions matplotlib can write (``png``, ``pdf``, ``svg``, ...); ``ValueError`` without
-    matplotlib."""
+    matplotlib.
+
+    Returns
+    -------
+    tuple of str
+        The extensions without the dot, sorted.
+
+    Raises
+    ------
+    ValueError
+        If matplotlib is not installed (the message says how to install it).
+    """
     try:
         from matplotlib.backend_bases import FigureCanvasBase
     except ImportError as err:
@@ -29,7 +40,26 @@ def figure_formats() -> tuple[str, ...]:
 
 def check_figure_path(path: str, name: str = "out") -> str:
     """Refuse a figure path before any work: its directory must exist and its extension be a format matplotlib
-    writes (:func:`figure_formats`). ``ValueError`` naming ``name``; returns ``path``."""
+    writes (:func:`figure_formats`). ``ValueError`` naming ``name``; returns ``path``.
+
+    Parameters
+    ----------
+    path : str
+        The figure's file name.
+    name : str
+        The name of the option that gave ``path``, used in the messages.
+
+    Returns
+    -------
+    str
+        ``path`` unchanged.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``: ``path`` is not a non-empty string, its directory does not exist, it is a directory, or
+        its extension is not among :func:`figure_formats` (or matplotlib is missing).
+    """
     if not isinstance(path, str) or not path:
         raise ValueError(f"{name} must be a file name ending in an image format; got {path!r}")
     d = os.path.dirname(os.path.abspath(path))

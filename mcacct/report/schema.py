@@ -163,7 +163,18 @@ def _canonical(obj: Any, renames: tuple[Rename, ...], deprecated: dict) -> Any:
 
 def nonfinite_name(x: float) -> str:
     """``"inf"``, ``"-inf"`` or ``"nan"``: how ``nonfinite`` names a non-finite number (``float()`` reads it
-    back)."""
+    back).
+
+    Parameters
+    ----------
+    x : float
+        A non-finite number.
+
+    Returns
+    -------
+    str
+        ``"nan"``, ``"inf"`` or ``"-inf"``.
+    """
     return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
 
 
@@ -173,7 +184,21 @@ def _pointer_token(key: Any) -> str:
 
 def nonfinite_pointers(obj: Any, prefix: str = "") -> dict[str, str]:
     """The JSON Pointer (RFC 6901) of every non-finite number in ``obj`` (NumPy scalars and arrays included),
-    mapped to :func:`nonfinite_name` of it."""
+    mapped to :func:`nonfinite_name` of it.
+
+    Parameters
+    ----------
+    obj : Any
+        A result made of dicts, lists, tuples, numbers, strings and NumPy values.
+    prefix : str
+        Pointer of ``obj`` itself (``""`` for the document's root); keys are escaped (``~`` as ``~0``, ``/`` as
+        ``~1``).
+
+    Returns
+    -------
+    dict of str to str
+        Pointer to ``"inf"``, ``"-inf"`` or ``"nan"``; empty when every number is finite.
+    """
     import numpy as np
     obj = obj.tolist() if isinstance(obj, (np.ndarray, np.generic)) else obj
     if isinstance(obj, float):
@@ -227,7 +252,19 @@ def report(command: str, result: dict) -> dict:
 
 def plain(obj: Any) -> Any:
     """``obj`` with NumPy scalars and arrays made plain, every non-finite float ``None`` and, in an object, a
-    ``K_reason`` beside each key ``K`` made ``None`` (unless the object has one)."""
+    ``K_reason`` beside each key ``K`` made ``None`` (unless the object has one).
+
+    Parameters
+    ----------
+    obj : Any
+        A result made of dicts, lists, tuples, numbers, strings and NumPy values.
+
+    Returns
+    -------
+    Any
+        The same structure (tuples become lists), with only JSON-representable values; ``K_reason`` reads
+        ``"not a finite number (+inf)"``, ``(-inf)`` or ``(nan)``.
+    """
     import numpy as np
     obj = obj.tolist() if isinstance(obj, (np.ndarray, np.generic)) else obj
     if isinstance(obj, float):
@@ -249,5 +286,18 @@ def json_text(obj: Any, **kwargs) -> str:
     """Strict JSON (RFC 8259, which has no ``Infinity`` or ``NaN``) of ``obj``: :func:`plain` of it, so a
     non-finite number is ``null`` (``nonfinite`` of a :func:`report` says which it was). ``json.loads`` of the
     text, even with ``parse_constant`` refusing ``Infinity``/``NaN``, always succeeds; ``kwargs`` go to
-    :func:`json.dumps`."""
+    :func:`json.dumps`.
+
+    Parameters
+    ----------
+    obj : Any
+        The object to write.
+    **kwargs
+        Keyword arguments of :func:`json.dumps` (``indent``, ``sort_keys``, ...), except ``allow_nan``.
+
+    Returns
+    -------
+    str
+        The JSON text.
+    """
     return json.dumps(plain(obj), allow_nan=False, **kwargs)

@@ -36,7 +36,27 @@ C_COL_MAX = 1e100
 @float64
 def parse_c_col(c_col: Sequence[float] | np.ndarray | str | float, name: str = "c_col") -> tuple[float, ...]:
     """Turn ``c_col`` (sequence, array, scalar or ``"v1,v2,..."`` string) into a validated tuple: finite entries
-    in ``[0, C_COL_MAX]``, at least one positive; ``ValueError`` naming ``name``."""
+    in ``[0, C_COL_MAX]``, at least one positive; ``ValueError`` naming ``name``.
+
+    Parameters
+    ----------
+    c_col : sequence of float, numpy.ndarray, str or float
+        The first-column non-zeros ``c_0, ..., c_{k-1}``; a scalar is one entry, a string is comma-separated.
+    name : str, optional
+        The parameter's name, for messages (default ``"c_col"``).
+
+    Returns
+    -------
+    tuple of float
+        The entries as Python floats, in order.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` if an item is not a number (or a string has an empty item), if there is no entry, if the
+        array is not one-dimensional, if an entry is negative or not finite, if no entry is positive, or if an
+        entry exceeds ``C_COL_MAX`` (``1e100``).
+    """
     if isinstance(c_col, str):
         values = list(parse_floats(name, c_col))
     else:
@@ -57,7 +77,25 @@ def parse_c_col(c_col: Sequence[float] | np.ndarray | str | float, name: str = "
 
 
 def check_strategy_type(name: str, strategy: Any) -> "BandedToeplitz":
-    """A :class:`BandedToeplitz` (anything else has no validated ``c_col``); ``ValueError`` naming ``name``."""
+    """A :class:`BandedToeplitz` (anything else has no validated ``c_col``); ``ValueError`` naming ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, for messages.
+    strategy : object
+        The value to check.
+
+    Returns
+    -------
+    BandedToeplitz
+        ``strategy`` itself.
+
+    Raises
+    ------
+    ValueError
+        If ``strategy`` is not a :class:`BandedToeplitz` (the message names ``name`` and the type received).
+    """
     if not isinstance(strategy, BandedToeplitz):
         raise ValueError(f"{name} must be a mcacct.BandedToeplitz; got {type(strategy).__name__}")
     return strategy
@@ -85,14 +123,41 @@ class BandedToeplitz:
         return len(self.c_col)
 
     def padded(self, min_sep: int) -> np.ndarray:
-        """``c_col`` as a float64 array zero-padded to length ``min_sep`` (requires ``k <= min_sep``)."""
+        """``c_col`` as a float64 array zero-padded to length ``min_sep`` (requires ``k <= min_sep``).
+
+        Parameters
+        ----------
+        min_sep : int
+            The minimum separation ``b >= 1`` between two participations of one example.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(min_sep,)``, float64: ``c_0, ..., c_{k-1}`` followed by ``min_sep - k`` zeros.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`check_min_sep`.
+        """
         self.check_min_sep(min_sep)
         out = np.zeros(min_sep, dtype=np.float64)
         out[: self.bands] = self.c_col
         return out
 
     def check_min_sep(self, min_sep: int) -> None:
-        """Raise ``ValueError`` unless the band width fits the minimum separation (``k <= b``)."""
+        """Raise ``ValueError`` unless the band width fits the minimum separation (``k <= b``).
+
+        Parameters
+        ----------
+        min_sep : int
+            The minimum separation ``b`` between two participations of one example.
+
+        Raises
+        ------
+        ValueError
+            If ``min_sep`` is not an integer ``>= 1``, or if ``len(c_col) > min_sep``.
+        """
         b = check_int("min_sep", min_sep, low=1)
         if self.bands > b:
             raise ValueError(
@@ -100,7 +165,26 @@ class BandedToeplitz:
                 f"len(c_col) <= min_sep (a {self.bands}-banded C with {b}-min-sep participation)")
 
     def column_sq_norms(self, iterations: int) -> np.ndarray:
-        r"""Squared norms :math:`\|c^{(t)}\|^2` of the ``n`` columns, truncated at row ``n``."""
+        r"""Squared norms :math:`\|c^{(t)}\|^2` of the ``n`` columns, truncated at row ``n``.
+
+        Column ``t`` (0-based) keeps the first :math:`\min(k, n - t)` entries of ``c_col``, so
+        :math:`\|c^{(t)}\|^2 = \sum_{j < \min(k,\, n - t)} c_j^2`.
+
+        Parameters
+        ----------
+        iterations : int
+            The number of iterations ``n >= 1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(n,)``, float64; non-increasing in ``t`` (only the last ``k - 1`` columns are truncated).
+
+        Raises
+        ------
+        ValueError
+            If ``iterations`` is not an integer ``>= 1``.
+        """
         n = check_int("iterations", iterations, low=1)
         c2 = np.asarray(self.c_col, dtype=np.float64) ** 2
         # column t (0-based) keeps rows t..min(n, t+k)-1, i.e. the first min(k, n-t) entries
@@ -114,6 +198,23 @@ class BandedToeplitz:
         At most :math:`\lceil n/b \rceil` participations fit into ``n`` iterations with separation ``b``,
         they touch disjoint rows, and every column norm is at most :math:`\|c\|`, so
         :math:`\|Cx\|^2 \le \lceil n/b \rceil\,\|c\|^2`.
+
+        Parameters
+        ----------
+        iterations : int
+            The number of iterations ``n >= 1``.
+        min_sep : int
+            The minimum separation ``b >= k``.
+
+        Returns
+        -------
+        float
+            :math:`\sqrt{\lceil n/b \rceil\,\|c\|^2}`.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`check_min_sep`, or if ``iterations`` is not an integer ``>= 1``.
         """
         self.check_min_sep(min_sep)
         n = check_int("iterations", iterations, low=1)
@@ -121,7 +222,23 @@ class BandedToeplitz:
         return math.sqrt(count * float(np.sum(np.square(self.c_col))))
 
     def matrix(self, iterations: int) -> np.ndarray:
-        """The dense ``n x n`` matrix (for tests and small examples)."""
+        """The dense ``n x n`` matrix (for tests and small examples).
+
+        Parameters
+        ----------
+        iterations : int
+            The size ``n >= 1``.
+
+        Returns
+        -------
+        numpy.ndarray
+            Shape ``(n, n)``, float64, with ``c_d`` on the ``d``-th subdiagonal for ``d < min(k, n)``.
+
+        Raises
+        ------
+        ValueError
+            If ``iterations`` is not an integer ``>= 1``.
+        """
         n = check_int("iterations", iterations, low=1)
         m = np.zeros((n, n))
         for d, v in enumerate(self.c_col):

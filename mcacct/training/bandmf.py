@@ -46,12 +46,28 @@ def bandmf_noise(c_col, noise_multiplier: float, clip_norm: float, key: jax.Arra
 
     Parameters
     ----------
-    c_col: the ``k`` non-zeros of ``C``'s first column (``c_0 > 0``), e.g. from
+    c_col : sequence of float, numpy.ndarray, str or float
+        The ``k`` non-zeros of ``C``'s first column (finite, ``c_0 > 0``), e.g. from
         :func:`mcacct.strategies.optimize_banded_toeplitz` (``||c|| = 1``: then ``sigma`` is the accountant's
         noise multiplier for sensitivity ``clip_norm``).
-    noise_multiplier: ``sigma >= 0``.
-    clip_norm: ``Delta > 0``, the per-example clipping norm.
-    key: a ``jax.random`` key; step ``t`` draws from ``fold_in(key, t)`` (a pure function of the key and step).
+    noise_multiplier : float
+        ``sigma >= 0``.
+    clip_norm : float
+        ``Delta > 0``, the per-example clipping norm.
+    key : jax.Array
+        A ``jax.random`` key; step ``t`` draws from ``fold_in(key, t)`` (a pure function of the key and step).
+
+    Returns
+    -------
+    optax.GradientTransformation
+        ``init(params)`` gives a :class:`BandMFNoiseState` with zero history; ``update(updates, state)`` returns
+        ``updates + w_t`` (each leaf in its own dtype, the noise drawn in float64) and the next state.
+
+    Raises
+    ------
+    ValueError
+        If ``c_col`` is empty, not a list of numbers, has a non-finite entry or ``c_col[0] <= 0``; if
+        ``noise_multiplier`` is not a finite number ``>= 0``; if ``clip_norm`` is not a finite number ``> 0``.
     """
     import optax
 

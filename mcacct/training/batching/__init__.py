@@ -87,6 +87,27 @@ def sample_batches(key: jax.Array, sampler: Any, iterations: int, **kwargs: Any)
 
     ``kwargs`` are ``warm_start`` (b-min-sep samplers) or ``burn_in`` (multi-attribution
     samplers), plus ``state`` and ``return_state``.
+
+    Parameters
+    ----------
+    key : jax.Array
+        PRNG key, split by the sampler into ``(k_init, k_run)``.
+    sampler : object
+        A sampler of this module (anything with a ``sample_batches`` method).
+    iterations : int
+        Number of batches ``n >= 1``.
+    **kwargs
+        Passed on to ``sampler.sample_batches``.
+
+    Returns
+    -------
+    jax.Array or (jax.Array, SamplerState)
+        The ``bool`` masks, shape ``(iterations, dataset_size)``, and the final state if ``return_state=True``.
+
+    Raises
+    ------
+    ValueError
+        If ``sampler`` has no ``sample_batches`` method, or as the sampler's ``sample_batches``.
     """
     if not hasattr(sampler, "sample_batches"):
         raise ValueError(f"sampler must be a sampler from mcacct.training.batching; got {type(sampler).__name__}")

@@ -235,10 +235,28 @@ class ConjecturalMultiAttributionSampler(_MultiAttributionBase):
 
 @float64
 def max_examples_per_user(user_of_example: Any) -> int:
-    """:math:`k_u`: the largest number of examples attributed to one user (0 if there are none).
+    r""":math:`k_u`: the largest number of examples attributed to one user (0 if there are none).
 
     Thm. 6.1 assumes the dataset was pre-processed so that each user has at most :math:`k_u`
     examples; pass this value to the accountant.
+
+    Parameters
+    ----------
+    user_of_example : array_like of int
+        Shape ``(num_examples,)`` (one user id ``>= 0`` per example) or ``(num_examples, max_users_per_example)``
+        (user ids padded with ``-1``), as in :class:`MultiAttributionSampler`.
+
+    Returns
+    -------
+    int
+        :math:`k_u = \max_u |\{e : u \in U(e)\}|` (:math:`U(e)`: the users of example :math:`e`); a user
+        listed twice for one example counts that example once.
+
+    Raises
+    ------
+    ValueError
+        If ``user_of_example`` is not a concrete integer array of one of these shapes with at least one example,
+        has an id below ``0`` (1-D) or ``-1`` (2-D), or an id ``>= 2**31 - 1``.
     """
     users = np.asarray(_as_user_matrix(user_of_example)[0])
     rows, cols = np.nonzero(users >= 0)

@@ -25,7 +25,17 @@ __all__ = ["BMinSepSampler", "TruncatedBMinSepSampler", "truncate_batch"]
 
 
 def register_static(cls):
-    """Register a frozen dataclass whose fields are all static pytree metadata."""
+    """Register a frozen dataclass whose fields are all static pytree metadata.
+
+    Parameters
+    ----------
+    cls : type
+
+    Returns
+    -------
+    type
+        ``cls``, registered with :func:`jax.tree_util.register_pytree_node` (no children; the fields as metadata).
+    """
     names = tuple(f.name for f in dataclasses.fields(cls))
 
     def flatten(obj):
@@ -42,6 +52,23 @@ def register_static(cls):
 
 
 def check_state(state: Any, m: int) -> jax.Array:
+    """The blocked counters of a :class:`SamplerState` for ``m`` examples, checked.
+
+    Parameters
+    ----------
+    state : SamplerState
+    m : int
+
+    Returns
+    -------
+    jax.Array
+        ``state.blocked`` as ``int32``, shape ``(m,)``.
+
+    Raises
+    ------
+    ValueError
+        If ``state`` is not a :class:`SamplerState` or ``state.blocked`` is not an integer array of shape ``(m,)``.
+    """
     blocked = state.blocked if isinstance(state, SamplerState) else None
     if blocked is None:
         raise ValueError(f"state must be a SamplerState; got {type(state).__name__}")
@@ -54,6 +81,23 @@ def check_state(state: Any, m: int) -> jax.Array:
 
 
 def require_key(key: Any, what: str) -> jax.Array:
+    """``key`` unless it is ``None``.
+
+    Parameters
+    ----------
+    key : jax.Array or None
+    what : str
+        What needs the key, for the message (e.g. ``"a warm start"``).
+
+    Returns
+    -------
+    jax.Array
+
+    Raises
+    ------
+    ValueError
+        If ``key`` is ``None``.
+    """
     if key is None:
         raise ValueError(f"key must be a jax.random key for {what}; got None")
     return key
@@ -77,11 +121,11 @@ class BMinSepSampler:
 
     Parameters
     ----------
-    dataset_size:
+    dataset_size : int
         Number of examples :math:`m \ge 1`.
-    sampling_prob:
+    sampling_prob : float
         :math:`p \in (0, 1]`, the inclusion probability of an *available* example.
-    min_sep:
+    min_sep : int
         :math:`b \ge 1`: no example is in two batches :math:`B_i, B_j` with :math:`0 < |i-j| < b`.
 
     Raises
@@ -99,7 +143,25 @@ class BMinSepSampler:
 
     @classmethod
     def from_participation_rate(cls, dataset_size: int, rate: float, min_sep: int) -> "BMinSepSampler":
-        r"""Sampler whose stationary participation rate is ``rate`` (:math:`p_0 \in (0, 1/b]`)."""
+        r"""Sampler whose stationary participation rate is ``rate`` (:math:`p_0 \in (0, 1/b]`): sampling
+        probability :math:`p = p_0 / (1 - p_0 (b - 1))` (:func:`mcacct.core.rates.sampling_prob_from_rate`).
+
+        Parameters
+        ----------
+        dataset_size : int
+        rate : float
+            The stationary participation rate :math:`p_0`.
+        min_sep : int
+
+        Returns
+        -------
+        BMinSepSampler
+
+        Raises
+        ------
+        ValueError
+            If ``min_sep`` or ``dataset_size`` is not an integer ``>= 1``, or ``rate`` is not in ``(0, 1/min_sep]``.
+        """
         return cls(dataset_size, sampling_prob_from_rate(rate, min_sep), min_sep)
 
     @property
@@ -120,9 +182,9 @@ class BMinSepSampler:
 
         Parameters
         ----------
-        key:
+        key : jax.Array or None, optional
             PRNG key; required for ``warm_start=True``, ignored otherwise.
-        warm_start:
+        warm_start : bool, optional
             ``False``: Alg. 1, every example available (:math:`s_j = 0`); the first batch has rate
             :math:`p`, not :math:`p_0`. ``True`` (Alg. 2): each example independently available
             w.p. :math:`1/(1+(b-1)p)`, otherwise :math:`s_j \sim \mathrm{Uniform}\{1,\dots,b-1\}`
@@ -133,6 +195,11 @@ class BMinSepSampler:
         Returns
         -------
         SamplerState
+
+        Raises
+        ------
+        ValueError
+            If ``warm_start`` is not a bool, or ``key`` is ``None`` with ``warm_start=True``.
         """
         warm = check_bool("warm_start", warm_start)
         m = self.dataset_size
@@ -143,12 +210,22 @@ class BMinSepSampler:
         return SamplerState(jit_warm_blocked(key, p, b, m))
 
     def step(self, key: jax.Array, state: SamplerState) -> tuple[SamplerState, jax.Array]:
-        """One iteration.
+        """One iteration: an example is in the batch iff its coin (``bernoulli(k_coins, p)``) is 1 and its counter 0.
+
+        Parameters
+        ----------
+        key : jax.Array
+        state : SamplerState
 
         Returns
         -------
         (SamplerState, jax.Array)
             The new state and the batch as a ``bool`` mask of shape ``(dataset_size,)``.
+
+        Raises
+        ------
+        ValueError
+            If ``state`` is not a :class:`SamplerState` with integer ``blocked`` of shape ``(dataset_size,)``.
         """
         blocked = check_state(state, self.dataset_size)
         p, b = self._pb()
@@ -161,21 +238,26 @@ class BMinSepSampler:
 
         Parameters
         ----------
-        key:
+        key : jax.Array
             PRNG key, split into ``(k_init, k_run)``.
-        iterations:
+        iterations : int
             Number of batches ``n >= 1``.
-        warm_start:
-            Passed to :meth:`init` (ignored when ``state`` is given).
-        state:
+        warm_start : bool, optional
+            Passed to :meth:`init` (ignored when ``state`` is given); default True.
+        state : SamplerState or None, optional
             Start from this state instead of :meth:`init`.
-        return_state:
-            Also return the final state.
+        return_state : bool, optional
+            Also return the final state; default False.
 
         Returns
         -------
         jax.Array or (jax.Array, SamplerState)
             ``bool`` participation mask of shape ``(iterations, dataset_size)``.
+
+        Raises
+        ------
+        ValueError
+            If ``iterations`` is not an integer ``>= 1``, a flag is not a bool, or ``state`` is invalid (:meth:`step`).
         """
         n = check_count("iterations", iterations)
         check_bool("return_state", return_state)
@@ -211,9 +293,9 @@ class TruncatedBMinSepSampler:
 
     Parameters
     ----------
-    dataset_size, sampling_prob, min_sep:
+    dataset_size, sampling_prob, min_sep : int, float, int
         As in :class:`BMinSepSampler`.
-    max_batch_size:
+    max_batch_size : int
         :math:`B_{\max} \ge 1`; the length of every returned index array.
 
     Raises
@@ -234,7 +316,22 @@ class TruncatedBMinSepSampler:
     @classmethod
     def from_participation_rate(cls, dataset_size: int, rate: float, min_sep: int,
                                 max_batch_size: int) -> "TruncatedBMinSepSampler":
-        r"""Sampler whose untruncated stationary participation rate is ``rate``."""
+        r"""Sampler whose untruncated stationary participation rate is ``rate``.
+
+        Parameters
+        ----------
+        dataset_size, rate, min_sep, max_batch_size : int, float, int, int
+            As in :meth:`BMinSepSampler.from_participation_rate` and the class.
+
+        Returns
+        -------
+        TruncatedBMinSepSampler
+
+        Raises
+        ------
+        ValueError
+            As :meth:`BMinSepSampler.from_participation_rate`, or if ``max_batch_size`` is not an integer ``>= 1``.
+        """
         return cls(dataset_size, sampling_prob_from_rate(rate, min_sep), min_sep, max_batch_size)
 
     @property
@@ -252,7 +349,19 @@ class TruncatedBMinSepSampler:
         return self.untruncated.init(key, warm_start=warm_start)
 
     def step(self, key: jax.Array, state: SamplerState) -> tuple[SamplerState, TruncatedBatch]:
-        """One iteration: new state and a :class:`TruncatedBatch` of length ``max_batch_size``."""
+        """One iteration: new state and a :class:`TruncatedBatch` of length ``max_batch_size``.
+
+        Parameters
+        ----------
+        key : jax.Array
+            Split into ``(k_coins, k_aux)``; ``k_aux`` draws the random subset.
+        state : SamplerState
+            Checked as in :meth:`BMinSepSampler.step` (``ValueError`` if invalid).
+
+        Returns
+        -------
+        (SamplerState, TruncatedBatch)
+        """
         blocked = check_state(state, self.dataset_size)
         p, b = jnp.float32(self.sampling_prob), jnp.int32(self.min_sep)
         new, batch = jit_truncated_step(key, blocked, p, b, self.max_batch_size)
@@ -264,6 +373,15 @@ class TruncatedBMinSepSampler:
 
         ``indices`` and ``valid`` have shape ``(iterations, max_batch_size)``, ``num_sampled``
         shape ``(iterations,)``. Key handling as in :meth:`BMinSepSampler.sample_batches`.
+
+        Parameters
+        ----------
+        key, iterations, warm_start, state, return_state
+            As in :meth:`BMinSepSampler.sample_batches`, which also lists the errors raised.
+
+        Returns
+        -------
+        TruncatedBatch or (TruncatedBatch, SamplerState)
         """
         n = check_count("iterations", iterations)
         check_bool("return_state", return_state)
@@ -277,7 +395,17 @@ class TruncatedBMinSepSampler:
     def sample_batches(self, key: jax.Array, iterations: int, *, warm_start: bool = True,
                        state: SamplerState | None = None, return_state: bool = False):
         """As :meth:`sample_index_batches`, but returns the truncated batches as a ``bool`` mask
-        of shape ``(iterations, dataset_size)``."""
+        of shape ``(iterations, dataset_size)`` (padding entries are not marked).
+
+        Parameters
+        ----------
+        key, iterations, warm_start, state, return_state
+            As in :meth:`BMinSepSampler.sample_batches`, which also lists the errors raised.
+
+        Returns
+        -------
+        jax.Array or (jax.Array, SamplerState)
+        """
         out = self.sample_index_batches(key, iterations, warm_start=warm_start, state=state,
                                         return_state=return_state)
         batches, final = out if return_state else (out, None)
@@ -297,12 +425,22 @@ def truncate_batch(key: jax.Array, mask: jax.Array, max_batch_size: int) -> Trun
 
     Parameters
     ----------
-    key:
+    key : jax.Array
         PRNG key for the random subset.
-    mask:
+    mask : jax.Array
         ``bool`` array of shape ``(m,)``.
-    max_batch_size:
+    max_batch_size : int
         :math:`B_{\max} \ge 1` (static).
+
+    Returns
+    -------
+    TruncatedBatch
+        ``indices`` and ``valid`` of shape ``(max_batch_size,)``; ``num_sampled`` is :math:`|B|`.
+
+    Raises
+    ------
+    ValueError
+        If ``max_batch_size`` is not an integer ``>= 1`` or ``mask`` is not one-dimensional.
     """
     bmax = check_int("max_batch_size", max_batch_size, low=1)
     if jnp.ndim(mask) != 1:
