@@ -52,7 +52,13 @@ class CompileNotice:
               file=self.stream if self.stream is not None else sys.stderr, flush=True)
 
     def start(self) -> "CompileNotice":
-        """Start the timer (once; a no-op when disabled)."""
+        """Start the timer (once; a no-op when disabled).
+
+        Returns
+        -------
+        CompileNotice
+            ``self``, so that ``CompileNotice(...).start()`` can be bound in one expression.
+        """
         if self.enabled and self._timer is None:
             self._timer = threading.Timer(self.after, self._fire)
             self._timer.daemon = True

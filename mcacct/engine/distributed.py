@@ -32,7 +32,25 @@ _LIMBS = 8  # fixed-point sums < count * 2**80 < 2**143 fit easily into 256 bits
 
 # -- chunk plans ----------------------------------------------------------------------------------------
 def num_chunks(num_samples: int, chunk_size: int) -> int:
-    """Number of chunks of the plan: ``ceil(num_samples / chunk_size)``."""
+    r"""Number of chunks of the plan: ``ceil(num_samples / chunk_size)``.
+
+    Parameters
+    ----------
+    num_samples : int
+        Total number of samples, ``>= 1``.
+    chunk_size : int
+        Samples per chunk, ``>= 1`` (the last chunk may be shorter).
+
+    Returns
+    -------
+    int
+        :math:`\lceil N / c \rceil` for ``N = num_samples`` and ``c = chunk_size``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``num_samples`` or ``chunk_size`` if it is not an integer ``>= 1``.
+    """
     n = check_int("num_samples", num_samples, low=1)
     c = check_int("chunk_size", chunk_size, low=1)
     return -(-n // c)
@@ -42,6 +60,25 @@ def process_chunk_ids(n_chunks: int, process_id: int | None = None, num_processe
     """Chunk ids of one process in a multi-process run: ``c`` with ``c % num_processes == process_id``.
 
     Defaults to :func:`jax.process_index` and :func:`jax.process_count`.
+
+    Parameters
+    ----------
+    n_chunks : int
+        Number of chunks of the plan, ``>= 0``.
+    process_id : int, optional
+        This process's id in ``[0, num_processes - 1]`` (default :func:`jax.process_index`).
+    num_processes : int, optional
+        Number of processes, ``>= 1`` (default :func:`jax.process_count`).
+
+    Returns
+    -------
+    range
+        ``range(process_id, n_chunks, num_processes)``; empty when ``process_id >= n_chunks``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``n_chunks``, ``num_processes`` or ``process_id`` if it is not an integer in its range.
     """
     n_chunks = check_int("n_chunks", n_chunks, low=0)
     num_processes = check_int("num_processes", jax.process_count() if num_processes is None else num_processes,
@@ -56,7 +93,26 @@ def check_coordinator_address(name: str, address) -> str:
     """``address`` if it reads ``host:port``: ``port`` a decimal integer in ``[1, 65535]``, ``host`` a non-empty
     name or IPv4 address without ``:``, or an IPv6 address in brackets (``[::1]:1234``). ``ValueError`` naming
     ``name`` otherwise. Checked before :func:`jax.distributed.initialize` is touched: a bad port made it raise a
-    runtime error deep inside, and an address such as ``::::`` made it wait for a coordinator forever."""
+    runtime error deep inside, and an address such as ``::::`` made it wait for a coordinator forever.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, for messages.
+    address : object
+        The value to check.
+
+    Returns
+    -------
+    str
+        ``address`` with surrounding whitespace removed.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` if ``address`` is not a string of the form above (the message shows the expected form and
+        the value received).
+    """
     form = "host:port (port an integer in [1, 65535]; an IPv6 host in brackets, [::1]:1234)"
     if not isinstance(address, str):
         raise ValueError(f"{name} must be {form}; got {address!r}")
@@ -76,17 +132,19 @@ def initialize_distributed(coordinator_address: str | None = None, num_processes
                            auto: bool = False) -> tuple[int, int]:
     """Join a multi-process JAX runtime (:func:`jax.distributed.initialize`); CPU collectives use gloo.
 
+    Must be called before any other JAX computation in the process.
+
     Parameters
     ----------
-    coordinator_address:
+    coordinator_address : str, optional
         ``host:port`` of process 0 (default: environment ``MCACCT_COORDINATOR_ADDRESS``).
-    num_processes:
-        Number of processes (default: ``MCACCT_NUM_PROCESSES``).
-    process_id:
+    num_processes : int, optional
+        Number of processes, ``>= 1`` (default: ``MCACCT_NUM_PROCESSES``).
+    process_id : int, optional
         This process's id in ``[0, num_processes)`` (default: ``MCACCT_PROCESS_ID``).
-    local_device_ids:
+    local_device_ids : sequence of int, optional
         Restrict this process to these local devices (e.g. one GPU per process).
-    auto:
+    auto : bool, default False
         With no address anywhere, let JAX detect the cluster (SLURM, Open MPI, TPU pods, ...).
 
     Returns
@@ -94,7 +152,11 @@ def initialize_distributed(coordinator_address: str | None = None, num_processes
     tuple of int
         ``(process_index, process_count)``.
 
-    Must be called before any other JAX computation in the process.
+    Raises
+    ------
+    ValueError
+        Naming ``coordinator_address`` if it is malformed (:func:`check_coordinator_address`) or missing without
+        ``auto``; naming ``num_processes`` or ``process_id`` if out of range when an address is given.
     """
     addr = coordinator_address or os.environ.get(ENV_COORDINATOR)
     if num_processes is None and os.environ.get(ENV_NUM_PROCESSES):
@@ -120,7 +182,25 @@ def initialize_distributed(coordinator_address: str | None = None, num_processes
 
 
 def stats_to_array(stats: DirectionStats) -> np.ndarray:
-    """Flat int64 encoding ``[count, sums as 32-bit limbs (little end first), hist]`` for collectives."""
+    r"""Flat int64 encoding ``[count, sums as 32-bit limbs (little end first), hist]`` for collectives.
+
+    Parameters
+    ----------
+    stats : DirectionStats
+        Statistics of one direction; every fixed-point sum must be non-negative and fit in 256 bits.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, length ``1 + 8 E + bins + 2`` for ``E`` epsilons: the count, then each sum as eight 32-bit limbs
+        (:math:`s = \sum_{i<8} \ell_i 2^{32 i}`), then the histogram.
+
+    Raises
+    ------
+    ValueError
+        If a fixed-point sum is negative or longer than 256 bits ("fixed-point sum out of range for the exchange
+        format").
+    """
     limbs = []
     for v in stats.sums:
         if v < 0 or v.bit_length() > _LIMB_BITS * _LIMBS:
@@ -131,7 +211,22 @@ def stats_to_array(stats: DirectionStats) -> np.ndarray:
 
 
 def stats_from_array(arr: np.ndarray, epsilons, spec: HistogramSpec) -> DirectionStats:
-    """Inverse of :func:`stats_to_array`."""
+    """Inverse of :func:`stats_to_array`.
+
+    Parameters
+    ----------
+    arr : array_like
+        One process's row as written by :func:`stats_to_array`.
+    epsilons : sequence of float
+        The run's epsilons, in the order the sums were written.
+    spec : HistogramSpec
+        The run's histogram binning.
+
+    Returns
+    -------
+    DirectionStats
+        The count, the sums rebuilt exactly from their limbs, and a copy of the histogram.
+    """
     eps = tuple(float(e) for e in epsilons)
     a = np.asarray(arr, np.int64)
     k = len(eps) * _LIMBS
@@ -143,7 +238,24 @@ def stats_from_array(arr: np.ndarray, epsilons, spec: HistogramSpec) -> Directio
 
 
 def allreduce_stats(stats: DirectionStats) -> DirectionStats:
-    """Exact sum of every process's statistics (identity with one process); all processes get the total."""
+    """Exact sum of every process's statistics (identity with one process); all processes get the total.
+
+    Parameters
+    ----------
+    stats : DirectionStats
+        This process's statistics; every process must pass the same epsilons and histogram spec.
+
+    Returns
+    -------
+    DirectionStats
+        The exact total over all processes (a copy of ``stats`` with one process).
+
+    Raises
+    ------
+    ValueError
+        As :func:`stats_to_array` for a sum out of the exchange range, or as :meth:`DirectionStats.merge` when the
+        rows do not match.
+    """
     if jax.process_count() == 1:
         return DirectionStats(stats.epsilons, stats.spec, stats.count, list(stats.sums), stats.hist.copy())
     from jax.experimental import multihost_utils

@@ -67,7 +67,20 @@ def certification_notes(dtype: str, directions: Sequence[str]) -> list[str]:
     A mechanism is :math:`(\varepsilon, \delta)`-DP only if *both* directions of the divergence are at most
     :math:`\delta`; an estimate of one direction bounds that direction alone (and spends all of ``alpha`` on it,
     so its bound is also not comparable with a two-direction bound on the same draws). A float32 kernel's
-    round-off is not bounded."""
+    round-off is not bounded.
+
+    Parameters
+    ----------
+    dtype : str
+        The kernel's dtype name (``"float64"`` or ``"float32"``).
+    directions : sequence of str
+        The directions the estimate holds, names from ``("remove", "add")``.
+
+    Returns
+    -------
+    list of str
+        One sentence per reason, in the order: missing direction(s), then the float32 note (:data:`FLOAT32_NOTE`).
+    """
     notes = []
     missing = [d for d in DIRECTIONS if d not in tuple(directions)]
     if missing:
@@ -144,6 +157,7 @@ class Estimate:
 
     @property
     def num_samples(self) -> int:
+        """Samples per direction: the smallest count of the directions present (``ValueError`` if none)."""
         return min(s.count for s in self._stats_present().values())
 
     def _stats_present(self) -> dict[str, DirectionStats]:
@@ -158,11 +172,33 @@ class Estimate:
         return self.alpha / len(self._stats_present())
 
     def delta(self, j: int = 0) -> dict:
-        """Point estimate and bounds at ``epsilons[j]`` (exact float64 sums); :meth:`delta_at` takes an epsilon.
+        r"""Point estimate and bounds at ``epsilons[j]`` (exact float64 sums); :meth:`delta_at` takes an epsilon.
 
         The bounds use the fixed-point mean, rounded up by a few units per chunk; the point estimate is the
         smaller of that mean and the histogram's (both at or above the exact empirical mean), so an estimate
-        of zero prints as 0 rather than as the round-up (e.g. ``2e-28``), which stays in the bounds."""
+        of zero prints as 0 rather than as the round-up (e.g. ``2e-28``), which stays in the bounds.
+
+        Each direction's bounds are the Chernoff-KL bounds :math:`(\ell, u)` of its fixed-point mean :math:`m` at
+        confidence :math:`1 - \alpha/D` (``D`` directions present); with the systematic term :math:`s` they become
+        :math:`\max(0, \ell - s)` and :math:`\min(1, u + s)`. The top-level entries are the maxima over the
+        directions.
+
+        Parameters
+        ----------
+        j : int, default 0
+            Index into the run's ``epsilons``.
+
+        Returns
+        -------
+        dict
+            One entry per direction (``"remove"``/``"add"``), each a dict with ``delta_estimate``, ``delta_lower`` and
+            ``delta_upper``, plus those three keys at the top level (the larger over the directions).
+
+        Raises
+        ------
+        ValueError
+            If the estimate holds no statistics.
+        """
         out = {}
         for d, s in self.stats.items():
             m = s.mean_at(j)
@@ -176,8 +212,27 @@ class Estimate:
         return out
 
     def delta_at(self, epsilon: float) -> DeltaAt:
-        """delta at ``epsilon`` (a value, not an index): exact where ``epsilon`` is one of the run's epsilons,
-        else from the rounded-up histogram (:class:`DeltaAt` says which)."""
+        r"""delta at ``epsilon`` (a value, not an index): exact where ``epsilon`` is one of the run's epsilons,
+        else from the rounded-up histogram (:class:`DeltaAt` says which).
+
+        Off the grid, each direction's upper bound is :math:`\min(1, \mathrm{kl\_up}(m_h, N, \alpha/D) + s)` with
+        :math:`m_h` the histogram's mean (:func:`kl_up`).
+
+        Parameters
+        ----------
+        epsilon : float
+            :math:`\varepsilon \ge 0`.
+
+        Returns
+        -------
+        DeltaAt
+            The larger of the directions' values; ``exact`` tells whether ``epsilon`` was on the run's grid.
+
+        Raises
+        ------
+        ValueError
+            Naming ``epsilon`` if it is not a finite real number ``>= 0``, or if the estimate holds no statistics.
+        """
         epsilon = check_real("epsilon", epsilon, low=0.0)
         grid = self._any_stats().epsilons
         hits = [j for j, e in enumerate(grid) if float(e) == epsilon]
@@ -192,7 +247,19 @@ class Estimate:
         return DeltaAt(epsilon, max(v[0] for v in per.values()), max(v[1] for v in per.values()), None, False, per)
 
     def delta_curve(self, epsilons) -> dict[str, np.ndarray]:
-        """Histogram-based estimate and upper bound of delta over an array of epsilons (both directions)."""
+        r"""Histogram-based estimate and upper bound of delta over an array of epsilons (both directions).
+
+        Parameters
+        ----------
+        epsilons : array_like
+            The epsilons (a scalar is one).
+
+        Returns
+        -------
+        dict
+            ``"epsilon"`` (the float64 epsilons), ``"delta_estimate"`` and ``"delta_upper"`` (same shape): the maxima
+            over the directions of :math:`m_h` and :math:`\min(1, \mathrm{kl\_up}(m_h, N, \alpha/D) + s)`.
+        """
         eps = np.atleast_1d(np.asarray(epsilons, np.float64))
         est = np.zeros_like(eps)
         up = np.zeros_like(eps)
@@ -203,13 +270,49 @@ class Estimate:
         return {"epsilon": eps, "delta_estimate": est, "delta_upper": up}
 
     def epsilon_at(self, delta: float, eps_hi: float | None = None) -> EpsilonAt:
-        """:meth:`epsilon` as an :class:`EpsilonAt` (typed; the JSON of ``mcacct epsilon`` keeps the dict)."""
+        r""":meth:`epsilon` as an :class:`EpsilonAt` (typed; the JSON of ``mcacct epsilon`` keeps the dict).
+
+        Parameters
+        ----------
+        delta : float
+            :math:`\delta \in (0, 1)`.
+        eps_hi : float, optional
+            Largest epsilon searched (default: the smallest histogram ``max_loss`` of the directions).
+
+        Returns
+        -------
+        EpsilonAt
+            ``exact`` is always ``False``.
+
+        Raises
+        ------
+        ValueError
+            Naming ``delta`` if it is not a finite real number in ``(0, 1)``.
+        """
         delta = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
         e = self.epsilon(delta, eps_hi)
         return EpsilonAt(delta, e["epsilon_estimate"], e["epsilon_upper"], False)
 
     def epsilon(self, delta: float, eps_hi: float | None = None) -> dict:
-        """Smallest epsilon whose estimated (resp. upper-bounded) delta is at most ``delta``."""
+        r"""Smallest epsilon whose estimated (resp. upper-bounded) delta is at most ``delta``.
+
+        Both curves are maxima over the directions: the estimate is the histogram mean :math:`m_h(\varepsilon)`, the
+        upper curve :math:`\mathrm{kl\_up}(m_h(\varepsilon), N, \alpha/D) + s`; each is inverted by bisection to
+        :math:`10^{-6}` (:func:`~mcacct.statistics.accumulators.epsilon_from_delta_curve`).
+
+        Parameters
+        ----------
+        delta : float
+            The target delta (not checked here; :meth:`epsilon_at` checks it).
+        eps_hi : float, optional
+            Largest epsilon searched (default: the smallest histogram ``max_loss`` of the directions).
+
+        Returns
+        -------
+        dict
+            ``{"epsilon_estimate": float, "epsilon_upper": float}``; ``0.0`` if met at epsilon 0, ``inf`` if not met
+            below ``eps_hi``.
+        """
         eps_hi = eps_hi or min(s.spec.max_loss for s in self.stats.values())
 
         def est(e):
@@ -226,7 +329,25 @@ class Estimate:
 @float64
 def check_directions(directions) -> tuple[str, ...]:
     """``directions`` as a tuple: a non-empty sequence of distinct names from ``("remove", "add")`` (a single name
-    as text is accepted too); ``ValueError`` naming ``directions`` otherwise."""
+    as text is accepted too); ``ValueError`` naming ``directions`` otherwise.
+
+    Parameters
+    ----------
+    directions : str or sequence of str
+        The directions to check.
+
+    Returns
+    -------
+    tuple of str
+        The names, in the order given.
+
+    Raises
+    ------
+    TypeError
+        If ``directions`` is neither text nor iterable.
+    ValueError
+        Naming ``directions`` if it is empty, holds a name outside ``("remove", "add")`` or repeats one.
+    """
     if isinstance(directions, str):
         directions = (directions,)
     try:
@@ -241,7 +362,22 @@ def check_directions(directions) -> tuple[str, ...]:
 
 @float64
 def kl_up(mean: float, count: int, alpha: float) -> float:
-    """The upper confidence bound of :func:`mcacct.statistics.accumulators.delta_bounds`."""
+    r"""The upper confidence bound of :func:`mcacct.statistics.accumulators.delta_bounds`.
+
+    The largest :math:`d \in [m, 1]` with :math:`N\,\mathrm{KL}(m \,\|\, d) \le \ln(1/\alpha)` (Bernoulli KL),
+    raised by a small relative safety factor and capped at 1.
+
+    Parameters
+    ----------
+    mean, count, alpha : float, int, float
+        The empirical mean :math:`m` (clipped to ``[0, 1]``), the sample count :math:`N` (``<= 0`` gives 1) and
+        :math:`\alpha \in (0, 1)`, the probability with which the bound may fail.
+
+    Returns
+    -------
+    float
+        The upper confidence bound, in ``[mean, 1]``.
+    """
     return delta_bounds(mean, count, alpha)[1]
 
 
@@ -254,26 +390,38 @@ def estimate(problem: Problem, sigma: float, key: jax.Array, num_samples: int, e
 
     Parameters
     ----------
-    problem, sigma, key:
+    problem, sigma, key : Problem, float, jax.Array
         The pair ``(P, Q)``, the noise multiplier and the key of the run (chunk ``c`` uses ``fold_in(key, c)``;
         both directions share the draws).
-    num_samples, epsilons, chunk_size, spec:
+    num_samples, epsilons, chunk_size, spec : int, sequence of float, int, HistogramSpec
         Samples per direction, the epsilons whose delta is summed exactly, the chunk plan and the histogram.
-    alpha:
+    alpha : float, default 0.01
         ``1 - alpha`` is the confidence of the bounds; split over the directions by a union bound (which needs
         no independence between them).
-    directions:
+    directions : sequence of str, default ("remove", "add")
         Which of ``("remove", "add")`` to report (both are drawn either way, on the same keys). With one
         direction the estimate is not ``certified``: it bounds that direction only.
-    mesh:
+    progress : bool, default False
+        Samples, rate and ETA on stderr.
+    mesh : jax.sharding.Mesh, optional
         Devices (default: every local device); results are identical on any mesh.
-    distributed:
+    distributed : bool, optional
         Split the chunks over every JAX process and reduce exactly (default: when ``jax.process_count() > 1``).
 
     Returns
     -------
     Estimate
         With the systematic term (:mod:`mcacct.engine.systematic`) added to every upper bound.
+
+    Raises
+    ------
+    ValueError
+        Naming ``problem``, ``sigma``, ``alpha`` (not in ``(0, 1)``), ``epsilon`` (negative or not finite) or
+        ``directions`` when out of range, or as :func:`~mcacct.engine.runner.run_ladder` for the chunk plan.
+    TypeError
+        If ``alpha`` is not a real number, or ``directions`` is not a sequence.
+    FloatingPointError
+        If a chunk's loss sums were not finite (the loss kernel's numeric range was exceeded).
     """
     check_problem("problem", problem)
     sigma = check_sigma_range("sigma", sigma)

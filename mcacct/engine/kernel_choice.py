@@ -72,6 +72,17 @@ def _fused_refused(problem) -> str:
 def resolve_loss_kernel(problem) -> ResolvedKernel:
     """The kernel ``problem.loss_kernel`` stands for on this process's default backend.
 
+    Parameters
+    ----------
+    problem : Problem
+        The problem; its ``loss_kernel`` is ``"auto"``, ``"fused"`` or ``"unfused"``.
+
+    Returns
+    -------
+    ResolvedKernel
+        ``("unfused" | "fused", reason)``: ``"asked for"``, or for ``"auto"`` the platform's entry of
+        :data:`AUTO_LOSS_KERNEL` with its evidence (``"unfused"`` with the refusal where the fused kernel cannot run).
+
     Raises
     ------
     ValueError
@@ -94,7 +105,24 @@ def resolve_loss_kernel(problem) -> ResolvedKernel:
 
 def fused_block_ladder(problem, key, sigmas, num_samples: int) -> jax.Array:
     """``(J, 2, num_samples)`` losses of one block by the fused kernel (the draws of the mechanism's ``ladder``
-    for the same key): its Pallas form on accelerators, its XLA form on CPU."""
+    for the same key): its Pallas form on accelerators, its XLA form on CPU.
+
+    Parameters
+    ----------
+    problem : Problem
+        A problem whose mechanism has ``fused_args`` (see :func:`resolve_loss_kernel`).
+    key : jax.Array
+        The block's key.
+    sigmas : array_like
+        The ladder's ``J`` noise multipliers.
+    num_samples : int
+        Samples of the block; on accelerators the Pallas tile is its largest power-of-two divisor, at most 64.
+
+    Returns
+    -------
+    jax.Array
+        float64, shape ``(J, 2, num_samples)``: per sigma, the two directions' losses.
+    """
     args = problem.mechanism().fused_args
     pallas = target_platform() != "cpu"
     tile = min(num_samples & -num_samples, 64) if pallas else 0   # a power of two that divides the block

@@ -85,14 +85,38 @@ class Problem:
 
     def mechanism(self) -> Mechanism:
         """The scheme's :class:`~mcacct.schemes.mechanism.Mechanism` bound to this problem's strategy and kernel
-        options (``dtype``, ``dot_method``, ``recursion``): what the engine runs."""
+        options (``dtype``, ``dot_method``, ``recursion``): what the engine runs.
+
+        Returns
+        -------
+        Mechanism
+            ``scheme.mechanism(strategy, KernelOptions(jnp.dtype(dtype), dot_method, recursion))``.
+        """
         return self.scheme.mechanism(self.strategy, KernelOptions(jnp.dtype(self.dtype), self.dot_method,
                                                                   self.recursion))
 
 
 def check_problem(name: str, problem) -> Problem:
     """``problem`` if it is a :class:`Problem`; ``TypeError`` naming ``name`` otherwise (a bare scheme is the
-    usual mistake: wrap it, ``Problem(scheme, strategy)``)."""
+    usual mistake: wrap it, ``Problem(scheme, strategy)``).
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, for messages.
+    problem : object
+        The value to check.
+
+    Returns
+    -------
+    Problem
+        ``problem`` itself.
+
+    Raises
+    ------
+    TypeError
+        Naming ``name`` and the type received, if ``problem`` is not a :class:`Problem`.
+    """
     if not isinstance(problem, Problem):
         hint = (" (a scheme: wrap it as mcacct.Problem(scheme, strategy))" if isinstance(problem, AccountedScheme)
                 else "")
@@ -102,17 +126,48 @@ def check_problem(name: str, problem) -> Problem:
 
 @float64
 def block_size(problem: Problem, chunk_size: int) -> int:
-    """Samples per block: :func:`mcacct.kernels.blocks.lanes_target` (``2**18 / n`` within ``[16, 4096]``, at least
+    r"""Samples per block: :func:`mcacct.kernels.blocks.lanes_target` (``2**18 / n`` within ``[16, 4096]``, at least
     ``min(256, 2**23 / n)``), raised to the mechanism's ``block_floor`` (a scheme whose draws are sequential in the
     rounds, e.g. truncation's counts, vectorises over a block), and at most ``chunk_size``. Depends only on the
-    problem and the chunk size, never on the backend."""
+    problem and the chunk size, never on the backend.
+
+    The target :math:`t = \max(\mathrm{lanes\_target}(n), \mathrm{block\_floor})` is rounded down to a power of
+    two: the block size is :math:`\min(2^{\lfloor \log_2 t \rfloor}, \mathrm{chunk\_size})`.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its horizon ``n`` and its mechanism's ``block_floor``).
+    chunk_size : int
+        Samples per chunk, ``>= 1``.
+
+    Returns
+    -------
+    int
+        Samples per block.
+    """
     target = max(lanes_target(problem.scheme.iterations), int(problem.mechanism().block_floor))
     return min(1 << (target.bit_length() - 1), chunk_size)
 
 
 @float64
 def block_keys(key: jax.Array, problem: Problem, chunk_size: int) -> jax.Array:
-    """Keys of the blocks of one chunk: block ``j`` uses ``fold_in(chunk_key, j)``."""
+    """Keys of the blocks of one chunk: block ``j`` uses ``fold_in(chunk_key, j)``.
+
+    Parameters
+    ----------
+    key : jax.Array
+        The chunk's key (``fold_in(run_key, c)`` for chunk ``c``).
+    problem : Problem
+        The problem (for :func:`block_size`).
+    chunk_size : int
+        Samples per chunk.
+
+    Returns
+    -------
+    jax.Array
+        The ``ceil(chunk_size / block_size)`` block keys, stacked along the first axis.
+    """
     n_blocks = -(-chunk_size // block_size(problem, chunk_size))
     return jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(n_blocks, dtype=jnp.uint32))
 
@@ -127,6 +182,24 @@ def chunk_losses(key: jax.Array, sigma, problem: Problem, chunk_size: int, direc
     depend only on ``(key, chunk_size)``. On CPU the blocks run one after another (``lax.map``: a block's
     ``(n, block)`` arrays stay in cache; benchmarks/results/design_choices.md); on accelerators they are
     batched with ``vmap``.
+
+    Parameters
+    ----------
+    key : jax.Array
+        The chunk's key.
+    sigma : float or jax.Array
+        The noise multiplier.
+    problem : Problem
+        The problem (static under ``jit``).
+    chunk_size : int
+        Samples of the chunk (static).
+    direction : {"remove", "add"}, default "remove"
+        Which direction's losses (static).
+
+    Returns
+    -------
+    jax.Array
+        Shape ``(chunk_size,)``, the kernel's dtype: the losses of the chunk's samples (the last block is cut).
     """
     bsize = block_size(problem, chunk_size)
     mechanism = problem.mechanism()
@@ -153,6 +226,20 @@ def auto_chunk_size(problem: Problem, device: jax.Device | None = None) -> int:
 
     The chunk size fixes which samples a key draws (:func:`block_keys`), so the resolved number, not
     ``"auto"``, is what plans, job files and results record; resuming reads it from there.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its number of rounds ``n``).
+    device : jax.Device, optional
+        The device (default ``jax.local_devices()[0]``).
+
+    Returns
+    -------
+    int
+        :data:`DEFAULT_CHUNK_SIZE` on CPU or without a memory limit; else
+        :math:`\max(256, \min(\mathrm{AUTO\_CHUNK\_MAX}, 2^{\lfloor \log_2 f \rfloor}))` with
+        :math:`f = \max(1, \lfloor 0.9 L \rfloor // (n \beta))`.
     """
     device = device or jax.local_devices()[0]
     if device.platform == "cpu":
@@ -170,7 +257,13 @@ def auto_chunk_size(problem: Problem, device: jax.Device | None = None) -> int:
 def rng_identity() -> str:
     """The random-number generator the keys of a run draw from: JAX's default PRNG implementation and whether
     threefry bits are generated in the partitionable layout (the two change every draw of a given key).
-    Job and plan files record it; resume and merge refuse files of another generator."""
+    Job and plan files record it; resume and merge refuse files of another generator.
+
+    Returns
+    -------
+    str
+        ``"jax.random:IMPL:LAYOUT"``, ``LAYOUT`` being ``"partitionable"`` or ``"classic"``.
+    """
     impl = str(jax.config.jax_default_prng_impl)
     layout = "partitionable" if jax.config.jax_threefry_partitionable else "classic"
     return f"jax.random:{impl}:{layout}"

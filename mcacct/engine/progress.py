@@ -20,7 +20,18 @@ PLAIN_EVERY = 15.0
 
 
 def format_seconds(s: float) -> str:
-    """``s`` seconds as ``"42s"``, ``"3m05s"``, ``"2h07m"`` or ``"309.1 days"`` (``"?"`` when not finite)."""
+    """``s`` seconds as ``"42s"``, ``"3m05s"``, ``"2h07m"`` or ``"309.1 days"`` (``"?"`` when not finite).
+
+    Parameters
+    ----------
+    s : float
+        Seconds; negative values print as ``"0s"``.
+
+    Returns
+    -------
+    str
+        Whole seconds below a minute, ``MmSSs`` below an hour, ``HhMMm`` below two days, else days to one decimal.
+    """
     if s != s or s in (float("inf"), float("-inf")):
         return "?"
     s = max(0.0, s)
@@ -69,14 +80,41 @@ class Progress:
             self.bar.set_postfix_str("compiling", refresh=True)
 
     def rate_and_eta(self, done: int, now: float) -> tuple[float | None, float | None]:
-        """Units per second and seconds left, measured since the first completed unit (``None`` before)."""
+        r"""Units per second and seconds left, measured since the first completed unit (``None`` before).
+
+        With :math:`(t_1, d_1)` the time and count at the first completed unit, the rate is
+        :math:`r = (d - d_1) / (t - t_1)` and the ETA :math:`(\mathrm{total} - d) / r`.
+
+        Parameters
+        ----------
+        done : int
+            Units complete.
+        now : float
+            The current ``time.perf_counter()``.
+
+        Returns
+        -------
+        rate : float or None
+            Units per second; ``None`` before a unit past the first is complete or when no time has passed.
+        eta : float or None
+            Seconds left; ``None`` with ``rate``.
+        """
         if self.first is None or done <= self.first[1] or now <= self.first[0]:
             return None, None
         rate = (done - self.first[1]) / (now - self.first[0])
         return rate, (self.total - done) / rate
 
     def update(self, done: int, force: bool = False) -> None:
-        """Record that ``done`` units are complete (cumulative); draw or print when due (always with ``force``)."""
+        """Record that ``done`` units are complete (cumulative); draw or print when due (always with ``force``).
+
+        Parameters
+        ----------
+        done : int
+            Units complete so far.
+        force : bool, default False
+            Draw or print now, whatever the time since the last line (a plain line is still not repeated for the same
+            count).
+        """
         if not self.enabled:
             return
         self.done = done
@@ -100,7 +138,13 @@ class Progress:
         print(f"[mcacct] {self.label}: {done:,}/{self.total:,} {self.unit}, {tail}", file=self.stream, flush=True)
 
     def close(self, done: int | None = None) -> None:
-        """Final state: the last count (``done``, default the last one recorded) once, never a line repeated."""
+        """Final state: the last count (``done``, default the last one recorded) once, never a line repeated.
+
+        Parameters
+        ----------
+        done : int, optional
+            The final count (default: the last recorded).
+        """
         if not self.enabled:
             return
         self.update(self.done if done is None else done, force=True)
@@ -118,7 +162,22 @@ def _is_terminal(stream) -> bool:
 
 @contextlib.contextmanager
 def stage(label: str, enabled: bool, stream=None) -> Iterator[None]:
-    """A step without a count: ``[mcacct] label ...`` before, ``[mcacct] label: done in Xs`` after."""
+    """A step without a count: ``[mcacct] label ...`` before, ``[mcacct] label: done in Xs`` after.
+
+    Parameters
+    ----------
+    label : str
+        The step's name.
+    enabled : bool
+        ``False`` prints nothing.
+    stream : file, optional
+        Where to write (default ``sys.stderr``).
+
+    Yields
+    ------
+    None
+        Control for the step's body; the ``done`` line follows only if the body returns without an exception.
+    """
     out = sys.stderr if stream is None else stream
     t0 = time.perf_counter()
     if enabled:
@@ -140,7 +199,13 @@ class CompileClock:
 
     @classmethod
     def start(cls) -> dict:
-        """Install the listeners (once) and return the current totals."""
+        """Install the listeners (once) and return the current totals.
+
+        Returns
+        -------
+        dict
+            A copy of ``{"compile_seconds": float, "cache_hits": int}``, the process-wide totals now.
+        """
         if not cls._installed:
             import jax
 
@@ -159,5 +224,16 @@ class CompileClock:
 
     @classmethod
     def since(cls, start: dict) -> dict:
-        """``compile_seconds`` and ``cache_hits`` since ``start`` (a value of :meth:`start`)."""
+        """``compile_seconds`` and ``cache_hits`` since ``start`` (a value of :meth:`start`).
+
+        Parameters
+        ----------
+        start : dict
+            A value returned by :meth:`start`.
+
+        Returns
+        -------
+        dict
+            ``{"compile_seconds": float, "cache_hits": int}``: the totals now minus those in ``start``.
+        """
         return {k: cls._totals[k] - start[k] for k in cls._totals}

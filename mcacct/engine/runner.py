@@ -51,7 +51,23 @@ AXIS = "chunks"
 
 
 def local_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """A one-axis mesh (``'chunks'``) over the given devices (default: all local devices)."""
+    """A one-axis mesh (``'chunks'``) over the given devices (default: all local devices).
+
+    Parameters
+    ----------
+    devices : sequence of jax.Device, optional
+        The devices, in mesh order.
+
+    Returns
+    -------
+    jax.sharding.Mesh
+        One axis, :data:`AXIS`, of ``len(devices)`` devices.
+
+    Raises
+    ------
+    ValueError
+        If ``devices`` is empty.
+    """
     devs = list(jax.local_devices() if devices is None else devices)
     if not devs:
         raise ValueError("devices must contain at least one device")
@@ -62,7 +78,28 @@ def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bou
                         remove_skip: RemoveSkip | None = None) -> jax.Array:
     """``(J, 2, num_samples)`` losses of one block: the fused kernel where ``problem.loss_kernel`` resolves to it
     (:func:`mcacct.engine.kernel_choice.resolve_loss_kernel`), else :func:`mcacct.engine.losses.ladder_losses`
-    (with ``add_bound``: :func:`skip_bound`; ``remove_skip``: :func:`remove_skip_arrays`)."""
+    (with ``add_bound``: :func:`skip_bound`; ``remove_skip``: :func:`remove_skip_arrays`).
+
+    Parameters
+    ----------
+    key : jax.Array
+        The block's key.
+    sigmas : array_like
+        The ``J`` noise multipliers.
+    problem : Problem
+        Scheme, strategy and kernel.
+    num_samples : int
+        Samples of the block.
+    add_bound : float, optional
+        As above; ``None`` computes every add loss.
+    remove_skip : RemoveSkip, optional
+        As above; ``None`` computes every remove loss.
+
+    Returns
+    -------
+    jax.Array
+        Shape ``(J, 2, num_samples)``: per candidate, the remove and add losses on shared draws.
+    """
     if resolve_loss_kernel(problem).kernel == "fused":
         return fused_block_ladder(problem, key, sigmas, num_samples)
     return ladder_losses(problem.mechanism(), key, sigmas, num_samples, add_bound, remove_skip)
@@ -78,7 +115,20 @@ def skip_bound(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[flo
     """The add-loss bound whose contributions are provably 0 at every epsilon of the run for every candidate
     (:func:`mcacct.kernels.shortcuts.add_skip_bound`, with each candidate's loss-error bound), or ``None``: every
     loss is computed (``problem.skip_zero`` off, a scheme without the bound, the fused kernel, float32, or an
-    epsilon too small)."""
+    epsilon too small).
+
+    Parameters
+    ----------
+    problem : Problem
+        Scheme, strategy and kernel.
+    sigmas, epsilons : sequence of float
+        The run's candidates and epsilons.
+
+    Returns
+    -------
+    float or None
+        The bound, or ``None`` as above.
+    """
     if not _skips(problem):
         return None
     etas = [loss_error_bound(problem, s) for s in sigmas]
@@ -91,7 +141,20 @@ def remove_skip_arrays(problem: Problem, sigmas: Sequence[float], epsilons: Sequ
     skip does not run (as :func:`skip_bound`, a scheme that does not :attr:`bounds_remove_losses`, or an
     accelerator: there the engine batches its sub-blocks with ``vmap``, so the exact recursions would run for the
     whole block whenever one sample needs them, and the bound would only add work; compacting those samples on the
-    device is #39's next step)."""
+    device is #39's next step).
+
+    Parameters
+    ----------
+    problem : Problem
+        Scheme, strategy and kernel.
+    sigmas, epsilons : sequence of float
+        The run's ``J`` candidates and its epsilons.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        float64 ``(J, 2)``: column 0 the threshold, column 1 the term error bound; or ``None``.
+    """
     if (not _skips(problem) or not problem.mechanism().bounds_remove_losses or not len(epsilons)
             or target_platform() != "cpu"):
         return None
@@ -102,12 +165,36 @@ def remove_skip_arrays(problem: Problem, sigmas: Sequence[float], epsilons: Sequ
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "spec", "add_bound"))
 def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Problem, chunk_size: int,
                             spec: HistogramSpec, add_bound: float | None = None, remove_skip=None):
-    """Statistics of one chunk for every candidate and direction: ``sums`` ``(J, 2, E)`` (float64) and
+    r"""Statistics of one chunk for every candidate and direction: ``sums`` ``(J, 2, E)`` (float64) and
     ``hist`` ``(J, 2, bins + 2)`` (int32), over the first ``valid`` samples; candidate ``j``'s losses are
     raised by ``shifts[j]`` (:func:`mcacct.engine.systematic.applied_loss_shift`). On CPU the blocks run one after
     another (``lax.map``: a block's arrays stay in cache); on accelerators they are batched. ``add_bound``: the
     run's :func:`skip_bound`; ``remove_skip``: a :class:`~mcacct.kernels.shortcuts.RemoveSkip` of the candidates'
-    arrays (:func:`remove_skip_arrays`) or ``None``."""
+    arrays (:func:`remove_skip_arrays`) or ``None``.
+
+    Parameters
+    ----------
+    key : jax.Array
+        The chunk's key.
+    sigmas, shifts : jax.Array
+        float64 ``(J,)``: the candidates and their loss shifts.
+    valid : int or jax.Array
+        Samples of the chunk that count (the rest are masked).
+    epsilons : jax.Array
+        float64 ``(E,)``.
+    problem, chunk_size, spec, add_bound : Problem, int, HistogramSpec, float or None
+        Static: the problem, the chunk size, the histogram and the add skip's bound.
+    remove_skip : RemoveSkip, optional
+        The remove skip's arrays.
+
+    Returns
+    -------
+    sums : jax.Array
+        float64 ``(J, 2, E)``: per candidate and direction (remove, add), the sum over the chunk of
+        :math:`\max(0, 1 - e^{\varepsilon - L})`, ``L`` the loss raised by the candidate's shift.
+    hist : jax.Array
+        int32 ``(J, 2, bins + 2)``: the loss histograms.
+    """
     bsize = block_size(problem, chunk_size)
     keys = block_keys(key, problem, chunk_size)
     per_block = partial(block_ladder_losses, sigmas=sigmas, problem=problem, num_samples=bsize, add_bound=add_bound,
@@ -127,7 +214,18 @@ def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Probl
 def padded_width(j: int) -> int:
     """The candidate-axis size a group of ``j`` active candidates runs with: the smallest of
     ``2, 3, 4, 6, 8, 12, 16, 24, ...`` (powers of two and 1.5 times them) that holds ``j``, so at most a third
-    of the work is padding and a shrinking ladder compiles few programs."""
+    of the work is padding and a shrinking ladder compiles few programs.
+
+    Parameters
+    ----------
+    j : int
+        Active candidates.
+
+    Returns
+    -------
+    int
+        The size (2 for ``j <= 2``).
+    """
     size = 2
     while size < j:
         size = size * 3 // 2 if size & (size - 1) == 0 else size * 4 // 3
@@ -179,35 +277,49 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
 
     Parameters
     ----------
-    problem:
+    problem : Problem
         Scheme, strategy and kernel.
-    sigmas:
+    sigmas : sequence of float
         The ladder (any order; each candidate keeps its index).
-    key:
+    key : jax.Array
         Key of the run: chunk ``c`` uses ``fold_in(key, c)`` for every candidate and direction.
-    num_samples, epsilons, chunk_size, spec:
+    num_samples, epsilons, chunk_size, spec : int, sequence of float, int, HistogramSpec
         The plan (``ceil(num_samples / chunk_size)`` chunks, the last one masked to ``num_samples``), the
         epsilons whose deltas are summed exactly (fixed point) and the histogram of the losses.
-    mesh:
+    mesh : jax.sharding.Mesh, optional
         Devices (default: every local device).
-    drop:
+    drop : callable, optional
         Called after each group of chunks with the statistics so far; returns candidate indices that leave
         the run (e.g. candidates whose verification already failed). Not used in distributed runs, where
         every candidate runs to the end (dropping is only a saving: the verdicts are the same).
-    chunk_ids:
+    chunk_ids : iterable of int, optional
         Restrict the run to these chunks of the plan (shard jobs); default all.
-    distributed:
+    distributed : bool, optional
         Split the chunks over every JAX process and sum exactly (default: when ``jax.process_count() > 1``).
-    progress:
+    progress : bool, default False
         Samples, rate and ETA on stderr.
-    label:
+    label : str, default "ladder"
         Prefix of the progress lines.
-    stats:
+    stats : list of dict, optional
         Statistics to continue, one dict per candidate (resumed shard jobs); fresh ones when ``None``.
-    on_group:
+    on_group : callable, optional
         Called as ``on_group(chunk_ids, run)`` after each group of chunks has been folded in (checkpoints).
-    active:
+    active : sequence of int, optional
         Candidates to run (default all); the others keep ``stats`` as given (resumed runs).
+
+    Returns
+    -------
+    LadderStats
+        ``stats[j][direction]`` per candidate, summed over every process when ``distributed``; a candidate whose
+        sums were not finite has an ``errors`` entry and leaves ``active``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``sigmas`` (empty, or an entry not a finite number > 0), ``num_samples``, ``chunk_size`` (not an
+        integer >= 1, or ``2**31`` chunks or more), ``chunk_ids`` (outside ``[0, n_chunks)``), ``mesh`` (not the
+        single axis ``"chunks"``), ``stats`` (not both directions with the run's epsilons and spec per sigma) or
+        ``active`` (an index outside ``[0, J)``).
     """
     ensure_compilation_cache()  # the Python API's persistent cache (a no-op where the application set its own)
     sig = tuple(check_real("sigmas", s, low=0.0, low_open=True) for s in sigmas)

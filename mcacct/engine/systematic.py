@@ -66,14 +66,49 @@ def _c_stats(strategy) -> tuple[int, float, float, float]:
 
 def output_coordinate_bound(scheme, strategy) -> float:
     r""":math:`M_\infty \ge \max_x \|C x\|_\infty` over the scheme's patterns: the scheme's own statement
-    (``bounds(strategy).output_coordinate``, with its proof in the scheme's docstring)."""
+    (``bounds(strategy).output_coordinate``, with its proof in the scheme's docstring).
+
+    Parameters
+    ----------
+    scheme : AccountedScheme
+        The scheme (its ``bounds(strategy)`` record).
+    strategy : BandedToeplitz
+        The strategy ``C``.
+
+    Returns
+    -------
+    float
+        :math:`M_\infty`.
+    """
     return float(scheme.bounds(strategy).output_coordinate)
 
 
 def normal_coupling_delta(scheme, strategy, sigma: float) -> float:
     r"""Additive bound :math:`n\,\tau\,M_\infty / \sigma` (times the scheme's mixture factor: 2 for
     mixture-vs-mixture losses) on how much the sampler's normal law can move the mean of any contribution
-    (module docstring, item 2)."""
+    (module docstring, item 2).
+
+    Parameters
+    ----------
+    scheme : AccountedScheme
+        The scheme (its ``bounds(strategy)`` record).
+    strategy : BandedToeplitz
+        The strategy ``C``.
+    sigma : float
+        The noise multiplier, in ``[SIGMA_MIN, SIGMA_MAX]`` (:func:`mcacct.core.validate.check_sigma_range`).
+
+    Returns
+    -------
+    float
+        The additive delta term.
+
+    Raises
+    ------
+    TypeError
+        If ``sigma`` is not a real number.
+    ValueError
+        Naming ``sigma`` if it is outside ``[SIGMA_MIN, SIGMA_MAX]`` (``[1e-100, 1e100]``).
+    """
     bounds = scheme.bounds(strategy)
     factor = float(bounds.loss_error.mixture_factor)
     sigma = check_sigma_range("sigma", sigma)
@@ -90,6 +125,19 @@ def participation_mismatch_bound(scheme, strategy) -> float:
     :mod:`mcacct.schemes.truncated.counts`, off their band and for the warm start's virtual history from the exact
     digit tables of :mod:`mcacct.schemes.truncated.digits`; every discrete draw and its charge is listed in
     ``docs/soundness.md``).
+
+    Parameters
+    ----------
+    scheme : AccountedScheme
+        The scheme (its ``bounds(strategy)`` record).
+    strategy : BandedToeplitz
+        The strategy ``C``.
+
+    Returns
+    -------
+    float
+        :math:`B \cdot 2^{-51} + \mathrm{TV}`, ``B`` the scheme's ``participation_boundaries`` and
+        :math:`\mathrm{TV}` its ``draw_law_tv``.
     """
     bounds = scheme.bounds(strategy)
     return int(bounds.participation_boundaries) * UNIFORM_BOUNDARY_MASS + float(bounds.draw_law_tv)
@@ -114,7 +162,27 @@ def _term_error(problem, sigma: float) -> tuple[float, float]:
 def term_error_bound(problem, sigma: float) -> float:
     r"""Twice :math:`e_\ell` of :func:`loss_error_bound`: a bound on :math:`|\hat\ell_i - \ell_i|`, the float
     error of every computed per-iteration term against the exact one, doubled for the remove bound's own
-    arrangement of the same sums (:mod:`mcacct.kernels.bound`), which raises every block maximum by it."""
+    arrangement of the same sums (:mod:`mcacct.kernels.bound`), which raises every block maximum by it.
+
+    Parameters
+    ----------
+    problem : Problem
+        Scheme, strategy and kernel dtype.
+    sigma : float
+        The noise multiplier, in ``[SIGMA_MIN, SIGMA_MAX]`` (:func:`mcacct.core.validate.check_sigma_range`).
+
+    Returns
+    -------
+    float
+        :math:`2 e_\ell` (nats).
+
+    Raises
+    ------
+    TypeError
+        If ``sigma`` is not a real number.
+    ValueError
+        Naming ``sigma`` if it is outside ``[SIGMA_MIN, SIGMA_MAX]`` (``[1e-100, 1e100]``).
+    """
     return 2.0 * _term_error(problem, check_sigma_range("sigma", sigma))[0]
 
 
@@ -139,6 +207,25 @@ def loss_error_bound(problem, sigma: float) -> float:
 
     Deliberately generous (1e-8 nats at production sizes in float64, where it moves delta by a relative
     ~1e-8); in float32 it is too large to be useful, which is why certificates need float64.
+
+    Parameters
+    ----------
+    problem : Problem
+        Scheme, strategy and kernel dtype.
+    sigma : float
+        The noise multiplier, in ``[SIGMA_MIN, SIGMA_MAX]`` (:func:`mcacct.core.validate.check_sigma_range`).
+
+    Returns
+    -------
+    float
+        ``eta`` (nats), from the scheme's ``loss_error.eta(n, e_ell, Lambda, u)``.
+
+    Raises
+    ------
+    TypeError
+        If ``sigma`` is not a real number.
+    ValueError
+        Naming ``sigma`` if it is outside ``[SIGMA_MIN, SIGMA_MAX]`` (``[1e-100, 1e100]``).
     """
     scheme = problem.scheme
     u = float(np.finfo(np.dtype(problem.dtype)).eps) / 2.0
@@ -150,7 +237,27 @@ def loss_error_bound(problem, sigma: float) -> float:
 def applied_loss_shift(problem, sigma: float) -> float:
     """The shift the engine adds to every loss: :func:`loss_error_bound` for float64 kernels; 0 for float32,
     whose bound (several nats) would swamp the estimate. float32 results are therefore not certified:
-    :func:`mcacct.evr.calibrate.calibrate` refuses float32 and estimates say ``certified: false``."""
+    :func:`mcacct.evr.calibrate.calibrate` refuses float32 and estimates say ``certified: false``.
+
+    Parameters
+    ----------
+    problem : Problem
+        Scheme, strategy and kernel dtype.
+    sigma : float
+        The noise multiplier, in ``[SIGMA_MIN, SIGMA_MAX]`` (:func:`mcacct.core.validate.check_sigma_range`).
+
+    Returns
+    -------
+    float
+        ``eta`` of :func:`loss_error_bound` (float64) or ``0.0`` (float32).
+
+    Raises
+    ------
+    TypeError
+        If ``sigma`` is not a real number.
+    ValueError
+        Naming ``sigma`` if it is outside ``[SIGMA_MIN, SIGMA_MAX]`` (``[1e-100, 1e100]``).
+    """
     return loss_error_bound(problem, sigma) if np.dtype(problem.dtype) == np.float64 else 0.0
 
 
@@ -165,15 +272,38 @@ class SystematicBound:
 
     @property
     def delta(self) -> float:
+        """The additive delta term: ``normal_coupling + participation``."""
         return self.normal_coupling + self.participation
 
     def to_dict(self) -> dict:
+        """The three terms and ``delta`` as a JSON-ready dict."""
         return {"loss_shift": self.loss_shift, "normal_coupling": self.normal_coupling,
                 "participation": self.participation, "delta": self.delta}
 
 
 def systematic_bound(problem, sigma: float) -> SystematicBound:
-    """All systematic terms for ``problem`` at noise multiplier ``sigma`` (module docstring)."""
+    """All systematic terms for ``problem`` at noise multiplier ``sigma`` (module docstring).
+
+    Parameters
+    ----------
+    problem : Problem
+        Scheme, strategy and kernel dtype.
+    sigma : float
+        The noise multiplier, in ``[SIGMA_MIN, SIGMA_MAX]`` (:func:`mcacct.core.validate.check_sigma_range`).
+
+    Returns
+    -------
+    SystematicBound
+        ``loss_shift`` (:func:`applied_loss_shift`), ``normal_coupling`` (:func:`normal_coupling_delta`) and
+        ``participation`` (:func:`participation_mismatch_bound`).
+
+    Raises
+    ------
+    TypeError
+        If ``sigma`` is not a real number.
+    ValueError
+        Naming ``sigma`` if it is outside ``[SIGMA_MIN, SIGMA_MAX]`` (``[1e-100, 1e100]``).
+    """
     sigma = check_sigma_range("sigma", sigma)
     return SystematicBound(applied_loss_shift(problem, sigma),
                            normal_coupling_delta(problem.scheme, problem.strategy, sigma),

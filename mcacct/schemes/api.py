@@ -33,13 +33,31 @@ def sample(key: jax.Array, scheme: AccountedScheme, strategy: Any, sigma: Any, n
 
     Parameters
     ----------
-    key : a ``jax.random`` key; the same key gives the same draws.
-    scheme : any :class:`~mcacct.schemes.base.AccountedScheme`.
-    strategy : a :class:`~mcacct.strategies.banded.BandedToeplitz` or its ``c_col`` values.
-    sigma : noise multiplier, ``> 0``.
-    num_samples : ``>= 1``.
-    direction : ``"remove"`` or ``"add"``.
-    dtype : float64 (default) or float32 (randomness is drawn in float64 either way).
+    key : jax.Array
+        A ``jax.random`` key; the same key gives the same draws.
+    scheme : AccountedScheme
+        Any :class:`~mcacct.schemes.base.AccountedScheme`.
+    strategy : BandedToeplitz or sequence of float
+        A :class:`~mcacct.strategies.banded.BandedToeplitz` or its ``c_col`` values.
+    sigma : float
+        Noise multiplier, ``> 0``.
+    num_samples : int
+        Rows, ``>= 1``.
+    direction : {"remove", "add"}, default "remove"
+        ``P`` or ``Q``.
+    dtype : dtype, default float64
+        float64 or float32 for ``y`` (randomness is drawn in float64 either way).
+
+    Returns
+    -------
+    Draws
+        ``y`` of shape ``(num_samples, n)`` and ``aux`` (the scheme's auxiliary data, or ``None``).
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter: an inadmissible ``strategy`` (or invalid ``c_col`` values), ``sigma`` not a finite
+        number ``> 0``, ``num_samples`` not an integer ``>= 1``, ``dtype`` or ``direction`` not one of its choices.
     """
     return scheme.sample(key, as_strategy(strategy), sigma, num_samples, direction, dtype)
 
@@ -47,7 +65,23 @@ def sample(key: jax.Array, scheme: AccountedScheme, strategy: Any, sigma: Any, n
 @float64
 def sample_y(key: jax.Array, scheme: AccountedScheme, strategy: Any, sigma: Any, num_samples: int,
              direction: str = "remove", dtype: Any = jnp.float64) -> jax.Array:
-    """The outputs ``y`` of :func:`sample` (without auxiliary data: use :func:`sample` for truncation)."""
+    """The outputs ``y`` of :func:`sample` (without auxiliary data: use :func:`sample` for truncation).
+
+    Parameters
+    ----------
+    key, scheme, strategy, sigma, num_samples, direction, dtype
+        As :func:`sample`.
+
+    Returns
+    -------
+    jax.Array
+        Shape ``(num_samples, n)``, of ``dtype``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`sample`.
+    """
     return sample(key, scheme, strategy, sigma, num_samples, direction, dtype).y
 
 
@@ -58,15 +92,22 @@ def privacy_loss(scheme: AccountedScheme, y: Any, strategy: Any, sigma: Any, aux
 
     Parameters
     ----------
-    scheme : any :class:`~mcacct.schemes.base.AccountedScheme`.
-    y : array of shape ``(..., n)``, or the :class:`~mcacct.schemes.base.Draws` of :func:`sample` (its ``aux`` is
+    scheme : AccountedScheme
+        Any :class:`~mcacct.schemes.base.AccountedScheme`.
+    y : array_like or Draws
+        Array of shape ``(..., n)``, or the :class:`~mcacct.schemes.base.Draws` of :func:`sample` (its ``aux`` is
         then used).
-    strategy : a :class:`~mcacct.strategies.banded.BandedToeplitz` or its ``c_col`` values (``(1.0,)``: DP-SGD).
-    sigma : noise multiplier, ``> 0``.
-    aux : the scheme's auxiliary data of the draws (truncation's counts ``r``), or ``None``.
-    direction : ``"remove"`` or ``"add"``. A scheme that bounds the ratio (banded inverse) returns the bound that
-        serves ``direction``: an upper bound for ``"remove"``, a lower bound for ``"add"``; exact schemes ignore it.
-    dot_method, recursion : the kernels (:mod:`mcacct.kernels.sliding`, :mod:`mcacct.kernels.recursion`).
+    strategy : BandedToeplitz or sequence of float
+        A :class:`~mcacct.strategies.banded.BandedToeplitz` or its ``c_col`` values (``(1.0,)``: DP-SGD).
+    sigma : float
+        Noise multiplier, ``> 0``.
+    aux : array_like, optional
+        The scheme's auxiliary data of the draws (truncation's counts ``r``), or ``None``.
+    direction : {"remove", "add"}, default "remove"
+        A scheme that bounds the ratio (banded inverse) returns the bound that serves ``direction``: an upper
+        bound for ``"remove"``, a lower bound for ``"add"``; exact schemes ignore it.
+    dot_method, recursion : str, default "auto"
+        The kernels (:mod:`mcacct.kernels.sliding`, :mod:`mcacct.kernels.recursion`).
 
     Returns
     -------

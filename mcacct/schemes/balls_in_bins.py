@@ -63,10 +63,21 @@ BIN_TERMS_PER_BLOCK = 1 << 25
 
 @float64
 def max_bins(iterations: int) -> int:
-    """The largest number of bins ``T`` for ``n = iterations``: ``T <= n`` always (then ``ceil(n/T) T < 2n``, the
+    r"""The largest number of bins ``T`` for ``n = iterations``: ``T <= n`` always (then ``ceil(n/T) T < 2n``, the
     size of the engine's own arrays), and beyond ``n`` as many as keep the ``T`` shift terms of each sample of a
     block (:func:`mcacct.kernels.blocks.lanes_target` samples, the engine's largest block for ``n``) within
-    :data:`BIN_TERMS_PER_BLOCK` (``--bins 1e12`` asked for 7.3 TiB on the host alone)."""
+    :data:`BIN_TERMS_PER_BLOCK` (``--bins 1e12`` asked for 7.3 TiB on the host alone).
+
+    Parameters
+    ----------
+    iterations : int
+        The horizon ``n``.
+
+    Returns
+    -------
+    int
+        :math:`\max(n, \lfloor 2^{25} / \mathrm{lanes\_target}(n) \rfloor)`.
+    """
     n = int(iterations)
     return max(n, BIN_TERMS_PER_BLOCK // lanes_target(n))
 
@@ -106,9 +117,9 @@ class BallsInBins(Scheme):
 
     Parameters
     ----------
-    cycle_length:
+    cycle_length : int
         ``b >= 1``, the number of bins (jax-privacy's ``cycle_length``) (epoch length; ``M / B`` at expected batch size ``B``).
-    iterations:
+    iterations : int
         ``n >= 1``.
     """
 
@@ -139,31 +150,91 @@ class BallsInBins(Scheme):
 
     @property
     def max_participations(self) -> int:
+        """``ceil(n / b)``: the participations of the example."""
         return -(-self.iterations // self.cycle_length)
 
     def _as_cyclic(self) -> CyclicPoisson:
         return CyclicPoisson(1.0, self.cycle_length, self.iterations, random_phase=True)
 
     def class_mean(self, strategy) -> np.ndarray:
-        """``C x_0`` (float64, length ``n``), the output mean of shift 0; shift ``s`` is it moved ``s`` down."""
+        r"""``C x_0`` (float64, length ``n``), the output mean of shift 0; shift ``s`` is it moved ``s`` down.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        numpy.ndarray
+            Read-only float64 ``(n,)``: :math:`m_j = \sum_{d \le j,\ d \equiv j \ (b)} c_d`.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`.
+        """
         check_call(self, strategy=strategy)
         return _class0_mean(tuple(strategy.c_col), self.iterations, self.cycle_length)
 
     def shift_sq_norms(self, strategy) -> np.ndarray:
-        r""":math:`\|C x_s\|^2` for ``s = 0..b-1`` (float64)."""
+        r""":math:`\|C x_s\|^2` for ``s = 0..b-1`` (float64).
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        numpy.ndarray
+            Read-only float64 ``(b,)``: :math:`N_s = \sum_{i < n - s} m_i^2` (0 for ``s >= n``).
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`.
+        """
         check_call(self, strategy=strategy)
         return _shift_sq_norms(tuple(strategy.c_col), self.iterations, self.cycle_length)
 
     # -- the contract -----------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
-        """Every non-negative banded Toeplitz ``C`` is admissible, any number of bands."""
+        """Every non-negative banded Toeplitz ``C`` is admissible, any number of bands.
+
+        Parameters
+        ----------
+        strategy : object
+            The value to check.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`.
+        """
         check_strategy_type("strategy", strategy)
 
     def sensitivity_bound(self, strategy) -> float:
         r"""The exact :math:`\max_s \|C x_s\| = \|C x_0\|` over the ``b`` participation patterns (the shift-0
         pattern has the most and the least truncated columns); ``<= sqrt(ceil(n/b)) ||c||`` when ``k <= b``.
         If ``C`` touches no row within the horizon (:math:`C x_0 = 0`, ``P = Q``) the positive
-        ``sqrt(ceil(n/b)) ||c||`` is returned instead, which is still an upper bound."""
+        ``sqrt(ceil(n/b)) ||c||`` is returned instead, which is still an upper bound.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        float
+            :math:`\sqrt{\max_s N_s} = \sqrt{N_0}`, or the fallback above.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`.
+        """
         norms = self.shift_sq_norms(strategy)
         exact = math.sqrt(float(np.max(norms)))
         if exact > 0.0:
@@ -171,11 +242,38 @@ class BallsInBins(Scheme):
         return math.sqrt(self.max_participations * float(np.sum(np.square(strategy.c_col))))
 
     def sample_participation(self, key: jax.Array, num_samples: int) -> jax.Array:
-        """Participation vectors, shape ``(num_samples, n)`` (bool)."""
+        """Participation vectors, shape ``(num_samples, n)`` (bool).
+
+        Parameters
+        ----------
+        key : jax.Array
+            The key (split as the random-phase cyclic Poisson sampler with ``q = 1`` splits it).
+        num_samples : int
+            Rows.
+
+        Returns
+        -------
+        jax.Array
+            bool ``(num_samples, n)``: row ``i`` is true at iterations ``s_i, s_i + b, ...``.
+        """
         return self._as_cyclic().sample_participation(key, num_samples)
 
     def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
-        """Outputs ``y = C x + z`` (``"remove"``) or ``y = z`` (``"add"``), shape ``(num_samples, n)``."""
+        r"""Outputs ``y = C x + z`` (``"remove"``) or ``y = z`` (``"add"``), shape ``(num_samples, n)``.
+
+        Parameters
+        ----------
+        key, strategy, sigma : jax.Array, BandedToeplitz, float
+            The ``jax.random`` key, the strategy ``C`` and the noise multiplier (checked by :meth:`Scheme.sample`).
+        num_samples, direction, dtype : int, {"remove", "add"}, dtype
+            Rows, ``P`` or ``Q``, and the dtype of ``y``.
+
+        Returns
+        -------
+        Draws
+            ``y`` of ``dtype``, ``(num_samples, n)``, the mean :math:`C x_s` for a uniform shift ``s`` per
+            row; ``aux`` is ``None``.
+        """
         return Draws(self._sample_y(key, strategy, sigma, num_samples, direction == "remove", dtype))
 
     @jit_method("strategy", "num_samples", "positive", "dtype")
@@ -192,8 +290,23 @@ class BallsInBins(Scheme):
         return gaussian_output(key, (num_samples, n), sigma, dtype, positive, mean)
 
     def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
-        """``ln P(y)/Q(y)`` for each row of ``y``: the exact mixture over the shifts (module docstring); a closed
-        form, so ``recursion`` is not used."""
+        r"""``ln P(y)/Q(y)`` for each row of ``y``: the exact mixture over the shifts (module docstring); a closed
+        form, so ``recursion`` is not used.
+
+        Parameters
+        ----------
+        y, strategy, sigma, aux : jax.Array, BandedToeplitz, float, jax.Array or None
+            Outputs ``(..., n)``, the strategy, the noise multiplier and the draws' auxiliary data (checked by
+            :meth:`Scheme.log_ratio`).
+        direction, dot_method, recursion : str
+            The direction and the kernels (:mod:`mcacct.kernels.sliding`, :mod:`mcacct.kernels.recursion`).
+
+        Returns
+        -------
+        jax.Array
+            Shape ``(...)``: :math:`\operatorname{logsumexp}_s\big((S_s - N_s/2)/\sigma^2\big) - \ln b`; ``aux`` and
+            ``direction`` are unused.
+        """
         return self._log_ratio(y, sigma, strategy, dot_method)
 
     @jit_method("strategy", "dot_method")
@@ -211,7 +324,18 @@ class BallsInBins(Scheme):
         return jax.scipy.special.logsumexp(terms, axis=-1) - jnp.asarray(math.log(b), dtype)
 
     def output_coordinate_bound(self, strategy) -> float:
-        r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one."""
+        r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        float
+            :math:`M_\infty`, equal to :meth:`sensitivity_bound`.
+        """
         return float(self.sensitivity_bound(strategy))
 
     def draw_law_tv(self) -> float:
@@ -229,14 +353,39 @@ class BallsInBins(Scheme):
 
     def loss_error_params(self) -> LossErrorParams:
         """The closed form is at most as long as Theorem 5.1's recursion with ``b`` bins and ``p = 1``; at most
-        ``ceil(n/b)`` participations; taken as a ratio of mixtures (factor 2, generous)."""
+        ``ceil(n/b)`` participations; taken as a ratio of mixtures (factor 2, generous).
+
+        Returns
+        -------
+        LossErrorParams
+            ``(b, 1.0, ceil(n / b), 2.0)``.
+        """
         return LossErrorParams(self.cycle_length, 1.0, self.max_participations, 2.0)
 
 
 # -- the entry: how mcacct offers the scheme (mcacct.schemes.entry) ---------------------------------------------
 @float64
 def bins_from_batch(expected_batch_size: float, dataset_size: int) -> int:
-    """Balls-in-bins' ``T = M / B``; ``ValueError`` when it is not an integer (naming ``--bins``)."""
+    """Balls-in-bins' ``T = M / B``; ``ValueError`` when it is not an integer (naming ``--bins``).
+
+    Parameters
+    ----------
+    expected_batch_size : float
+        ``B`` in ``(0, M]``.
+    dataset_size : int
+        ``M >= 1``.
+
+    Returns
+    -------
+    int
+        :math:`T = M / B`, rounded (relative tolerance :math:`10^{-9}`).
+
+    Raises
+    ------
+    ValueError
+        Naming ``dataset_size`` or ``expected_batch_size`` out of range, or saying that ``M / B`` is not an integer
+        (give ``--bins``).
+    """
     m = check_count("dataset_size", dataset_size)
     bs = check_real("expected_batch_size", expected_batch_size, low=0.0, high=float(m), low_open=True)
     bins = m / bs

@@ -75,6 +75,20 @@ def strategy_from_inverse(inverse_bands, iterations: int, tol: float = 1e-12):
     ``m < iterations`` (exact for the ``n x n`` matrices). Entries below ``tol * c_0`` in absolute value are
     set to zero (round-off); a clearly negative entry raises.
 
+    Parameters
+    ----------
+    inverse_bands : array_like
+        ``(h_0, ..., h_{b-1})``, finite, ``h_0 > 0``.
+    iterations : int
+        ``n >= 1``: entries ``c_0..c_{n-1}`` are computed.
+    tol : float, default 1e-12
+        Relative threshold below which an entry is zeroed.
+
+    Returns
+    -------
+    BandedToeplitz
+        ``c_col`` cut after its last non-zero entry.
+
     Raises
     ------
     ValueError
@@ -118,7 +132,25 @@ def _allowance(c_col: tuple[float, ...], n: int, r: int) -> np.ndarray:
 def cross_term_allowance(c_col, iterations: int, min_sep: int) -> np.ndarray:
     r""":math:`\Gamma_j` (0-based ``j``) of the module docstring: an upper bound on the sum of
     :math:`\langle c_i, c_j\rangle` over the earlier participations ``i`` of any ``min_sep``-separated
-    pattern. Zero when ``len(c_col) <= min_sep``."""
+    pattern. Zero when ``len(c_col) <= min_sep``.
+
+    Parameters
+    ----------
+    c_col : sequence of float or str
+        The first column of ``C`` (as :func:`~mcacct.strategies.banded.parse_c_col` accepts it).
+    iterations, min_sep : int
+        ``n >= 1`` and ``r >= 1``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 ``(n,)``: :math:`\Gamma_j = \sum_{q=1}^{\lfloor j/r \rfloor} \gamma^*(q r)`, a fresh copy.
+
+    Raises
+    ------
+    ValueError
+        Naming ``iterations`` or ``min_sep`` (not an integer ``>= 1``) or ``c_col`` (invalid values).
+    """
     n = check_int("iterations", iterations, low=1)
     r = check_int("min_sep", min_sep, low=1)
     return _allowance(parse_c_col(c_col), n, r).copy()
@@ -155,13 +187,13 @@ class BandedInverse(Scheme):
 
     Parameters
     ----------
-    sampling_prob:
+    sampling_prob : float
         ``p`` in ``(0, 1]``.
-    min_sep:
+    min_sep : int
         ``r >= 1``, the enforced separation (any value; larger ``r`` drops smaller cross terms).
-    iterations:
+    iterations : int
         ``n >= 1``.
-    warm_start:
+    warm_start : bool, default True
         Alg. 2 (default) or Alg. 1.
     """
 
@@ -181,6 +213,7 @@ class BandedInverse(Scheme):
 
     @property
     def participation_rate(self) -> float:
+        """The expected fraction of iterations with a participation: that of :attr:`base`."""
         return self.base.participation_rate
 
     @staticmethod
@@ -188,25 +221,77 @@ class BandedInverse(Scheme):
         return tuple(strategy.c_col)
 
     def allowance(self, strategy) -> np.ndarray:
-        r""":math:`\Gamma_j`, ``j = 0..n-1`` (zero when ``C`` has at most ``r`` bands)."""
+        r""":math:`\Gamma_j`, ``j = 0..n-1`` (zero when ``C`` has at most ``r`` bands).
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 ``(n,)``, as :func:`cross_term_allowance`.
+        """
         check_call(self, strategy=strategy)
         return cross_term_allowance(self._col(strategy), self.iterations, self.min_sep)
 
     # -- AccountedScheme ---------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
         """Any non-negative Toeplitz ``C`` (a :class:`~mcacct.strategies.banded.BandedToeplitz`, which checks
-        ``c >= 0``) is admissible, any number of bands."""
+        ``c >= 0``) is admissible, any number of bands.
+
+        Parameters
+        ----------
+        strategy : object
+            The value to check.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`.
+        """
         check_strategy_type("strategy", strategy)
 
     def sensitivity_bound(self, strategy) -> float:
-        r""":math:`\sqrt{\lceil n/r\rceil\,(\|c\|^2 + 2\Gamma_{n-1})}` with ``c`` truncated at ``n`` entries."""
+        r""":math:`\sqrt{\lceil n/r\rceil\,(\|c\|^2 + 2\Gamma_{n-1})}` with ``c`` truncated at ``n`` entries.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        float
+            The bound, :math:`\ge \max_x \|C x\|_2`.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`.
+        """
         n, r = self.iterations, self.min_sep
         gam = self.allowance(strategy)
         c = np.asarray(self._col(strategy)[:n])
         return math.sqrt(-(-n // r) * (float(np.dot(c, c)) + 2.0 * float(gam[-1])))
 
     def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
-        """``y = C x + z`` with the full (non-banded) ``C`` (``"remove"``), or ``y = z`` (``"add"``)."""
+        """``y = C x + z`` with the full (non-banded) ``C`` (``"remove"``), or ``y = z`` (``"add"``).
+
+        Parameters
+        ----------
+        key, strategy, sigma : jax.Array, BandedToeplitz, float
+            The ``jax.random`` key, the strategy ``C`` and the noise multiplier (checked by :meth:`Scheme.sample`).
+        num_samples, direction, dtype : int, {"remove", "add"}, dtype
+            Rows, ``P`` or ``Q``, and the dtype of ``y``.
+
+        Returns
+        -------
+        Draws
+            ``y`` of ``dtype``, ``(num_samples, n)``, the r-min-sep pattern ``x`` of :class:`BMinSep`; ``aux``
+            is ``None``.
+        """
         return Draws(self._sample_y(key, strategy, sigma, num_samples, direction == "remove", dtype))
 
     @jit_method("strategy", "num_samples", "positive", "dtype")
@@ -216,8 +301,29 @@ class BandedInverse(Scheme):
 
     def log_ratio_bounds(self, y: jax.Array, strategy, sigma, dot_method: str = "auto",
                          recursion: str = "auto", which: str = "both"):
-        """``(ln L(y), ln U(y))`` with ``L <= P/Q <= U`` (``which``: ``"both"``, ``"lower"``, ``"upper"``;
-        the bound not asked for is ``None``)."""
+        r"""``(ln L(y), ln U(y))`` with ``L <= P/Q <= U`` (``which``: ``"both"``, ``"lower"``, ``"upper"``;
+        the bound not asked for is ``None``).
+
+        Parameters
+        ----------
+        y, strategy, sigma : array_like, BandedToeplitz, float
+            Outputs of shape ``(..., n)``, the strategy and the noise multiplier.
+        dot_method, recursion : str, default "auto"
+            The kernels.
+        which : {"both", "lower", "upper"}, default "both"
+            Which bounds to compute.
+
+        Returns
+        -------
+        tuple
+            ``(ln L, ln U)``, each of shape ``(...)`` or ``None``: :math:`\ln U` is Theorem 5.1's recursion on
+            :math:`\ell_j`, :math:`\ln L` the same on :math:`\ell_j - \Gamma_j/\sigma^2`.
+
+        Raises
+        ------
+        ValueError
+            Naming ``y``, ``sigma``, ``strategy``, ``dot_method``, ``recursion`` or ``which``.
+        """
         y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method, recursion=recursion)
         check_choice("which", which, ("both", "lower", "upper"))
         return self._log_ratio_bounds(y, sigma, strategy, dot_method, recursion, which)
@@ -236,14 +342,39 @@ class BandedInverse(Scheme):
     def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
         r"""A bound on :math:`\ln P(y)/Q(y)` that serves ``direction``: the upper bound ``ln U`` for
         ``"remove"`` (its loss ``ln P/Q`` is over-estimated) and the lower bound ``ln L`` for ``"add"`` (its loss
-        ``ln Q/P = -ln P/Q`` is over-estimated); either way the estimated delta is an upper bound."""
+        ``ln Q/P = -ln P/Q`` is over-estimated); either way the estimated delta is an upper bound.
+
+        Parameters
+        ----------
+        y, strategy, sigma, aux : jax.Array, BandedToeplitz, float, jax.Array or None
+            Outputs ``(..., n)``, the strategy, the noise multiplier and the draws' auxiliary data (checked by
+            :meth:`Scheme.log_ratio`).
+        direction, dot_method, recursion : str
+            The direction and the kernels (:mod:`mcacct.kernels.sliding`, :mod:`mcacct.kernels.recursion`).
+
+        Returns
+        -------
+        jax.Array
+            Shape ``(...)``: :math:`\ln U(y)` (``"remove"``) or :math:`\ln L(y)` (``"add"``); ``aux`` is unused.
+        """
         which = "upper" if direction == "remove" else "lower"
         lower, upper = self._log_ratio_bounds(y, sigma, strategy, dot_method, recursion, which)
         return upper if direction == "remove" else lower
 
     def output_coordinate_bound(self, strategy) -> float:
         r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one (C is not
-        banded here, so the participations can share output coordinates)."""
+        banded here, so the participations can share output coordinates).
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        float
+            :math:`M_\infty`, equal to :meth:`sensitivity_bound`.
+        """
         return float(self.sensitivity_bound(strategy))
 
     def draw_law_tv(self) -> float:
@@ -260,7 +391,13 @@ class BandedInverse(Scheme):
         return SchemeSummary(self.min_sep, self.sampling_prob, self.participation_rate, None)
 
     def loss_error_params(self) -> LossErrorParams:
-        """Theorem 5.1's recursion with ``b = r`` and ``p``; ``J = n`` (generous); factor 2 (generous)."""
+        """Theorem 5.1's recursion with ``b = r`` and ``p``; ``J = n`` (generous); factor 2 (generous).
+
+        Returns
+        -------
+        LossErrorParams
+            ``(r, p, n, 2.0)``.
+        """
         return LossErrorParams(self.min_sep, self.sampling_prob, self.iterations, 2.0)
 
 

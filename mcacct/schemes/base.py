@@ -71,7 +71,18 @@ def check_field_types(obj: Any) -> None:
     naming the field (``BMinSep("0.1", "4", 16)``: ``"sampling_prob must be a real number (int or float)
     (BMinSep.sampling_prob); got str '0.1'"``). Value ranges stay with the scheme's
     ``check_fields``; fields of other annotations are not looked at. Text is refused here rather than parsed so
-    that a scheme is always built from numbers (the command line parses its flags first)."""
+    that a scheme is always built from numbers (the command line parses its flags first).
+
+    Parameters
+    ----------
+    obj : dataclass instance
+        The scheme (a frozen dataclass) whose fields are checked.
+
+    Raises
+    ------
+    FieldTypeError
+        Naming the first field whose value is not of its annotated kind.
+    """
     for f in dataclasses.fields(obj):
         kind = _FIELD_KINDS.get(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", None))
         if kind is None:
@@ -85,7 +96,20 @@ def check_field_types(obj: Any) -> None:
 
 def check_scheme_fields(obj: Any, **checkers) -> None:
     """A scheme's ``__post_init__`` check: :func:`check_field_types` (wrong types refused by type), then
-    :func:`mcacct.core.validate.check_fields` with ``checkers`` (ranges checked, values normalised)."""
+    :func:`mcacct.core.validate.check_fields` with ``checkers`` (ranges checked, values normalised).
+
+    Parameters
+    ----------
+    obj : dataclass instance
+        The scheme being built.
+    **checkers : callable
+        ``field=checker``; each ``checker(name, value)`` returns the normalised value or raises ``ValueError``.
+
+    Raises
+    ------
+    ValueError
+        A :class:`FieldTypeError` from :func:`check_field_types`, or a checker's error naming the field.
+    """
     check_field_types(obj)
     check_fields(obj, **checkers)
 
@@ -150,7 +174,23 @@ def check_direction(direction: Any) -> str:
 
 
 def as_strategy(strategy: Any) -> BandedToeplitz:
-    """A :class:`~mcacct.strategies.banded.BandedToeplitz`, or ``c_col`` values turned into one."""
+    """A :class:`~mcacct.strategies.banded.BandedToeplitz`, or ``c_col`` values turned into one.
+
+    Parameters
+    ----------
+    strategy : BandedToeplitz or sequence of float or str or float
+        A strategy, or the ``c_col`` values :class:`BandedToeplitz` accepts.
+
+    Returns
+    -------
+    BandedToeplitz
+        ``strategy`` itself, or ``BandedToeplitz(strategy)``.
+
+    Raises
+    ------
+    ValueError
+        As :class:`BandedToeplitz` for invalid ``c_col`` values.
+    """
     return strategy if isinstance(strategy, BandedToeplitz) else BandedToeplitz(strategy)
 
 
@@ -181,19 +221,71 @@ class Scheme:
                dtype=jnp.float64) -> Draws:
         """``num_samples`` outputs ``y`` (shape ``(num_samples, n)``) under ``P`` (``direction="remove"``:
         ``y = C x + sigma z``) or ``Q`` (``"add"``: the scheme's null distribution), with the auxiliary data
-        :meth:`log_ratio` needs. The same key gives the same draws."""
+        :meth:`log_ratio` needs. The same key gives the same draws.
+
+        Parameters
+        ----------
+        key, strategy, sigma : jax.Array, BandedToeplitz, float
+            The ``jax.random`` key, the strategy ``C`` and the noise multiplier.
+        num_samples, direction, dtype : int, {"remove", "add"}, dtype
+            Rows ``>= 1``, the distribution, and float64 or float32 for ``y``.
+
+        Returns
+        -------
+        Draws
+            ``y`` of shape ``(num_samples, n)`` and ``aux`` (``None`` for schemes without auxiliary data).
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` (not admissible), ``sigma``, ``num_samples``, ``dtype`` or ``direction``.
+        """
         check_call(self, strategy=strategy, sigma=sigma, num_samples=num_samples, dtype=dtype)
         return self.draw(key, strategy, sigma, num_samples, check_direction(direction), jnp.dtype(dtype))
 
     def log_ratio(self, y, strategy, sigma, aux=None, direction: str = "remove", dot_method: str = "auto",
                   recursion: str = "auto"):
-        r""":math:`\ln P(y)/Q(y)` for each row of ``y`` (shape ``(..., n)``), given the draws' ``aux``."""
+        r""":math:`\ln P(y)/Q(y)` for each row of ``y`` (shape ``(..., n)``), given the draws' ``aux``.
+
+        Parameters
+        ----------
+        y, strategy, sigma, aux : array_like, BandedToeplitz, float, array_like or None
+            Outputs of shape ``(..., n)``, the strategy, the noise multiplier and the draws' auxiliary data.
+        direction, dot_method, recursion : str
+            ``"remove"``/``"add"`` and the kernels (:data:`mcacct.core.validate.DOT_METHODS`, ``RECURSIONS``).
+
+        Returns
+        -------
+        jax.Array
+            Shape ``(...)``: one loss per row.
+
+        Raises
+        ------
+        ValueError
+            Naming ``y``, ``sigma``, ``strategy``, ``dot_method``, ``recursion``, ``aux`` or ``direction``.
+        """
         y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method, recursion=recursion)
         self.check_aux(aux, y)
         return self.loss_rows(y, strategy, sigma, aux, check_direction(direction), dot_method, recursion)
 
     def bounds(self, strategy) -> Bounds:
-        """The :class:`Bounds` the subclass states, one method each (:data:`BOUND_HOOKS`), for ``strategy``."""
+        """The :class:`Bounds` the subclass states, one method each (:data:`BOUND_HOOKS`), for ``strategy``.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        Bounds
+            ``sensitivity``, ``output_coordinate``, ``participation_boundaries``, ``draw_law_tv``, ``loss_error``.
+
+        Raises
+        ------
+        ValueError
+            As the subclass's ``check_strategy``.
+        """
         self.check_strategy(strategy)
         return Bounds(float(self.sensitivity_bound(strategy)), float(self.output_coordinate_bound(strategy)),
                       int(self.participation_boundaries()), float(self.draw_law_tv()), self.loss_error_params())
@@ -201,7 +293,20 @@ class Scheme:
     def mechanism(self, strategy, options: KernelOptions = KernelOptions()) -> Mechanism:
         """The :class:`Mechanism` of this scheme's engine hooks (``sample_t``, ``log_ratio_t``, ``losses_t``, and
         ``ladder_losses``, ``add_loss_bound``, ``fused_ladder_args`` where it has them), bound to ``strategy`` and
-        ``options``: the same functions with the strategy and options fixed, so the same draws and values."""
+        ``options``: the same functions with the strategy and options fixed, so the same draws and values.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy (not checked here).
+        options : KernelOptions, default KernelOptions()
+            Kernel dtype, sliding-sum method and recursion.
+
+        Returns
+        -------
+        Mechanism
+            ``ladder`` only when :attr:`shares_ladder_work`.
+        """
         dtype, dot, rec = jnp.dtype(options.dtype), options.dot_method, options.recursion
 
         def sample(key, sigma, num_samples, direction):
@@ -227,21 +332,25 @@ class Scheme:
 
     # -- the engine's forms (traceable, unchecked) -------------------------------------------------------
     def sample_t(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
+        """Time-major :meth:`sample`: the draws of ``draw`` transposed, ``y`` of shape ``(n, num_samples)``."""
         d = self.draw(key, strategy, sigma, num_samples, direction, dtype)
         return Draws(d.y.T, None if d.aux is None else d.aux.T)
 
     def log_ratio_t(self, y_t, strategy, sigma, aux_t, direction: str, dot_method: str, recursion: str):
+        """Time-major :meth:`log_ratio`: ``loss_rows`` of the transposed ``y_t`` and ``aux_t``."""
         return self.loss_rows(y_t.T, strategy, sigma, None if aux_t is None else aux_t.T, direction, dot_method,
                               recursion)
 
     def losses_t(self, key, strategy, sigma, num_samples: int, direction: str, dtype, dot_method: str,
                  recursion: str):
+        """Losses of one block: :meth:`sample_t` then :meth:`log_ratio_t`, negated for ``"add"`` (``ln Q/P``)."""
         draws = self.sample_t(key, strategy, sigma, num_samples, direction, jnp.float64)
         loss = self.log_ratio_t(draws.y.astype(dtype), strategy, sigma, draws.aux, direction, dot_method, recursion)
         return loss if direction == "remove" else -loss
 
     def ladder_losses(self, key, strategy, sigmas, num_samples: int, dtype, dot_method: str = "auto",
                       recursion: str = "auto", add_bound: float | None = None, remove_skip=None):
+        """Shared-work ladder; the base class has none (``NotImplementedError``)."""
         raise NotImplementedError(f"{type(self).__name__} shares no work between ladder candidates "
                                   "(shares_ladder_work is False): the engine runs its generic loss kernel")
 
@@ -274,18 +383,51 @@ class MinSepAccounting(Scheme):
         return -(-self.iterations // self.min_sep)
 
     def check_strategy(self, strategy) -> None:
-        """``strategy`` must be a :class:`~mcacct.strategies.banded.BandedToeplitz` with ``len(c_col) <= min_sep``."""
+        """``strategy`` must be a :class:`~mcacct.strategies.banded.BandedToeplitz` with ``len(c_col) <= min_sep``.
+
+        Parameters
+        ----------
+        strategy : object
+            The value to check.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`, or if ``len(c_col) > min_sep``.
+        """
         check_strategy_type("strategy", strategy)
         strategy.check_min_sep(self.min_sep)
 
     def sensitivity_bound(self, strategy) -> float:
-        """``sqrt(ceil(n/b)) ||c||``: at most ``ceil(n/b)`` participations, touching disjoint rows."""
+        r"""``sqrt(ceil(n/b)) ||c||``: at most ``ceil(n/b)`` participations, touching disjoint rows.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``, ``len(c_col) <= min_sep``.
+
+        Returns
+        -------
+        float
+            :math:`\sqrt{\lceil n/b \rceil}\,\|c\|`.
+        """
         self.check_strategy(strategy)
         return strategy.worst_case_sensitivity(self.iterations, self.min_sep)
 
     def output_coordinate_bound(self, strategy) -> float:
-        """``max |c|``: participations are at least ``min_sep >= len(c_col)`` apart, so each output coordinate
-        receives at most one entry of ``c`` (amplitude 1)."""
+        r"""``max |c|``: participations are at least ``min_sep >= len(c_col)`` apart, so each output coordinate
+        receives at most one entry of ``c`` (amplitude 1).
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``, ``len(c_col) <= min_sep``.
+
+        Returns
+        -------
+        float
+            :math:`\max_j |c_j|`.
+        """
         self.check_strategy(strategy)
         return float(max(abs(v) for v in strategy.c_col))
 

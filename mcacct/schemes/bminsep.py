@@ -53,13 +53,13 @@ class BMinSep(MinSepAccounting):
 
     Parameters
     ----------
-    sampling_prob:
+    sampling_prob : float
         ``p`` in ``(0, 1]``: the probability that an *available* example is included.
-    min_sep:
+    min_sep : int
         ``b >= 1``: no example participates in two iterations closer than ``b``. ``b = 1`` is Poisson.
-    iterations:
+    iterations : int
         ``n >= 1``: the number of training iterations.
-    warm_start:
+    warm_start : bool, default True
         Start from the stationary distribution (Alg. 2, default) rather than all-available (Alg. 1).
     """
 
@@ -87,6 +87,7 @@ class BMinSep(MinSepAccounting):
         return Draws(_sample_y(key, self, strategy, sigma, num_samples, direction == "remove", dtype))
 
     def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
+        r"""Row-major :math:`\ln P(y)/Q(y)` by Theorem 5.1's recursion (``aux`` and ``direction`` unused)."""
         ell = participation_log_ratios(y, jnp.asarray(sigma, y.dtype), strategy.c_col, dot_method)
         return log_ratio_from_terms(ell, self, recursion)
 
@@ -96,6 +97,7 @@ class BMinSep(MinSepAccounting):
 
     def log_ratio_t(self, y_t, strategy, sigma, aux_t, direction: str, dot_method: str, recursion: str):
         # time-major throughout: the recursion and the sliding sums run along axis 0 with no transposes
+        """Time-major :meth:`loss_rows`: ``y_t`` of shape ``(n, num_samples)``, losses ``(num_samples,)``."""
         ell_t = participation_log_ratios_t(y_t, jnp.asarray(sigma, y_t.dtype), strategy.c_col, dot_method)
         return log_ratio_from_terms_t(ell_t, self, recursion)
 
@@ -104,7 +106,27 @@ class BMinSep(MinSepAccounting):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on one
         set of draws (the draws of :meth:`sample_t` for the same key): draws, participation and sliding
         sums once (the mean's from a table, :func:`mcacct.kernels.output.standardised_sums_t`), the recursion per
-        candidate (:func:`mcacct.kernels.recursion.ladder_losses_from_sums_t`)."""
+        candidate (:func:`mcacct.kernels.recursion.ladder_losses_from_sums_t`).
+
+        Parameters
+        ----------
+        key, strategy, sigmas : jax.Array, BandedToeplitz, jax.Array
+            The block's key, the strategy and the ``J`` noise multipliers.
+        num_samples, dtype, dot_method, recursion : int, dtype, str, str
+            Samples of the block, the kernel dtype and the kernels.
+        add_bound, remove_skip : float or None, RemoveSkip or None
+            The skips of provably zero contributions (:mod:`mcacct.kernels.shortcuts`).
+
+        Returns
+        -------
+        jax.Array
+            Shape ``(J, 2, num_samples)``: the remove and add losses per candidate.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy``, ``num_samples``, ``dtype``, ``dot_method`` or ``recursion``.
+        """
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
         s_m, s_z = standardised_sums_t(key, self.iterations, self.min_sep, self.sampling_prob, self.warm_start,
@@ -162,7 +184,18 @@ class BMinSep(MinSepAccounting):
     def pld_baselines(self, strategy, epsilon: float, delta: float) -> dict:
         """Poisson DP-SGD (``C = I``, ``q = p0``, ``n`` steps) and cyclic-Poisson BandMF (``b`` parts,
         ``q = b p0``, ``ceil(n/b)`` compositions, sensitivity ``||c||``) at the same expected batch size, from
-        the PLD accountant at the target delta."""
+        the PLD accountant at the target delta.
+
+        Parameters
+        ----------
+        strategy, epsilon, delta : BandedToeplitz, float, float
+            The strategy and the privacy target.
+
+        Returns
+        -------
+        dict
+            ``poisson_dpsgd_sigma``, ``cyclic_poisson_bandmf_sigma`` (floats) and ``note`` (text).
+        """
         p0 = self.participation_rate
         b, n = self.min_sep, self.iterations
         out = {"poisson_dpsgd_sigma": pld_calibrate(PoissonGaussianSpec(p0, 1.0, steps=n), epsilon, delta)}
@@ -175,8 +208,24 @@ class BMinSep(MinSepAccounting):
 
 @float64
 def expected_participation_rate(sampling_prob: float, min_sep: int) -> float:
-    """``p0 = 1 / (1/p + b - 1)``, the stationary participation rate of b-min-sep subsampling
-    (:func:`mcacct.core.rates.participation_rate`)."""
+    r"""``p0 = 1 / (1/p + b - 1)``, the stationary participation rate of b-min-sep subsampling
+    (:func:`mcacct.core.rates.participation_rate`).
+
+    Parameters
+    ----------
+    sampling_prob, min_sep : float, int
+        :math:`p \in (0, 1]` and :math:`b \ge 1`.
+
+    Returns
+    -------
+    float
+        :math:`p_0 \in (0, 1/b]`.
+
+    Raises
+    ------
+    ValueError
+        Naming ``sampling_prob`` or ``min_sep`` out of range.
+    """
     return participation_rate(sampling_prob, min_sep)
 
 
@@ -188,7 +237,18 @@ sampling_prob_from_batch_size = float64(rates_sampling_prob_from_batch_size)
 @float64
 @partial(jax.jit, static_argnames=("scheme", "num_samples"))
 def sample_participation(key: jax.Array, scheme: BMinSep, num_samples: int) -> jax.Array:
-    """Participation vectors ``x`` of shape ``(num_samples, n)`` (bool) under b-min-sep subsampling."""
+    """Participation vectors ``x`` of shape ``(num_samples, n)`` (bool) under b-min-sep subsampling.
+
+    Parameters
+    ----------
+    key, scheme, num_samples : jax.Array, BMinSep, int
+        The key, the scheme (static) and the rows (static).
+
+    Returns
+    -------
+    jax.Array
+        bool ``(num_samples, n)``.
+    """
     return participation_mask(key, scheme.iterations, scheme.min_sep, scheme.sampling_prob, scheme.warm_start,
                               num_samples)
 
@@ -197,7 +257,18 @@ def sample_participation(key: jax.Array, scheme: BMinSep, num_samples: int) -> j
 @partial(jax.jit, static_argnames=("scheme", "num_samples"))
 def sample_participation_t(key: jax.Array, scheme: BMinSep, num_samples: int) -> jax.Array:
     """Time-major participation vectors, shape ``(n, num_samples)`` (bool), by the renewal process for every
-    ``b`` (:func:`mcacct.kernels.participation.participation_mask_t`)."""
+    ``b`` (:func:`mcacct.kernels.participation.participation_mask_t`).
+
+    Parameters
+    ----------
+    key, scheme, num_samples : jax.Array, BMinSep, int
+        The key, the scheme (static) and the columns (static).
+
+    Returns
+    -------
+    jax.Array
+        bool ``(n, num_samples)``.
+    """
     cap = participation_cap(scheme.iterations, scheme.min_sep, scheme.participation_rate)
     return participation_mask_t(key, scheme.iterations, scheme.min_sep, scheme.sampling_prob, scheme.warm_start,
                                 num_samples, cap)
@@ -219,7 +290,25 @@ def _sample_y(key, scheme, strategy, sigma, num_samples, positive, dtype):
 def sample_y_t(key: jax.Array, scheme: BMinSep, strategy: BandedToeplitz, sigma: float | jax.Array,
                num_samples: int, direction: str = "remove", dtype=jnp.float64) -> jax.Array:
     """Time-major outputs, shape ``(n, num_samples)`` (the engine's layout, ``BMinSep.sample_t``; for the same
-    key the draws differ from the row-major :meth:`BMinSep.sample`'s, the law is the same)."""
+    key the draws differ from the row-major :meth:`BMinSep.sample`'s, the law is the same).
+
+    Parameters
+    ----------
+    key, scheme, strategy, sigma : jax.Array, BMinSep, BandedToeplitz, float
+        The key, the scheme, the strategy ``C`` and the noise multiplier (checked here).
+    num_samples, direction, dtype : int, {"remove", "add"}, dtype
+        Rows, ``P`` or ``Q``, and the dtype of ``y``.
+
+    Returns
+    -------
+    jax.Array
+        ``(n, num_samples)`` of ``dtype``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``sigma``, ``num_samples`` or ``direction``, or if ``len(c_col) > min_sep``.
+    """
     _check_output_args(scheme, strategy, sigma, num_samples)
     return _sample_y_t(key, scheme, strategy, sigma, num_samples, check_direction(direction) == "remove", dtype)
 
@@ -240,7 +329,18 @@ def _sample_y_t(key, scheme, strategy, sigma, num_samples, positive, dtype):
 def log_ratio_from_terms(ell: jax.Array, scheme: BMinSep, recursion: str = "auto") -> jax.Array:
     """Run the recursion of Theorem 5.1 on the per-iteration terms ``ell`` (shape ``(..., n)``) with the
     scheme's ``min_sep``, ``sampling_prob`` and ``warm_start``; ``recursion`` as in
-    :func:`mcacct.kernels.recursion.recursion_log_ratio`. Returns ``ln P(y)/Q(y)`` with the leading shape."""
+    :func:`mcacct.kernels.recursion.recursion_log_ratio`. Returns ``ln P(y)/Q(y)`` with the leading shape.
+
+    Parameters
+    ----------
+    ell, scheme, recursion : jax.Array, BMinSep, str
+        Terms ``(..., n)``, the scheme and the recursion method.
+
+    Returns
+    -------
+    jax.Array
+        Shape ``(...)``.
+    """
     return recursion_log_ratio(ell, scheme.min_sep, scheme.sampling_prob, scheme.warm_start, recursion)
 
 
@@ -258,7 +358,23 @@ BMINSEP_SELECTION_FIELDS = ("sampling_prob", "iterations", "min_sep", "warm_star
 @float64
 def bminsep_selection(selection) -> tuple[float, int, int, bool]:
     """``(p, n, b, warm_start)`` of a jax-privacy ``BMinSepSampling``, each checked (a refusal names
-    ``batch_selection.FIELD``)."""
+    ``batch_selection.FIELD``).
+
+    Parameters
+    ----------
+    selection : object
+        A ``BMinSepSampling`` (its fields are read by name).
+
+    Returns
+    -------
+    tuple
+        ``(p, n, b, warm_start)``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``batch_selection.FIELD`` when a field is out of range.
+    """
     return (check_prob(selection_field("sampling_prob"), selection.sampling_prob),
             check_count(selection_field("iterations"), selection.iterations),
             check_count(selection_field("min_sep"), selection.min_sep),
@@ -277,7 +393,20 @@ def _from_jax_privacy(selection, dataset_size: int | None) -> BMinSep | None:
 def bminsep_to_selection(scheme, batch_selection, truncated_batch_size: int | None = None):
     """jax-privacy's ``BMinSepSampling`` of the b-min-sep fields of ``scheme`` (``sampling_prob``, ``iterations``,
     ``min_sep``, ``warm_start``) and ``truncated_batch_size`` (``None``: untruncated). jax-privacy 2.0's warm start
-    needs ``min_sep >= 2``; for ``b = 1`` it changes nothing, so it is passed as ``False`` there."""
+    needs ``min_sep >= 2``; for ``b = 1`` it changes nothing, so it is passed as ``False`` there.
+
+    Parameters
+    ----------
+    scheme, batch_selection : object, module
+        A scheme with the four fields, and the ``batch_selection`` module that defines ``BMinSepSampling``.
+    truncated_batch_size : int, optional
+        The truncation (default ``None``).
+
+    Returns
+    -------
+    object
+        ``batch_selection.BMinSepSampling(...)``.
+    """
     return batch_selection.BMinSepSampling(sampling_prob=float(scheme.sampling_prob),
                                            iterations=int(scheme.iterations), min_sep=int(scheme.min_sep),
                                            warm_start=bool(scheme.warm_start and scheme.min_sep > 1),

@@ -66,15 +66,15 @@ class CyclicPoisson(Scheme):
 
     Parameters
     ----------
-    sampling_prob:
+    sampling_prob : float
         ``q`` in ``(0, 1]``, the Poisson probability within the example's part
         (``q = b B / M`` for expected batch size ``B`` on ``M`` examples).
-    cycle_length:
+    cycle_length : int
         ``b >= 1``, the cycle length (number of parts; jax-privacy's ``cycle_length``); needs
         ``len(c_col) <= b``.
-    iterations:
+    iterations : int
         ``n >= 1``.
-    random_phase:
+    random_phase : bool, default True
         ``True`` (default): the example's part is uniformly random and secret, the loss is the mixture over
         the ``b`` shifts. ``False``: the public-partition worst case (part 0), whose loss equals the
         composition analysed by the PLD accountant.
@@ -91,12 +91,29 @@ class CyclicPoisson(Scheme):
 
     @property
     def participation_rate(self) -> float:
-        """Expected participation rate ``q / b`` (random phase; per iteration of the part otherwise ``q``)."""
+        """Expected participation rate ``q / b`` (random phase; per iteration of the part otherwise ``q``).
+
+        Returns
+        -------
+        float
+            :math:`q / b`.
+        """
         return self.sampling_prob / self.cycle_length
 
     # -- the contract -----------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
-        """``strategy`` must be a :class:`~mcacct.strategies.banded.BandedToeplitz` with ``len(c_col) <= cycle_length``."""
+        """``strategy`` must be a :class:`~mcacct.strategies.banded.BandedToeplitz` with ``len(c_col) <= cycle_length``.
+
+        Parameters
+        ----------
+        strategy : object
+            The value to check.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`, or if ``len(c_col) > cycle_length``.
+        """
         check_strategy_type("strategy", strategy)
         if strategy.bands > self.cycle_length:
             raise ValueError(
@@ -105,7 +122,26 @@ class CyclicPoisson(Scheme):
                 "BallsInBins, which is exact for any band width")
 
     def sample_participation(self, key: jax.Array, num_samples: int) -> jax.Array:
-        """Participation vectors, shape ``(num_samples, n)`` (bool)."""
+        """Participation vectors, shape ``(num_samples, n)`` (bool).
+
+        Parameters
+        ----------
+        key : jax.Array
+            The key: split into the shift's key and the coins' key.
+        num_samples : int
+            Rows, ``>= 1``.
+
+        Returns
+        -------
+        jax.Array
+            bool ``(num_samples, n)``: row ``i`` is true at ``t = s_i (mod b)`` where its coin (probability ``q``)
+            came up; ``s_i`` uniform with ``random_phase``, else 0.
+
+        Raises
+        ------
+        ValueError
+            Naming ``num_samples`` if it is not an integer ``>= 1``.
+        """
         check_call(self, num_samples=num_samples)
         b, n = self.cycle_length, self.iterations
         k_shift, k_coin = jax.random.split(key)
@@ -120,7 +156,20 @@ class CyclicPoisson(Scheme):
         return slot & coins
 
     def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
-        """Outputs ``y = C x + z`` (``"remove"``) or ``y = z`` (``"add"``), shape ``(num_samples, n)``."""
+        """Outputs ``y = C x + z`` (``"remove"``) or ``y = z`` (``"add"``), shape ``(num_samples, n)``.
+
+        Parameters
+        ----------
+        key, strategy, sigma : jax.Array, BandedToeplitz, float
+            The ``jax.random`` key, the strategy ``C`` and the noise multiplier (checked by :meth:`Scheme.sample`).
+        num_samples, direction, dtype : int, {"remove", "add"}, dtype
+            Rows, ``P`` or ``Q``, and the dtype of ``y``.
+
+        Returns
+        -------
+        Draws
+            ``y`` of ``dtype``, ``(num_samples, n)``; ``aux`` is ``None``.
+        """
         return Draws(self._sample_y(key, strategy, sigma, num_samples, direction == "remove", dtype))
 
     @jit_method("strategy", "num_samples", "positive", "dtype")
@@ -130,7 +179,22 @@ class CyclicPoisson(Scheme):
 
     def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
         """``ln P(y)/Q(y)`` for each row of ``y``: the exact mixture over the shifts (module docstring); a closed
-        form, so ``recursion`` is not used."""
+        form, so ``recursion`` is not used.
+
+        Parameters
+        ----------
+        y, strategy, sigma, aux : jax.Array, BandedToeplitz, float, jax.Array or None
+            Outputs ``(..., n)``, the strategy, the noise multiplier and the draws' auxiliary data (checked by
+            :meth:`Scheme.log_ratio`).
+        direction, dot_method, recursion : str
+            The direction and the kernels (:mod:`mcacct.kernels.sliding`, :mod:`mcacct.kernels.recursion`).
+
+        Returns
+        -------
+        jax.Array
+            Shape ``(...)``: :math:`L(y)` of the module docstring (random or fixed phase); ``aux`` and
+            ``direction`` are unused.
+        """
         return self._log_ratio(y, sigma, strategy, dot_method)
 
     @jit_method("strategy", "dot_method")
@@ -145,7 +209,23 @@ class CyclicPoisson(Scheme):
         the loss of the module docstring. Class 0's last column starts at row :math:`b (m - 1)` and ends at
         :math:`b (m - 1) + k - 1`, complete iff :math:`b (m - 1) + k \le n` (always when ``b | n``, as
         :math:`k \le b`). ``None`` otherwise: a secret random phase (the mixture over shifts is tighter than the
-        composition) or a truncated last column (the composition only dominates it)."""
+        composition) or a truncated last column (the composition only dominates it).
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        CyclicPoissonBandMFSpec or None
+            ``CyclicPoissonBandMFSpec(n, b, q, c_col, sigma=1.0)``, or ``None`` as above.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`, or if ``len(c_col) > cycle_length``.
+        """
         self.check_strategy(strategy)
         b, n = self.cycle_length, self.iterations
         m = -(-n // b)
@@ -155,33 +235,88 @@ class CyclicPoisson(Scheme):
                                        c_col=tuple(strategy.c_col), sigma=1.0)
 
     def sensitivity_bound(self, strategy) -> float:
-        """``sqrt(ceil(n/b)) ||c||``: at most ``ceil(n/b)`` participations (one per cycle), touching disjoint
-        rows since ``len(c_col) <= b``."""
+        r"""``sqrt(ceil(n/b)) ||c||``: at most ``ceil(n/b)`` participations (one per cycle), touching disjoint
+        rows since ``len(c_col) <= b``.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        float
+            :math:`\sqrt{\lceil n/b \rceil}\,\|c\|`.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`, or if ``len(c_col) > cycle_length``.
+        """
         self.check_strategy(strategy)
         return strategy.worst_case_sensitivity(self.iterations, self.cycle_length)
 
     def output_coordinate_bound(self, strategy) -> float:
-        """``max |c|``: participations are ``b >= len(c_col)`` apart, so each output coordinate receives at most
-        one entry of ``c``."""
+        r"""``max |c|``: participations are ``b >= len(c_col)`` apart, so each output coordinate receives at most
+        one entry of ``c``.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        float
+            :math:`\max_j |c_j|`.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`, or if ``len(c_col) > cycle_length``.
+        """
         self.check_strategy(strategy)
         return float(max(abs(v) for v in strategy.c_col))
 
     def draw_law_tv(self) -> float:
         """``0.0``: the phase and the coins are the only random draws besides the noise, and their uniform-draw
-        boundaries are counted by :meth:`participation_boundaries`."""
+        boundaries are counted by :meth:`participation_boundaries`.
+
+        Returns
+        -------
+        float
+        """
         return 0.0
 
     def participation_boundaries(self) -> int:
-        """The phase (``b`` outcomes) and one coin per iteration."""
+        """The phase (``b`` outcomes) and one coin per iteration.
+
+        Returns
+        -------
+        int
+            :math:`b + n`.
+        """
         return self.cycle_length + self.iterations
 
     def summary(self) -> SchemeSummary:
-        """``b`` = the cycle length, ``q``, the participation rate (:class:`~mcacct.schemes.base.SchemeSummary`)."""
+        """``b`` = the cycle length, ``q``, the participation rate (:class:`~mcacct.schemes.base.SchemeSummary`).
+
+        Returns
+        -------
+        SchemeSummary
+            ``(b, q, q / b, None)``.
+        """
         return SchemeSummary(self.cycle_length, self.sampling_prob, self.participation_rate, None)
 
     def loss_error_params(self) -> LossErrorParams:
         """The closed form is at most as long as Theorem 5.1's recursion with ``b`` and ``q``; at most
-        ``ceil(n/b)`` participations; ``Q`` is the plain Gaussian (factor 1)."""
+        ``ceil(n/b)`` participations; ``Q`` is the plain Gaussian (factor 1).
+
+        Returns
+        -------
+        LossErrorParams
+            ``(b, q, ceil(n / b), 1.0)``.
+        """
         return LossErrorParams(self.cycle_length, self.sampling_prob, -(-self.iterations // self.cycle_length), 1.0)
 
 

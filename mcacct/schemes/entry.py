@@ -38,7 +38,18 @@ def missing_members(cls: type) -> list[str]:
     """The members of the scheme contract (:class:`~mcacct.schemes.base.AccountedScheme`; for a subclass of
     :class:`~mcacct.schemes.base.Scheme` also its hooks :data:`SCHEME_HOOKS`, the bound hooks only where it does
     not give ``bounds`` itself) that ``cls`` neither defines
-    nor inherits, in the contract's order. A dataclass field counts as defined."""
+    nor inherits, in the contract's order. A dataclass field counts as defined.
+
+    Parameters
+    ----------
+    cls : type
+        The class to inspect.
+
+    Returns
+    -------
+    list of str
+        The missing member names (empty: the contract is complete).
+    """
     required = [m for m in vars(AccountedScheme) if not m.startswith("_")]
     if isinstance(cls, type) and issubclass(cls, Scheme):
         own_bounds = cls.bounds is not Scheme.bounds
@@ -83,11 +94,35 @@ class CompareSetting:
 
     @property
     def sampling_prob(self) -> float:
-        """b-min-sep's ``p = p0 / (1 - p0 (b-1))`` (checks ``B / M <= 1/b``)."""
+        """b-min-sep's ``p = p0 / (1 - p0 (b-1))`` (checks ``B / M <= 1/b``).
+
+        Returns
+        -------
+        float
+            :math:`p = p_0 / (1 - p_0 (b - 1))` with :math:`p_0 = B / M`, capped at 1.
+
+        Raises
+        ------
+        ValueError
+            Naming ``expected_batch_size`` if :math:`B / M > 1/b` (or a field out of range).
+        """
         return sampling_prob_from_batch_size(self.expected_batch_size, self.dataset_size, self.min_sep)
 
     def option(self, dest: str, default: Any = None) -> Any:
-        """The value of option ``dest``, or ``default`` when not given."""
+        """The value of option ``dest``, or ``default`` when not given.
+
+        Parameters
+        ----------
+        dest : str
+            The option's dest name.
+        default : object, optional
+            Returned when the option is absent or ``None``.
+
+        Returns
+        -------
+        object
+            The option's value, or ``default``.
+        """
         v = self.options.get(dest)
         return default if v is None else v
 
@@ -121,7 +156,18 @@ class ComparePlan:
 
     @classmethod
     def skipped(cls, reason: str) -> "ComparePlan":
-        """A row that does not apply, with the reason."""
+        """A row that does not apply, with the reason.
+
+        Parameters
+        ----------
+        reason : str
+            Why the row does not apply.
+
+        Returns
+        -------
+        ComparePlan
+            ``scheme=None``, ``skip=reason``.
+        """
         return cls(None, skip=reason)
 
 
@@ -144,12 +190,36 @@ class CompareRow:
 
 # -- jax-privacy -------------------------------------------------------------------------------------------
 def selection_field(name: str) -> str:
-    """How a refusal names a field of the jax-privacy batch selection (``batch_selection.min_sep``)."""
+    """How a refusal names a field of the jax-privacy batch selection (``batch_selection.min_sep``).
+
+    Parameters
+    ----------
+    name : str
+        The field's name.
+
+    Returns
+    -------
+    str
+        ``'batch_selection.' + name``.
+    """
     return f"batch_selection.{name}"
 
 
 def refuse_dataset_size(dataset_size: int | None, what: str) -> None:
-    """Refuse a ``dataset_size`` that the scheme would not use (only truncation counts the other examples)."""
+    """Refuse a ``dataset_size`` that the scheme would not use (only truncation counts the other examples).
+
+    Parameters
+    ----------
+    dataset_size : int or None
+        The value given.
+    what : str
+        The selection it was given with, for the message.
+
+    Raises
+    ------
+    ValueError
+        If ``dataset_size`` is not ``None`` (the message names ``dataset_size`` and ``what``).
+    """
     if dataset_size is not None:
         raise ValueError(f"dataset_size does not apply to {what} (mcacct's scheme has no dataset size; it is "
                          "needed only with BMinSepSampling(..., truncated_batch_size=B)); got "

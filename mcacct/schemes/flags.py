@@ -54,7 +54,25 @@ class Flag:
 
     def parse(self, text: str) -> Any:
         """``argparse`` type of the flag: ``check(option, text)`` when there is a check (a refusal names the
-        flag and its range at parse time, before any work), else ``kind(text)``."""
+        flag and its range at parse time, before any work), else ``kind(text)``.
+
+        Parameters
+        ----------
+        text : str
+            The text after the flag.
+
+        Returns
+        -------
+        object
+            The checked value (``check``'s return), or ``kind(text)``.
+
+        Raises
+        ------
+        argparse.ArgumentTypeError
+            With the check's ``ValueError`` message, the leading flag name removed (argparse adds it).
+        ValueError
+            From ``kind(text)`` when the flag has no check.
+        """
         if self.check is None:
             return self.kind(text)
         try:
@@ -65,7 +83,14 @@ class Flag:
                                              else msg) from None
 
     def add_to(self, parser) -> None:
-        """Add this flag to an ``argparse`` parser or argument group."""
+        """Add this flag to an ``argparse`` parser or argument group.
+
+        Parameters
+        ----------
+        parser : argparse.ArgumentParser or argument group
+            Where to add it: a switch (``store_true``) for ``bool``, else an option of type :meth:`parse` (or
+            ``kind``) defaulting to ``None``.
+        """
         if self.kind is bool:
             parser.add_argument(self.option, action="store_true", help=self.help)
         else:
@@ -114,25 +139,52 @@ class SchemeArgs:
         self._values = dict(values)
 
     def get(self, dest: str, default: Any = None) -> Any:
-        """The value of flag ``dest``, or ``default`` when not given."""
+        """The value of flag ``dest``, or ``default`` when not given.
+
+        Parameters
+        ----------
+        dest : str
+            The flag's dest name.
+        default : object, optional
+            Returned when the flag's value is ``None``.
+
+        Returns
+        -------
+        object
+            The flag's value, or ``default``.
+        """
         v = self._values.get(dest)
         return default if v is None else v
 
     def given(self, dest: str) -> bool:
-        """Whether flag ``dest`` was given (a switch: set)."""
+        """Whether flag ``dest`` was given (a switch: set).
+
+        Parameters
+        ----------
+        dest : str
+            The flag's dest name.
+
+        Returns
+        -------
+        bool
+            ``True`` unless the value is absent, ``None`` or ``False``.
+        """
         v = self._values.get(dest)
         return v is not None and v is not False
 
     @property
     def iterations(self) -> int:
+        """``--iterations`` (default 128)."""
         return self.get("iterations", DEFAULTS["iterations"])
 
     @property
     def min_sep(self) -> int:
+        """``--min-sep`` (default 4)."""
         return self.get("min_sep", DEFAULTS["min_sep"])
 
     @property
     def warm_start(self) -> bool:
+        """``False`` when ``--cold-start`` is given."""
         return not self.given("cold_start")
 
     @property
@@ -142,7 +194,24 @@ class SchemeArgs:
 
     def rate(self, dataset_size_with_prob: bool = False) -> tuple[float | None, float | None, int | None]:
         """``(p, None, None)`` when ``--sampling-prob`` is given, else ``(None, B, M)`` from the batch flags
-        (the demo's 32 of 1024 when no sampling flag is given)."""
+        (the demo's 32 of 1024 when no sampling flag is given).
+
+        Parameters
+        ----------
+        dataset_size_with_prob : bool, default False
+            Accept ``--dataset-size`` next to ``--sampling-prob`` (truncation's ``M``); it is then read elsewhere.
+
+        Returns
+        -------
+        tuple
+            ``(p, None, None)`` or ``(None, B, M)``.
+
+        Raises
+        ------
+        ValueError
+            If ``--sampling-prob`` is given with ``--batch-size`` (or with ``--dataset-size``, unless
+            ``dataset_size_with_prob``), or if only one of ``--batch-size`` and ``--dataset-size`` is given.
+        """
         sp, bs, m = (self._values.get(d) for d in _SAMPLING)
         if sp is not None:
             if bs is not None or (m is not None and not dataset_size_with_prob):
@@ -156,7 +225,24 @@ class SchemeArgs:
         return None, bs, m
 
     def min_sep_prob(self, min_sep: int) -> float:
-        """b-min-sep's ``p``: ``--sampling-prob``, or ``p0 / (1 - p0 (b-1))`` with ``p0 = B/M``."""
+        r"""b-min-sep's ``p``: ``--sampling-prob``, or ``p0 / (1 - p0 (b-1))`` with ``p0 = B/M``.
+
+        Parameters
+        ----------
+        min_sep : int
+            The separation ``b >= 1``.
+
+        Returns
+        -------
+        float
+            :math:`p \in (0, 1]`.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`rate`, or naming ``--batch-size`` if :math:`B > M / b` (with a hint when it is the demo's
+            default).
+        """
         sp, bs, m = self.rate()
         if sp is not None:
             return sp

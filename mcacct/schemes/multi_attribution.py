@@ -90,13 +90,13 @@ class MultiAttribution(Scheme):
 
     Parameters
     ----------
-    sampling_prob:
+    sampling_prob : float
         ``p`` in ``(0, 1]``: the per-example Poisson probability of Alg. 3.
-    min_sep:
+    min_sep : int
         ``b >= 1``: a user takes part at most once in any ``b`` consecutive iterations.
-    iterations:
+    iterations : int
         ``n >= 1``.
-    max_examples_per_user:
+    max_examples_per_user : int, default 1
         ``k_u >= 1``: the contribution bound (the worst case has exactly ``k_u`` examples).
 
     Notes
@@ -117,7 +117,13 @@ class MultiAttribution(Scheme):
 
     @property
     def user_participation_prob(self) -> float:
-        r""":math:`p_u = 1 - (1 - p)^{k_u}`: probability that an available user takes part."""
+        r""":math:`p_u = 1 - (1 - p)^{k_u}`: probability that an available user takes part.
+
+        Returns
+        -------
+        float
+            :math:`p_u \in (0, 1]`, from ``expm1``/``log1p`` (exactly ``p`` when ``k_u = 1`` or ``p = 1``).
+        """
         p, k = self.sampling_prob, self.max_examples_per_user
         if k == 1 or p >= 1.0:
             return p
@@ -125,12 +131,24 @@ class MultiAttribution(Scheme):
 
     @property
     def user_scheme(self):
-        """The cold-start :class:`~mcacct.schemes.bminsep.BMinSep` followed by the user's participation times."""
+        """The cold-start :class:`~mcacct.schemes.bminsep.BMinSep` followed by the user's participation times.
+
+        Returns
+        -------
+        BMinSep
+            ``BMinSep(p_u, b, n, warm_start=False)``.
+        """
         return BMinSep(self.user_participation_prob, self.min_sep, self.iterations, warm_start=False)
 
     def count_log_weights(self) -> np.ndarray:
         r""":math:`\ln(\mathrm{Binom}(j; k_u, p) / p_u)` for ``j = 1..k_u`` (the law of the count given
-        participation)."""
+        participation).
+
+        Returns
+        -------
+        numpy.ndarray
+            float64 ``(k_u,)``; ``[0.0]`` for ``k_u = 1``.
+        """
         k = self.max_examples_per_user
         if k == 1:
             return np.zeros(1)
@@ -138,17 +156,63 @@ class MultiAttribution(Scheme):
 
     # -- AccountedScheme ---------------------------------------------------------------------------------
     def check_strategy(self, strategy) -> None:
-        """``strategy`` must be a :class:`~mcacct.strategies.banded.BandedToeplitz` with ``len(c_col) <= min_sep``."""
+        """``strategy`` must be a :class:`~mcacct.strategies.banded.BandedToeplitz` with ``len(c_col) <= min_sep``.
+
+        Parameters
+        ----------
+        strategy : object
+            The value to check.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`, or if ``len(c_col) > min_sep``.
+        """
         check_strategy_type("strategy", strategy)
         strategy.check_min_sep(self.min_sep)
 
     def sensitivity_bound(self, strategy) -> float:
-        """``k_u sqrt(ceil(n/b)) ||c||``."""
+        r"""``k_u sqrt(ceil(n/b)) ||c||``.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        float
+            :math:`k_u \sqrt{\lceil n/b \rceil}\,\|c\|`.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`, or if ``len(c_col) > min_sep``.
+        """
         self.check_strategy(strategy)
         return self.max_examples_per_user * strategy.worst_case_sensitivity(self.iterations, self.min_sep)
 
     def sample_counts(self, key: jax.Array, num_samples: int) -> jax.Array:
-        """The vector ``x`` of Thm. 6.1 (examples of the user per batch), shape ``(num_samples, n)``, float64."""
+        """The vector ``x`` of Thm. 6.1 (examples of the user per batch), shape ``(num_samples, n)``, float64.
+
+        Parameters
+        ----------
+        key : jax.Array
+            The key: split into the participation times' key (the cold-start user scheme) and the counts' key.
+        num_samples : int
+            Rows, ``>= 1``.
+
+        Returns
+        -------
+        jax.Array
+            float64 ``(num_samples, n)``: 0 where the user does not take part, else a count in
+            ``1..k_u`` drawn from the integer alias table of the conditional binomial law.
+
+        Raises
+        ------
+        ValueError
+            Naming ``num_samples`` if it is not an integer ``>= 1``.
+        """
         check_call(self, num_samples=num_samples)
         k_times, k_count = jax.random.split(key)
         part = sample_participation(k_times, self.user_scheme, num_samples)
@@ -160,7 +224,20 @@ class MultiAttribution(Scheme):
         return jnp.where(part, j.astype(jnp.float64), 0.0)
 
     def draw(self, key, strategy, sigma, num_samples: int, direction: str, dtype) -> Draws:
-        """``y = C x + z`` under ``P`` (``"remove"``, ``x`` the user's counts per batch) or ``y = z`` under ``Q``."""
+        """``y = C x + z`` under ``P`` (``"remove"``, ``x`` the user's counts per batch) or ``y = z`` under ``Q``.
+
+        Parameters
+        ----------
+        key, strategy, sigma : jax.Array, BandedToeplitz, float
+            The ``jax.random`` key, the strategy ``C`` and the noise multiplier (checked by :meth:`Scheme.sample`).
+        num_samples, direction, dtype : int, {"remove", "add"}, dtype
+            Rows, ``P`` or ``Q``, and the dtype of ``y``.
+
+        Returns
+        -------
+        Draws
+            ``y`` of ``dtype``, ``(num_samples, n)``; ``aux`` is ``None``.
+        """
         return Draws(self._sample_y(key, strategy, sigma, num_samples, direction == "remove", dtype))
 
     @jit_method("strategy", "num_samples", "positive", "dtype")
@@ -169,7 +246,26 @@ class MultiAttribution(Scheme):
             self.sample_counts(k, num_samples).astype(dtype), strategy.c_col))
 
     def participation_terms(self, y: jax.Array, sigma, strategy, dot_method: str = "auto") -> jax.Array:
-        r""":math:`\ell'_i = \ln \sum_{j=1}^{k_u} (\mathrm{Binom}(j;k_u,p)/p_u)\,e^{j s_i - j^2 v_i/2}`."""
+        r""":math:`\ell'_i = \ln \sum_{j=1}^{k_u} (\mathrm{Binom}(j;k_u,p)/p_u)\,e^{j s_i - j^2 v_i/2}`.
+
+        Parameters
+        ----------
+        y, sigma, strategy : array_like, float, BandedToeplitz
+            Outputs ``(..., n)``, the noise multiplier and the strategy.
+        dot_method : str, default "auto"
+            The sliding-sum method.
+
+        Returns
+        -------
+        jax.Array
+            ``(..., n)``: :math:`\ell'_i` (for ``k_u = 1`` the plain terms
+            :math:`(\langle c^{(i)}, y\rangle - \|c^{(i)}\|^2/2)/\sigma^2`).
+
+        Raises
+        ------
+        ValueError
+            Naming ``y``, ``sigma``, ``strategy`` or ``dot_method``.
+        """
         y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method)
         k = self.max_examples_per_user
         if k == 1:
@@ -184,7 +280,21 @@ class MultiAttribution(Scheme):
         return jax.scipy.special.logsumexp(terms, axis=-1)
 
     def loss_rows(self, y, strategy, sigma, aux, direction: str, dot_method: str, recursion: str):
-        """``ln P(y)/Q(y)`` (Thm. 6.1): Theorem 5.1's recursion of the user scheme on :meth:`participation_terms`."""
+        """``ln P(y)/Q(y)`` (Thm. 6.1): Theorem 5.1's recursion of the user scheme on :meth:`participation_terms`.
+
+        Parameters
+        ----------
+        y, strategy, sigma, aux : jax.Array, BandedToeplitz, float, jax.Array or None
+            Outputs ``(..., n)``, the strategy, the noise multiplier and the draws' auxiliary data (checked by
+            :meth:`Scheme.log_ratio`).
+        direction, dot_method, recursion : str
+            The direction and the kernels (:mod:`mcacct.kernels.sliding`, :mod:`mcacct.kernels.recursion`).
+
+        Returns
+        -------
+        jax.Array
+            Shape ``(...)``; ``aux`` and ``direction`` are unused.
+        """
         return self._log_ratio(y, sigma, strategy, dot_method, recursion)
 
     @jit_method("strategy", "dot_method", "recursion")
@@ -194,29 +304,69 @@ class MultiAttribution(Scheme):
 
     def participation_boundaries(self) -> int:
         """The cold-start user scheme's boundaries (the count given participation is charged by
-        :meth:`draw_law_tv`)."""
+        :meth:`draw_law_tv`).
+
+        Returns
+        -------
+        int
+            ``user_scheme.participation_boundaries()``.
+        """
         return self.user_scheme.participation_boundaries()
 
     def output_coordinate_bound(self, strategy) -> float:
         r"""The sensitivity bound: an :math:`\ell_2` bound on ``C x`` is also an :math:`\ell_\infty` one (no sharper
-        bound is stated for this scheme)."""
+        bound is stated for this scheme).
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        float
+            :math:`M_\infty`, equal to :meth:`sensitivity_bound`.
+
+        Raises
+        ------
+        ValueError
+            Naming ``strategy`` if it is not a :class:`BandedToeplitz`, or if ``len(c_col) > min_sep``.
+        """
         return float(self.sensitivity_bound(strategy))
 
     def draw_law_tv(self) -> float:
         """``n`` draws of the count given participation (``k_u > 1``), each from an integer alias table of the
         exact rational weights ``Binom(j; k_u, p)``, ``j = 1..k_u`` (:func:`mcacct.kernels.alias.rational_alias`),
-        within its rounding bound of the exact law; 0 for ``k_u = 1``."""
+        within its rounding bound of the exact law; 0 for ``k_u = 1``.
+
+        Returns
+        -------
+        float
+            ``n`` times the alias table's total-variation bound, or ``0.0``.
+        """
         if self.max_examples_per_user == 1:
             return 0.0
         return self.iterations * _count_table(self.max_examples_per_user, self.sampling_prob)[2]
 
     def summary(self) -> SchemeSummary:
-        """``b`` = ``min_sep``, ``q`` (:class:`~mcacct.schemes.base.SchemeSummary`)."""
+        """``b`` = ``min_sep``, ``q`` (:class:`~mcacct.schemes.base.SchemeSummary`).
+
+        Returns
+        -------
+        SchemeSummary
+            ``(b, p, None, None)``.
+        """
         return SchemeSummary(self.min_sep, self.sampling_prob, None, None)
 
     def loss_error_params(self) -> LossErrorParams:
         """The user scheme's recursion (``b``, ``p``); ``J = n`` (posterior participation mass at most one per
-        iteration; generous); the loss is taken as a ratio of mixtures (factor 2, generous)."""
+        iteration; generous); the loss is taken as a ratio of mixtures (factor 2, generous).
+
+        Returns
+        -------
+        LossErrorParams
+            ``(b, p, n, 2.0)``.
+        """
         return LossErrorParams(self.min_sep, self.sampling_prob, self.iterations, 2.0)
 
 

@@ -40,13 +40,36 @@ class LossErrorModel(Protocol):
     def mixture_factor(self) -> float:
         r"""``f`` with :math:`|\partial L/\partial y_j| \le f M_\infty/\sigma^2`: 1 when ``Q`` is the plain
         Gaussian (a posterior mean of :math:`(Cx)_j/\sigma^2`), 2 when the loss is a ratio of two mixtures
-        (used by the normal-coupling term, :func:`mcacct.engine.systematic.normal_coupling_delta`)."""
+        (used by the normal-coupling term, :func:`mcacct.engine.systematic.normal_coupling_delta`).
+
+        Returns
+        -------
+        float
+            1.0 or 2.0.
+        """
         ...
 
     def eta(self, iterations: int, term_error: float, term_bound: float, unit_roundoff: float) -> float:
         r"""A bound on :math:`|\hat L - L|` (nats) for every sample, given that every computed term is within
         ``term_error`` (:math:`e_\ell`) of the exact one and every term is at most ``term_bound``
-        (:math:`\Lambda`) in magnitude, in arithmetic of unit round-off ``unit_roundoff``."""
+        (:math:`\Lambda`) in magnitude, in arithmetic of unit round-off ``unit_roundoff``.
+
+        Parameters
+        ----------
+        iterations : int
+            The horizon ``n``.
+        term_error : float
+            :math:`e_\ell`, the float error bound of every computed per-iteration term.
+        term_bound : float
+            :math:`\Lambda`, the bound on every term's magnitude.
+        unit_roundoff : float
+            :math:`u`, half the machine epsilon of the kernel dtype.
+
+        Returns
+        -------
+        float
+            :math:`\eta` (nats).
+        """
         ...
 
 
@@ -72,14 +95,31 @@ class LossErrorParams(NamedTuple):
     mixture_factor: float
 
     def eta(self, iterations: int, term_error: float, term_bound: float, unit_roundoff: float) -> float:
-        r""":math:`f\,ig(J e_\ell + u\,(n (8 + 4\Xi) + 4 n L_{max})ig)` with
+        r""":math:`f\,\big(J e_\ell + u\,(n (8 + 4\Xi) + 4 n L_{max})\big)` with
         :math:`\Xi = \Lambda + |\ln p| + b|\ln(1-p)| + 1` and :math:`L_{max} = J\Lambda + n|\ln(1-p)| + b|\ln p| + 1`.
 
         :math:`|\partial L/\partial \ell_i|` are posterior participation probabilities summing to at most ``J``,
         so the terms contribute :math:`J e_\ell`; every one of at most ``n`` recursion steps (or ``n/b`` blocks
         of ``b``) multiplies the relative error by at most :math:`1 + u (8 + 4\Xi)`, :math:`\Xi` bounding the
         exponents' magnitude, and the log-scale / log-space additions add :math:`4 n u L_{max}`
-        (docs/soundness.md)."""
+        (docs/soundness.md).
+
+        Parameters
+        ----------
+        iterations : int
+            The horizon ``n``.
+        term_error : float
+            :math:`e_\ell`, the float error bound of every computed per-iteration term.
+        term_bound : float
+            :math:`\Lambda`, the bound on every term's magnitude.
+        unit_roundoff : float
+            :math:`u`, half the machine epsilon of the kernel dtype.
+
+        Returns
+        -------
+        float
+            :math:`\eta` (nats); :math:`|\ln p|` is taken as 0 at ``p = 0`` and :math:`|\ln(1-p)|` as 0 at ``p = 1``.
+        """
         b, p, j = int(self.separation), float(self.sampling_prob), int(self.max_participations)
         n, u = int(iterations), float(unit_roundoff)
         log_p = abs(math.log(p)) if p > 0 else 0.0
@@ -135,14 +175,14 @@ class SchemeSummary(NamedTuple):
 
     Attributes
     ----------
-    bands:
+    bands : int or None
         The bands of the default strategy (mcacct's banded Toeplitz C): b-min-sep's separation ``b``, cyclic
         Poisson's and balls-in-bins' cycle length; shown as ``b`` in plot titles.
-    sampling_prob:
+    sampling_prob : float or None
         The per-iteration sampling probability ``q`` where the scheme has one.
-    participation_rate:
+    participation_rate : float or None
         The expected fraction of iterations in which the example participates (reports).
-    count_sampler:
+    count_sampler : str or None
         How the scheme draws auxiliary counts on this platform (truncated b-min-sep), reported with the run.
     """
 

@@ -83,6 +83,16 @@ def _load_entry_points() -> None:
 def register(info: SchemeInfo) -> SchemeInfo:
     """Add a scheme to the registry (returns ``info``).
 
+    Parameters
+    ----------
+    info : SchemeInfo
+        The entry (its class is checked against the contract when the entry is built).
+
+    Returns
+    -------
+    SchemeInfo
+        ``info`` itself.
+
     Raises
     ------
     ValueError
@@ -104,6 +114,16 @@ def register(info: SchemeInfo) -> SchemeInfo:
 def unregister(name: str) -> SchemeInfo:
     """Remove the scheme called ``name`` (registry name or compare label) from the registry; returns its entry.
 
+    Parameters
+    ----------
+    name : str
+        Registry name or compare label.
+
+    Returns
+    -------
+    SchemeInfo
+        The removed entry.
+
     Raises
     ------
     ValueError
@@ -115,17 +135,48 @@ def unregister(name: str) -> SchemeInfo:
 
 
 def schemes() -> tuple[SchemeInfo, ...]:
-    """Every registered scheme, in registration order."""
+    """Every registered scheme, in registration order.
+
+    Returns
+    -------
+    tuple of SchemeInfo
+
+    Raises
+    ------
+    ValueError
+        On the first read of the registry, if an installed entry point cannot be loaded or gives no
+        :class:`SchemeInfo` under its own name.
+    """
     return tuple(_registry())
 
 
 def names() -> tuple[str, ...]:
-    """Registry names of every scheme, in registration order."""
+    """Registry names of every scheme, in registration order.
+
+    Returns
+    -------
+    tuple of str
+
+    Raises
+    ------
+    ValueError
+        On the first read of the registry, if an installed entry point cannot be loaded or gives no
+        :class:`SchemeInfo` under its own name.
+    """
     return tuple(e.name for e in _registry())
 
 
 def get(name: str) -> SchemeInfo:
     """The scheme called ``name`` (its registry name or its compare label).
+
+    Parameters
+    ----------
+    name : str
+        Registry name or compare label.
+
+    Returns
+    -------
+    SchemeInfo
 
     Raises
     ------
@@ -140,7 +191,23 @@ def get(name: str) -> SchemeInfo:
 
 def entry_for(scheme: Any) -> SchemeInfo | None:
     """The entry of a scheme instance or class: the nearest registered class in its MRO (a subclass of a
-    registered scheme finds its base's entry), or ``None``."""
+    registered scheme finds its base's entry), or ``None``.
+
+    Parameters
+    ----------
+    scheme : object or type
+        A scheme instance, or its class.
+
+    Returns
+    -------
+    SchemeInfo or None
+
+    Raises
+    ------
+    ValueError
+        On the first read of the registry, if an installed entry point cannot be loaded or gives no
+        :class:`SchemeInfo` under its own name.
+    """
     cls = scheme if isinstance(scheme, type) else type(scheme)
     by_cls = {e.cls: e for e in _registry()}
     for c in cls.__mro__:
@@ -150,7 +217,18 @@ def entry_for(scheme: Any) -> SchemeInfo | None:
 
 
 def classes() -> dict[str, type]:
-    """``registry name -> class`` of every registered scheme (the ``type`` of a scheme in a job file)."""
+    """``registry name -> class`` of every registered scheme (the ``type`` of a scheme in a job file).
+
+    Returns
+    -------
+    dict of str to type
+
+    Raises
+    ------
+    ValueError
+        On the first read of the registry, if an installed entry point cannot be loaded or gives no
+        :class:`SchemeInfo` under its own name.
+    """
     return {e.name: e.cls for e in _registry()}
 
 

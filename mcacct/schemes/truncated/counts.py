@@ -104,7 +104,18 @@ def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables
     """The tables for ``N = others`` other examples with separation ``b`` and probability ``p``, or ``None``
     where they would be too large (more than 512 bins or 8192 cells or 2^20 entries: the caller then draws
     every count from the digit tables, :func:`exact_tables`). Cached per process; building costs well under a
-    second."""
+    second.
+
+    Parameters
+    ----------
+    others, min_sep, sampling_prob : int, int, float
+        ``N``, ``b`` and ``p`` (used at its exact float value).
+
+    Returns
+    -------
+    CountTables or None
+        ``None`` also for ``N <= 0``.
+    """
     n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
     if n_oth <= 0:
         return None
@@ -114,14 +125,36 @@ def count_tables(others: int, min_sep: int, sampling_prob: float) -> CountTables
 
 def exact_tables(others: int, sampling_prob: float) -> DigitTables:
     """The digit tables drawing ``Binom(A, p)`` for every ``A <= others`` (:mod:`mcacct.schemes.truncated.digits`): the
-    chain's sampler where :func:`count_tables` gives none, and of the lanes off its band."""
+    chain's sampler where :func:`count_tables` gives none, and of the lanes off its band.
+
+    Parameters
+    ----------
+    others, sampling_prob : int, float
+        The largest ``A`` (at least 1 is used) and ``p``.
+
+    Returns
+    -------
+    DigitTables
+    """
     return digit_tables(max(1, int(others)), float(sampling_prob))
 
 
 def window_band(others: int, min_sep: int, sampling_prob: float) -> tuple[int, int]:
-    """``[lo, hi]``: the stationary window sum ``W ~ Binom(N, beta)``, ``beta = (b-1)p/(1+(b-1)p)``, within
+    r"""``[lo, hi]``: the stationary window sum ``W ~ Binom(N, beta)``, ``beta = (b-1)p/(1+(b-1)p)``, within
     :data:`BAND_SDS` standard deviations of its mean, clipped to ``[0, N]``: the numbers of blocked examples the
-    tables cover (``A = N - W`` for :func:`count_tables`, ``W`` for :mod:`mcacct.schemes.truncated.screen`)."""
+    tables cover (``A = N - W`` for :func:`count_tables`, ``W`` for :mod:`mcacct.schemes.truncated.screen`).
+
+    Parameters
+    ----------
+    others, min_sep, sampling_prob : int, int, float
+        ``N``, ``b`` and ``p`` (used at its exact float value).
+
+    Returns
+    -------
+    tuple of int
+        :math:`(\max(0, \lfloor \mu - 7 s \rfloor), \min(N, \lceil \mu + 7 s \rceil))`, :math:`\mu = N\beta`,
+        :math:`s = \sqrt{N\beta(1-\beta)}` (7 = :data:`BAND_SDS`).
+    """
     n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
     beta = (b - 1) * p / (1.0 + (b - 1) * p)
     mean_w, sd_w = n_oth * beta, math.sqrt(n_oth * beta * (1.0 - beta))
@@ -132,7 +165,19 @@ def window_band(others: int, min_sep: int, sampling_prob: float) -> tuple[int, i
 def band_tables(lo: int, hi: int, sampling_prob: float, max_trials: int) -> CountTables | None:
     """Tables of ``Binom(A, p)`` for every ``A`` in ``[lo, hi]`` (bins of width ``h``, the largest power of two
     up to 4096 with ``2 h p <= 1/32``, and the remainder tables), with the digit tables for every ``A`` up to
-    ``max_trials`` off the band, or ``None`` where they would be too large."""
+    ``max_trials`` off the band, or ``None`` where they would be too large.
+
+    Parameters
+    ----------
+    lo, hi : int
+        The band of trial counts ``A``.
+    sampling_prob, max_trials : float, int
+        ``p`` and the largest ``A`` the digit tables must cover (at least ``hi``).
+
+    Returns
+    -------
+    CountTables or None
+    """
     p = float(sampling_prob)
     h_bits = 0
     while h_bits < 12 and (2 << h_bits) * p <= 1.0 / 32.0:
@@ -200,7 +245,20 @@ def _lookup(avail: jax.Array, u: jax.Array, tables: CountTables) -> _Lookup:
 
 def table_lookup(avail: jax.Array, u: jax.Array, tables: CountTables) -> _Lookup:
     """The tables' value of ``Binom(avail, p)`` from one 64-bit word per entry, with its ``tie`` and ``outside``
-    lanes (where the value is not yet exact: :func:`draw_counts` finishes them)."""
+    lanes (where the value is not yet exact: :func:`draw_counts` finishes them).
+
+    Parameters
+    ----------
+    avail, u : jax.Array
+        Trial counts (int32) and one uint64 word per entry, of the same shape.
+    tables : CountTables
+        The band's tables.
+
+    Returns
+    -------
+    _Lookup
+        ``fast`` (int32), ``tie`` and ``outside`` (bool masks) and the parts :func:`draw_counts` uses.
+    """
     return _lookup(avail, u, tables)
 
 
@@ -222,7 +280,23 @@ def draw_counts(key: jax.Array, avail: jax.Array, sampling_prob: float, tables: 
     independent of everything else ``key`` draws): ``L`` bits pick the main cell, ``H1`` bits start its comparison,
     3 bits pick the remainder cell and ``H2`` bits start its comparison; ties and lanes outside the tables' band
     redraw (module docstring) from ``fold_in(key, index)`` (``key`` when ``index`` is None), folded inside the rare
-    branches so that the common path computes no key. Returns int32 of ``avail``'s shape."""
+    branches so that the common path computes no key. Returns int32 of ``avail``'s shape.
+
+    Parameters
+    ----------
+    key, avail : jax.Array
+        The key of the rare paths' redraws and the trial counts.
+    sampling_prob : float
+        ``p`` (of the digit tables' draw off the band).
+    tables : CountTables
+        The band's tables.
+    u, index : jax.Array, optional
+        The words (default: drawn from ``fold_in(key, 0)``, folded with ``index`` first when given) and the round.
+
+    Returns
+    -------
+    jax.Array
+    """
 
     def sub_of(k, i, j):
         return jax.random.fold_in(k if i is None else jax.random.fold_in(k, i), j)
@@ -261,7 +335,24 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
     :func:`draw_counts`; otherwise every count is a draw from the digit tables (:func:`exact_tables`; the law is
     the same).
     ``unroll``: of the lookup rounds' scan (default :data:`COUNT_CHAIN_UNROLL` of the target platform); the counts
-    do not depend on it."""
+    do not depend on it.
+
+    Parameters
+    ----------
+    key : jax.Array
+        Split into the warm start's key and the chain's.
+    others, min_sep, sampling_prob, warm_start : int, int, float, bool
+        ``N``, ``b``, ``p`` and the start.
+    iterations, num_samples : int
+        ``n`` rounds and the lanes.
+    use_tables, unroll : bool, int, optional
+        As above.
+
+    Returns
+    -------
+    jax.Array
+        int32 ``(n, num_samples)``; for ``b = 1`` or ``N = 0`` every round draws :math:`\mathrm{Binom}(N, p)`.
+    """
     b, p, n, B = int(min_sep), float(sampling_prob), int(iterations), int(num_samples)
     unroll = max(1, int(COUNT_CHAIN_UNROLL.get(target_platform(), 1) if unroll is None else unroll))
     tables = count_tables(int(others), b, p) if use_tables else None

@@ -64,6 +64,18 @@ def digit_tables(max_trials: int, p) -> DigitTables:
     """The tables drawing ``Binom(A, p)`` exactly (up to ``tv_per_draw``) for every ``A`` in ``[0, max_trials]``;
     ``p`` a float (its exact value) or a :class:`fractions.Fraction`. Cached per process.
 
+    Parameters
+    ----------
+    max_trials : int
+        The largest ``A``, ``>= 0``; ``bits = max(1, max_trials.bit_length())`` tables are built.
+    p : float or fractions.Fraction
+        The success probability, in ``[0, 1]``.
+
+    Returns
+    -------
+    DigitTables
+        ``tv_per_draw`` is the sum of the ``bits`` tables' bounds.
+
     Raises
     ------
     ValueError
@@ -92,8 +104,24 @@ def digit_tables(max_trials: int, p) -> DigitTables:
 
 
 def digits_draw(key: jax.Array, trials: jax.Array, tables: DigitTables) -> jax.Array:
-    """``Binom(trials, p)`` for every entry of ``trials`` (integers in ``[0, 2^bits)``, any shape), int32, from
-    ``tables.bits`` 64-bit words per entry drawn from ``key`` (module docstring)."""
+    r"""``Binom(trials, p)`` for every entry of ``trials`` (integers in ``[0, 2^bits)``, any shape), int32, from
+    ``tables.bits`` 64-bit words per entry drawn from ``key`` (module docstring).
+
+    Parameters
+    ----------
+    key : jax.Array
+        The key of the words.
+    trials : array_like
+        Trial counts ``A``, in ``[0, 2^bits)``.
+    tables : DigitTables
+        From :func:`digit_tables`.
+
+    Returns
+    -------
+    jax.Array
+        int32 of ``trials``' shape: :math:`\sum_{j:\ a_j = 1} X_j`, :math:`X_j \sim \mathrm{Binom}(2^j, p)`
+        from table ``j``, :math:`a_j` the binary digits of ``A``.
+    """
     shape = jnp.shape(trials)
     t = jnp.asarray(trials).astype(jnp.int32)
     u = jax.random.bits(key, (tables.bits,) + shape, jnp.uint64)

@@ -33,17 +33,17 @@ class TruncatedBMinSep(Scheme):
 
     Parameters
     ----------
-    sampling_prob:
+    sampling_prob : float
         ``p`` in ``(0, 1]``.
-    min_sep:
+    min_sep : int
         ``b >= 1`` (``b = 1``: truncated Poisson sampling).
-    iterations:
+    iterations : int
         ``n >= 1``.
-    dataset_size:
+    dataset_size : int
         ``M >= 1``, the number of examples (the sensitive one included).
-    max_batch_size:
+    max_batch_size : int
         ``B_max >= 1``; larger batches are truncated to a uniformly random subset of this size.
-    warm_start:
+    warm_start : bool, default True
         Alg. 2 (default) or Alg. 1 for every example.
     """
 
@@ -84,7 +84,18 @@ class TruncatedBMinSep(Scheme):
     def output_coordinate_bound(self, strategy) -> float:
         r""":math:`\max |(C x)_j| \le 2 \max_d |c_d|` over both mixtures' patterns: amplitudes are in
         ``{0, 1, 2}`` (``P``) and ``{0, -1}`` (``Q``) at draws at least ``min_sep >= len(c_col)`` apart, so each
-        output coordinate receives at most one entry of ``c`` (used by :mod:`mcacct.engine.systematic`)."""
+        output coordinate receives at most one entry of ``c`` (used by :mod:`mcacct.engine.systematic`).
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        float
+            :math:`2 \max_d |c_d|` (:math:`\max_d |c_d|` when ``M <= B_max``).
+        """
         self.check_strategy(strategy)
         return (2.0 if self.can_truncate else 1.0) * float(max(abs(v) for v in strategy.c_col))
 
@@ -94,6 +105,15 @@ class TruncatedBMinSep(Scheme):
         Coupling the two mixtures through the same draw, the means differ by ``C (x - x')`` with
         ``x - x'`` in ``{0, 1, 3}`` at each of at most ``ceil(n/b)`` separated draws; by joint convexity the
         pair is dominated by a Gaussian mechanism with that sensitivity.
+
+        Parameters
+        ----------
+        strategy : BandedToeplitz
+            The strategy ``C``.
+
+        Returns
+        -------
+        float
         """
         self.check_strategy(strategy)
         factor = 3.0 if self.can_truncate else 1.0
@@ -101,7 +121,17 @@ class TruncatedBMinSep(Scheme):
 
     def sample_other_counts(self, key: jax.Array, num_samples: int) -> jax.Array:
         """``r``: the numbers of other examples drawn per iteration, shape ``(num_samples, n)``, int32: the chain of
-        :func:`mcacct.schemes.truncated.counts.other_counts_t` (the engine screens it, :mod:`mcacct.schemes.truncated.screen`)."""
+        :func:`mcacct.schemes.truncated.counts.other_counts_t` (the engine screens it, :mod:`mcacct.schemes.truncated.screen`).
+
+        Parameters
+        ----------
+        key, num_samples : jax.Array, int
+            The key and the rows (``>= 1``; ``ValueError`` naming ``num_samples`` otherwise).
+
+        Returns
+        -------
+        jax.Array
+        """
         check_call(self, num_samples=num_samples)
         return other_counts_t(key, self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start,
                               self.iterations, num_samples).T
@@ -125,7 +155,12 @@ class TruncatedBMinSep(Scheme):
         :attr:`~mcacct.schemes.truncated.screen.ScreenPlan.tv` and ``n`` draws of :func:`~mcacct.schemes.truncated.counts.count_tables`
         (band and digit tables) or of the digit tables alone; plus the warm start's virtual history
         (:attr:`~mcacct.schemes.truncated.virtual.VirtualPlan.tv`); 0 when truncation is impossible. docs/soundness.md
-        lists every discrete draw."""
+        lists every discrete draw.
+
+        Returns
+        -------
+        float
+        """
         if not self.can_truncate:
             return 0.0
         plan, others = self._screen(), self.dataset_size - 1
@@ -345,7 +380,21 @@ class TruncatedBMinSep(Scheme):
 
     def side_terms(self, y: jax.Array, r: jax.Array, sigma, strategy,
                    dot_method: str = "auto") -> tuple[jax.Array, jax.Array]:
-        r"""The per-iteration terms :math:`(\ell^P_i, \ell^Q_i)` of the two recursions (module docstring)."""
+        r"""The per-iteration terms :math:`(\ell^P_i, \ell^Q_i)` of the two recursions (module docstring).
+
+        Parameters
+        ----------
+        y, r, sigma, strategy, dot_method
+            Outputs ``(..., n)``, counts of ``y``'s shape in ``[0, M - 1]``, noise multiplier, ``C``, method.
+
+        Returns
+        -------
+        tuple of jax.Array
+            ``y``'s shape. With :math:`s_i = \langle c^{(i)}, y\rangle/\sigma^2`, :math:`v_i = \|c^{(i)}\|^2/\sigma^2`,
+            :math:`w_i = B_{max}/(r_i + 1)`, where :math:`r_i \ge B_{max}`:
+            :math:`\ell^P_i = \ln(w_i e^{2s_i - 2v_i} + 1-w_i)`, :math:`\ell^Q_i = \ln(w_i e^{-s_i - v_i/2} + 1-w_i)`;
+            elsewhere :math:`s_i - v_i/2` and 0.
+        """
         y = check_call(self, y=y, sigma=sigma, strategy=strategy, dot_method=dot_method)
         return self._side_terms(y, check_counts("r", r, y.shape, self.dataset_size - 1), sigma, strategy, dot_method)
 

@@ -116,7 +116,17 @@ def screen_plan(others: int, min_sep: int, sampling_prob: float, iterations: int
     """The plan of the screened sampler, or ``None`` where it does not apply or pays nothing: ``b = 1``, tables
     too large (:func:`mcacct.schemes.truncated.counts.count_tables`), ``B_max`` not beyond the bulk of ``Binom(N, p)``, more
     than :data:`MAX_FLAG_PROB` of the samples flagged, or a hypergeometric window beyond float64's exact
-    integers. Cached per process."""
+    integers. Cached per process.
+
+    Parameters
+    ----------
+    others, min_sep, sampling_prob, iterations, max_batch : int, int, float, int, int
+        ``N``, ``b``, ``p``, ``n`` and ``B_max``.
+
+    Returns
+    -------
+    ScreenPlan or None
+    """
     n_oth, b, p, n, bmax = int(others), int(min_sep), float(sampling_prob), int(iterations), int(max_batch)
     tables = count_tables(n_oth, b, p)
     if b < 2 or tables is None or bmax > n_oth:
@@ -201,7 +211,18 @@ def hypergeometric_draw(keys: jax.Array, total: int, marked: jax.Array, draws: j
     the sum, redrawn above the largest multiple of it: exact). The law drawn is ``w / sum w`` exactly; it is within
     total variation ``4 half u + 2 K / S`` of the exact law on the window, whose outside mass is at most
     ``2 exp(-2 (half - 1)^2 / s)`` (Hoeffding 1963, Thm. 4, draws without replacement; the mean is within 1 of the
-    mode) (:func:`hypergeometric_tv`)."""
+    mode) (:func:`hypergeometric_tv`).
+
+    Parameters
+    ----------
+    keys, total, marked, draws, half : jax.Array, int, jax.Array, jax.Array, int
+        One key per draw, ``N``, ``W`` and ``s`` (per draw) and the window's half-width.
+
+    Returns
+    -------
+    jax.Array
+        int32, one draw per key, clipped to the support.
+    """
     lowest, cum, x_min, x_max = hypergeometric_weights(total, marked, draws, half)
     tot = cum[-1]
     limit = (u64(2 ** 64 - 1) // tot) * tot
@@ -234,7 +255,19 @@ def screened_counts_t(key: jax.Array, lanes: jax.Array, taus: jax.Array, others:
                       ) -> jax.Array:
     """The counts ``r`` of the samples ``lanes`` (their indices in the block; ``taus`` theirs from
     :func:`screen_taus`), time-major ``(n, len(lanes))`` int32, by the sampler of the module docstring. Sample
-    ``j`` reads only ``fold_in(key, j)``."""
+    ``j`` reads only ``fold_in(key, j)``.
+
+    Parameters
+    ----------
+    key, lanes, taus : jax.Array
+        The block's key, the samples' indices and their ``tau``.
+    others, min_sep, sampling_prob, warm_start, iterations, max_batch, plan
+        ``N``, ``b``, ``p``, the start, ``n``, ``B_max`` and :func:`screen_plan`'s plan.
+
+    Returns
+    -------
+    jax.Array
+    """
     n_oth, b, p, n, bmax = int(others), int(min_sep), float(sampling_prob), int(iterations), int(max_batch)
     tables, blocked, m = count_tables(n_oth, b, p), plan.blocked, b - 1
     keys = jax.vmap(lambda j: jax.random.split(jax.random.fold_in(key, j), 6))(lanes)
@@ -309,8 +342,19 @@ def screened_counts_t(key: jax.Array, lanes: jax.Array, taus: jax.Array, others:
 
 
 def chain_buffer(num_samples: int, flag_prob: float) -> int:
-    """Samples per round of the screened chain: the expected number flagged plus 3.5 standard deviations plus 4,
-    a multiple of 8 (a second round, as large, in about 1 block in 4000)."""
+    r"""Samples per round of the screened chain: the expected number flagged plus 3.5 standard deviations plus 4,
+    a multiple of 8 (a second round, as large, in about 1 block in 4000).
+
+    Parameters
+    ----------
+    num_samples, flag_prob : int, float
+        The block's samples ``B`` and ``P[tau < n]``.
+
+    Returns
+    -------
+    int
+        :math:`\min(B, 8 \lceil (\mu + 3.5\sqrt{\mu} + 4) / 8 \rceil)`, :math:`\mu = B\,\mathrm{flag\_prob}`.
+    """
     mean = num_samples * flag_prob
     return min(num_samples, 8 * math.ceil((mean + 3.5 * math.sqrt(mean) + 4.0) / 8.0))
 
@@ -333,7 +377,17 @@ def screens_by_default() -> bool:
 def active_screen_plan(others: int, min_sep: int, sampling_prob: float, iterations: int, max_batch: int,
                        screen: bool | None = None) -> ScreenPlan | None:
     """The plan :func:`count_draws` screens with, or ``None`` where it runs every sample's chain: ``screen``
-    (``None``: :func:`screens_by_default`) and :func:`screen_plan` applies."""
+    (``None``: :func:`screens_by_default`) and :func:`screen_plan` applies.
+
+    Parameters
+    ----------
+    others, min_sep, sampling_prob, iterations, max_batch, screen
+        As :func:`screen_plan`, and whether to screen (``None``: the platform's default).
+
+    Returns
+    -------
+    ScreenPlan or None
+    """
     screen = screens_by_default() if screen is None else bool(screen)
     return screen_plan(others, min_sep, sampling_prob, iterations, max_batch) if screen else None
 
@@ -351,7 +405,19 @@ def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float,
     ``tau < n``, and again for the rows asked of ``rows_t``), or every sample's chain
     (:func:`mcacct.schemes.truncated.counts.other_counts_t`) where screening does not apply or ``screen`` is false (``None``:
     :func:`screens_by_default`). ``dense``: also every sample's counts (``rows_t`` then reads them: the same
-    values)."""
+    values).
+
+    Parameters
+    ----------
+    key, others, min_sep, sampling_prob, warm_start, iterations, max_batch, num_samples
+        The block's key, ``N``, ``b``, ``p``, the start, ``n``, ``B_max`` and ``B``.
+    dense, screen : bool, bool or None
+        As above.
+
+    Returns
+    -------
+    CountDraws
+    """
     args = (int(others), int(min_sep), float(sampling_prob), bool(warm_start), int(iterations), int(max_batch))
     if max_batch > others:  # r <= N < B_max: no round can be truncated, r is not drawn (zeros)
         n = int(iterations)

@@ -65,7 +65,18 @@ class VirtualPlan(NamedTuple):
 
 def stationary_blocked_prob(min_sep: int, sampling_prob) -> Fraction:
     """``q = p / (1 + (b-1) p)`` as an exact rational of the float ``p``: the stationary probability that an example
-    was drawn in one given round of the previous ``b - 1`` (App. D)."""
+    was drawn in one given round of the previous ``b - 1`` (App. D).
+
+    Parameters
+    ----------
+    min_sep, sampling_prob : int, float
+        ``b`` and ``p`` (its exact float value).
+
+    Returns
+    -------
+    fractions.Fraction
+        :math:`q = p / (1 + (b-1) p)`.
+    """
     p = Fraction(float(sampling_prob))
     return p / (1 + (int(min_sep) - 1) * p)
 
@@ -93,7 +104,18 @@ def virtual_plan(others: int, min_sep: int, sampling_prob: float) -> VirtualPlan
     level of the splitting tree :class:`HalfTables` over a band of 7 standard deviations (counts off it by digit
     tables); when ``cells q > 1``, ``m`` sequential binomials by digit tables. ``tv`` adds, per sample: the root
     draw's bound, and for each of the ``2^level`` splits of a level its table's bound plus the digit tables' (a
-    split uses one or the other); or the ``m`` sequential draws' bounds."""
+    split uses one or the other); or the ``m`` sequential draws' bounds.
+
+    Parameters
+    ----------
+    others, min_sep, sampling_prob : int, int, float
+        ``N``, ``b`` and ``p``.
+
+    Returns
+    -------
+    VirtualPlan
+        Empty (``tv = 0``) for ``N <= 0`` or ``b = 1``; cached per process.
+    """
     n_oth, b, p = int(others), int(min_sep), float(sampling_prob)
     m = b - 1
     q = stationary_blocked_prob(b, p)
@@ -155,7 +177,20 @@ def virtual_history(key, others: int, min_sep: int, sampling_prob: float, num_sa
     cells, split level by level with ``Binom(., 1/2)`` (:func:`virtual_plan`: alias tables where a level's counts
     stay in a narrow band, digit tables elsewhere), and the ``C - m`` extra cells are dropped (merging cells of a
     multinomial keeps it multinomial, so the first ``m`` have the law above). Otherwise ``m`` sequential binomials
-    ``Binom(rest, p / (1 + (b - s) p))`` (digit tables). Every draw is exact up to ``virtual_plan(...).tv``."""
+    ``Binom(rest, p / (1 + (b - s) p))`` (digit tables). Every draw is exact up to ``virtual_plan(...).tv``.
+
+    Parameters
+    ----------
+    key : jax.Array
+        The key of the draws.
+    others, min_sep, sampling_prob, num_samples : int, int, float, int
+        ``N``, ``b``, ``p`` and the lanes ``B``.
+
+    Returns
+    -------
+    jax.Array
+        int32 ``(b - 1, num_samples)``; zeros for ``N <= 0``.
+    """
     b = int(min_sep)
     m = b - 1
     plan = virtual_plan(int(others), b, float(sampling_prob))
