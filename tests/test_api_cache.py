@@ -11,12 +11,15 @@ import pytest
 
 import mcacct.core.platform as platform
 
-#: a process that compiled something first, then calls the API (a PLD calibration compiles programs > 0.2 s)
+#: a process that compiled something first, then calls the API: a small Monte Carlo run (its sampling program takes
+#: about 1.6 s to compile on the 2-core box, well above mcacct's 0.2 s threshold; a PLD calibration, which compiles
+#: eight programs, made this test cost four times as much)
 CODE = """
 import jax, jax.numpy as jnp
 jnp.arange(3.0).sum().block_until_ready()  # compiled before mcacct turns the cache on
 import mcacct
-print(mcacct.get_noise_multiplier(2.0, 1e-5, sampling_prob=0.01, steps=50).sigma)
+problem = mcacct.Problem(mcacct.BMinSep(0.1, 2, 8), mcacct.BandedToeplitz((1.0,)))
+print(mcacct.estimate(problem, 1.0, jax.random.key(0), 1000, epsilons=(1.0,)).delta_at(1.0).delta_upper)
 print("DIR", jax.config.jax_compilation_cache_dir)
 """
 

@@ -110,3 +110,24 @@ def test_readme_block_runs_as_written(line, lang, code, reason, workdir):
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     docs = _json_objects(done.stdout)
     assert len(docs) >= code.count("--json"), f"README.md:{line}: a JSON document per --json command"
+    if re.search(r"^mcacct calibrate --json\b", code, flags=re.M):
+        check_demo_calibration(docs, line)
+
+
+def check_demo_calibration(docs: list, line: int) -> None:
+    """The README's first command, ``mcacct calibrate --json`` (the demo configuration, n = 128, b = 4, as
+    ``make run``), certifies its sigma and reports the PLD baselines. These checks were a test of their own that ran
+    the same calibration a second time (tests/cli/test_commands.py); here they read the README's run."""
+    demo = [d for d in docs if isinstance(d, dict) and d.get("command") == "calibrate"
+            and d.get("scheme", {}).get("iterations") == 128 and d.get("scheme", {}).get("min_sep") == 4]
+    assert demo, f"README.md:{line}: no JSON document of the demo calibration"
+    out = demo[0]
+    assert out["verified"] is True and out["certified"] is True
+    assert out["overall_delta"] <= out["delta"]
+    for key in ("sigma", "base_delta", "epsilon", "num_samples", "candidates"):
+        assert key in out
+    assert all("sigma" in c for c in out["candidates"])
+    base = out["baselines"]
+    assert base["poisson_dpsgd_sigma"] > 0 and base["cyclic_poisson_bandmf_sigma"] > 0
+    # DP-SGD (no correlation, C = I) needs less noise than BandMF with the same batch size
+    assert base["poisson_dpsgd_sigma"] < out["sigma"]

@@ -63,8 +63,11 @@ def _run(scheme, skip, eps, sigmas=(0.3, 2.0), n=2048):
     return problem, run_ladder(problem, list(sigmas), jax.random.key(5), n, eps, 1024)
 
 
+# the truncated case is the scheme of test_remove_skip_same_sums_and_an_upper_bound_histogram below (M = 60, B_max = 8:
+# some draws truncated, most not), so both tests run the same compiled programs (a truncated program takes ~15 s to
+# compile on the 2-core box; with M = 120 here this file compiled them twice)
 @pytest.mark.parametrize("scheme", [mcacct.BMinSep(0.05, 4, 48, True), mcacct.BMinSep(0.05, 4, 48, False),
-                                    mcacct.TruncatedBMinSep(0.05, 4, 48, 120, 8, True)],
+                                    mcacct.TruncatedBMinSep(0.05, 4, 48, 60, 8, True)],
                          ids=["warm", "cold", "truncated"])
 def test_sums_bit_identical_and_histogram_an_upper_bound(scheme):
     bound = scheme.add_loss_bound()
