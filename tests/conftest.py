@@ -83,13 +83,15 @@ def gpu_skip_reason(backend: str) -> str:
             "the device")
 
 
-#: The test files that take longest on the 2-core box (their tests' summed durations, `pytest --durations`, stop 48:
-#: about 330 s, then 50-75 s each), scheduled first. `make test` hands whole files to its two workers (`--dist
+#: The test files that take longest on the 2-core box (their tests' summed durations, `pytest --durations`, stop 49:
+#: about 390 s, then 55-145 s each), scheduled first. `make test` hands whole files to its two workers (`--dist
 #: loadfile`) in collection order, so a long file collected last ran alone on one worker while the other idled
 #: (test_readme_runs.py was the 94th of 101 files). Longest first keeps the two workers' ends close.
-LONGEST_FILES = ("tests/test_readme_runs.py", "tests/schemes/truncated/test_truncated_fast.py", "tests/pld/test_pld.py",
-                 "tests/schemes/truncated/test_screen.py", "tests/engine/test_skip_zero.py",
-                 "tests/schemes/test_schemes_extra.py", "tests/test_gpu_scripts.py", "tests/test_api_cache.py")
+LONGEST_FILES = ("tests/test_readme_runs.py", "tests/pld/test_pld.py", "tests/schemes/truncated/test_truncated_fast.py",
+                 "tests/kernels/test_fused.py", "tests/schemes/test_schemes_extra.py",
+                 "tests/schemes/truncated/test_screen.py", "tests/cli/test_scheme_flags.py",
+                 "tests/schemes/truncated/test_counts.py", "tests/engine/test_skip_zero.py",
+                 "tests/schemes/test_contract.py", "tests/test_gpu_scripts.py")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -84,6 +84,7 @@ def cmd_calibrate(args) -> dict | int:
         process 0 of a distributed run).
     """
     import jax
+    from mcacct.evr.budget import calibration_budget
     from mcacct.evr.calibrate import calibrate
     _check_calibrate_flags(args)
     multi = join_distributed(args)
@@ -107,6 +108,9 @@ def cmd_calibrate(args) -> dict | int:
         if args.plan_only:
             from mcacct.cli.plan import plan_only
             return plan_only(args, problem, lambda: _baselines(args, problem))
+        # the budget (arithmetic) first: too few --samples is refused at once, not after the PLD baselines' seconds
+        calibration_budget(problem, args.epsilon, args.delta, args.samples, args.ladder_ratio, args.above,
+                           args.below, args.chunk_size, args.systematic_reserve)
         baselines, bracket = _baselines(args, problem)
         res = calibrate(problem, args.epsilon, args.delta, jax.random.key(args.seed), num_samples=args.samples,
                         ladder_ratio=args.ladder_ratio, above=args.above, below=args.below,
@@ -116,8 +120,7 @@ def cmd_calibrate(args) -> dict | int:
     out = res.to_dict()
     # `seconds` becomes the command's wall time (main); the calibration's own time (with --from: the shard jobs'
     # seconds summed) stays here
-    out["calibration_seconds"] = res.seconds
-    out["delta"] = res.target_delta
+    out["calibration_seconds"], out["delta"] = res.seconds, res.target_delta
     if baselines is not None:
         out["baselines"] = baselines
     if out_bracket is not None:

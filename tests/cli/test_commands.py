@@ -30,3 +30,11 @@ def test_bad_input_clear_error(argv, needle, capsys):
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]
     assert rc == 2 and last.startswith("error:") and needle in last and "Traceback" not in err
+
+
+def test_too_few_samples_are_refused_before_the_baselines(capsys):
+    """The sample budget is arithmetic: too few ``--samples`` is refused before the PLD baselines run (they took
+    ~20 s of a cold process before the error)."""
+    assert main(["calibrate", "--samples", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "samples are needed" in err.strip().splitlines()[-1] and "baselines" not in err
