@@ -122,6 +122,8 @@ def test_toy_scheme_calibrates_and_runs_as_shard_jobs(toy_registered, tmp_path):
 # recursion), every histogram digest stayed the same; the values below are kernel 4's. Kernel 5 (b = 1: the product
 # form on CPU): bminsep_cold_b1's sums moved by at most 7e-15 relative, its digests stayed; its values are kernel 5's.
 # Kernel 6 (the ladders read the mean's sliding sums from a table): no value below moved.
+# Kernel 11 (the normal sampler's log from vectorisable operations, mcacct.kernels.normal.log_f64, within 1 ulp
+# of the library log): three sums moved in their last digits (at most 5.8e-17 relative), no digest moved.
 STORED = {
     "bminsep": (Problem(BMinSep(0.2, 4, 32, True), BandedToeplitz((0.6, 0.5, 0.4))), {
         "0:remove": ([471629713249056957966703306, 333302009845008607130563132], "bf8ba1217c1ac113"),
@@ -131,7 +133,7 @@ STORED = {
     "bminsep_cold_b1": (Problem(BMinSep(0.1, 1, 24, False), BandedToeplitz((1.0,))), {
         "0:remove": ([206122085469723628553072290, 103581750596780300505077205], "5dfa5243e515e982"),
         "0:add": ([139664309111568473047271079, 22225601569452424070466694], "e9485b6818bc233c"),
-        "1:remove": ([82973767437653027237433906, 18676537235775192303624180], "c8f6d90ffc09d379"),
+        "1:remove": ([82973767437653027237433906, 18676537235775193377366004], "c8f6d90ffc09d379"),
         "1:add": ([50043999243645861320782916, 1593207629236470066048099], "cd156c1ccdf1e0b6")}),
     # kernel 3 (alias-table counts r, sub-blocked untruncated part, mixture work only on truncated samples) and
     # kernel 4 (a block's count words drawn in one call): recomputed at the kernel change; the law is tested in tests/schemes/truncated/test_counts.py and the losses equal
@@ -146,7 +148,7 @@ STORED = {
     # kernel 9 (#37): a user's count given participation from an exact integer alias table instead of
     # jax.random.categorical (Gumbel-max in float64): the remove direction recomputed
     "multi": (Problem(MultiAttribution(0.2, 2, 16, 2), BandedToeplitz((1.0, 0.5))), {
-        "0:remove": ([798759672047454589931913686, 720087670932002088248259383], "9febf9d4fa9948c0"),
+        "0:remove": ([798759672047454589931913686, 720087670932002053888521015], "9febf9d4fa9948c0"),
         "0:add": ([752470759791901027171562246, 629128394829301097814694153], "1229e381111188e5"),
         "1:remove": ([579417025354414428920644641, 466864907816351551336902914], "fa919304824129cc"),
         "1:add": ([533120324089047408120757441, 385341659928451399488370056], "42896ad0bc1cb3a5")}),
@@ -156,7 +158,7 @@ STORED = {
         "1:remove": ([482768459723684844635761013, 360586725419239251627606809], "25b365d78a4d30a0"),
         "1:add": ([420139062892976665029261445, 266245587600404375130479966], "ad3b41ef0bcbb2d4")}),
     "bins": (Problem(BallsInBins(4, 16), BandedToeplitz((1.0, 0.5, 0.3, 0.2, 0.1))), {
-        "0:remove": ([942418797753169933350778574, 881605121403518973478338728], "e507be9a57750d28"),
+        "0:remove": ([942418797753169967710516942, 881605121403518973478338728], "e507be9a57750d28"),
         "0:add": ([925621241350992134739337633, 855316487046172464088171559], "63c62c294b539a58"),
         "1:remove": ([708637982651584729100563764, 603155191192919337733894147], "2c0753f25531d5bf"),
         "1:add": ([677506853867481582207532146, 556194487918873717427774250], "e0ee910e8aad2077")}),
