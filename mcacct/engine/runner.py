@@ -20,6 +20,7 @@ given backend and kernel.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Callable, Iterable, Sequence
@@ -37,6 +38,7 @@ from mcacct.engine.losses import ladder_losses
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, block_keys, block_size
 from mcacct.kernels.blocks import map_blocks
 from mcacct.engine.progress import Progress
+from mcacct.engine.widths import GroupClock, Programs, next_width, padded_width
 from mcacct.statistics.accumulators import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics,
                                       nonfinite_loss_message)
 from mcacct.engine.systematic import applied_loss_shift, loss_error_bound, term_error_bound
@@ -211,25 +213,8 @@ def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Probl
     return sums.reshape(j, 2, -1), hist.reshape(j, 2, -1)
 
 
-def padded_width(j: int) -> int:
-    """The candidate-axis size a group of ``j`` active candidates runs with: the smallest of
-    ``2, 3, 4, 6, 8, 12, 16, 24, ...`` (powers of two and 1.5 times them) that holds ``j``, so at most a third
-    of the work is padding and a shrinking ladder compiles few programs.
-
-    Parameters
-    ----------
-    j : int
-        Active candidates.
-
-    Returns
-    -------
-    int
-        The size (2 for ``j <= 2``).
-    """
-    size = 2
-    while size < j:
-        size = size * 3 // 2 if size & (size - 1) == 0 else size * 4 // 3
-    return size
+#: per compiled group function (:func:`_group_fn`): its widths and compile time in this process
+_PROGRAMS: dict = {}
 
 
 @lru_cache(maxsize=64)
@@ -366,19 +351,32 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
     prog = Progress(f"{label}: {len(sig)} candidate(s) x 2 directions", todo, progress)
     notice = CompileNotice(label, bool(progress) and bool(ids)).start()  # a line if compiling takes > 10 s
     done = 0
+    clock, programs = GroupClock(), _PROGRAMS.setdefault(fn, Programs())
+    width_now = 0
 
-    def dispatch(group: list[int], active: list[int]):
+    def dispatch(group: list[int], active: list[int], remaining: int):
+        nonlocal width_now
         pad = width - len(group)
         cids = np.asarray(group + [group[-1]] * pad, np.int32)
         vals = np.asarray([valid_of(c) for c in group] + [0] * pad, np.int32)
         # the candidate axis is padded to a size of padded_width (repeating the last candidate, whose extra
         # results are ignored): a shrinking ladder compiles about 2 log2(J) programs, and no program has a
         # one-trip candidate loop, which XLA would unroll and fuse differently (a last-ulp difference), so a
-        # candidate's statistics do not depend on how many others run beside it
-        padded = list(active) + [active[-1]] * (padded_width(len(active)) - len(active))
+        # candidate's statistics do not depend on how many others run beside it; a smaller program is compiled
+        # only where the work it saves is worth its compilation (mcacct.engine.widths)
+        w = next_width(width_now, len(active), remaining, clock.group_seconds, programs.compile_seconds,
+                       padded_width(len(active)) in programs.widths)
+        if width_now and w != width_now:
+            clock.switched(w / width_now)
+        width_now = w
+        padded = list(active) + [active[-1]] * (w - len(active))
+        t0 = time.perf_counter()
         res = fn(key, jax.device_put(cids, shd), jax.device_put(vals, shd),
                  jnp.asarray([sig[j] for j in padded], jnp.float64), jnp.asarray(shifts_all[padded]), eps_arr,
                  jnp.asarray(rskip_all[padded], jnp.float64))
+        if w not in programs.widths:
+            programs.widths.add(w)
+            programs.compile_seconds = time.perf_counter() - t0
         return group, list(active), res
 
     def fold(item) -> None:
@@ -387,6 +385,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         nonlocal done
         group, active, (sums, hist) = item
         sums, hist = np.asarray(sums), np.asarray(hist)
+        clock.arrived()
         notice.done()
         live = set(out.active)
         for g, c in enumerate(group):
@@ -413,7 +412,8 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
     for i in range(0, len(ids), width):
         if not out.active:
             break
-        item = dispatch(ids[i:i + width], out.active)  # asynchronous: devices work while the host folds
+        # asynchronous: devices work while the host folds
+        item = dispatch(ids[i:i + width], out.active, -(-(len(ids) - i) // width))
         if pending is not None:
             fold(pending)
         pending = item
