@@ -53,7 +53,9 @@ budget).
   it that each kernel of the throughput part reaches there (run ``throughput`` first).
 * ``plan``: ``python -m mcacct calibrate ... --plan-only --json`` at section 7.4, exactly as production.py's
   ``_plan_only`` runs it (its own probe and projection): its ``expected_seconds_at_most``, next to the production
-  part's estimate.
+  part's estimate; then the job as a user runs it (production.py's ``_shard_vs_plan``, c = ones): the plan
+  written with ``--out``, one ``mcacct sample --plan`` shard job of 64 chunks, its steady draws/s and the
+  projection's ratio to it (issue #39: within 5%).
 * ``all``: the parts missing from (or incomplete in) the file, in the order above (longer than one 10-minute
   command: prefer one part per command).
 
@@ -936,6 +938,10 @@ def part_plan(res: Results, args) -> dict:
             kinds.setdefault(kind, {"skipped": "the part's time budget was spent; run the part again"})
             continue
         _entry(res, kinds, kind, budget, 30, lambda kind=kind: prod._plan_only(prod._c_col(kind)))
+    # the job as a user runs it: the plan written, then one shard job of it (sample --plan), timed steady
+    shards = part.setdefault("shard_vs_plan", {})
+    _entry(res, shards, "ones", budget, 30,
+           lambda: prod._shard_vs_plan(prod._c_col("ones"), 32 if args.quick else 64))
     est = res.data["parts"].get("production", {}).get("results", {})
     part["production_estimate"] = {k: v.get("estimate_7_4_one_device") for k, v in est.items()
                                    if isinstance(v, dict) and v.get("estimate_7_4_one_device")} or \
@@ -943,7 +949,7 @@ def part_plan(res: Results, args) -> dict:
     part["expected_hours_plan_only"] = {k: v["expected_seconds_at_most"]["verification"] / 3600.0
                                         for k, v in kinds.items()
                                         if isinstance(v, dict) and "expected_seconds_at_most" in v}
-    part["complete"] = not _has_skips({k: kinds.get(k) for k in kinds_run})
+    part["complete"] = not _has_skips({**{k: kinds.get(k) for k in kinds_run}, "shard": shards.get("ones")})
     part["finished_at"] = _now()
     part["wall_s"] = time.monotonic() - budget.t0
     res.save()
