@@ -151,7 +151,8 @@ def _plan_command(c: np.ndarray, cpu_devices: str) -> list[str]:
             "--cpu-devices", cpu_devices]
 
 
-def _shard_vs_plan(c: np.ndarray, shard_chunks: int = 8, cpu_devices: str = "auto") -> dict:
+def _shard_vs_plan(c: np.ndarray, shard_chunks: int = 8, cpu_devices: str = "auto",
+                   checkpoint_seconds: float | None = None) -> dict:
     """The production job as a user runs it: ``calibrate --plan-only --out DIR`` at §7.4 (its probe and
     projection), then shard jobs of that plan, ``mcacct sample --plan DIR --shard 0 --num-shards K``, each in a fresh
     process: a warm-up (it compiles and fills the persistent cache), then shards of ``shard_chunks`` and of
@@ -160,7 +161,8 @@ def _shard_vs_plan(c: np.ndarray, shard_chunks: int = 8, cpu_devices: str = "aut
     cache) cancels; ``ratio``: the projection's draws/s over the shard's (issue #39: within 5%). Shard jobs drop
     candidates that already failed (the projection counts every candidate to the end), so the rates compare only
     where every candidate stays: at §7.4 its ladder; ``accelerator.py --part plan --quick`` uses a ladder of larger
-    sigmas for its small shape."""
+    sigmas for its small shape. ``checkpoint_seconds``: the shards' ``--checkpoint-seconds`` (default: the CLI's,
+    a checkpoint after every group)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "plan")
         t0 = time.perf_counter()
@@ -177,6 +179,8 @@ def _shard_vs_plan(c: np.ndarray, shard_chunks: int = 8, cpu_devices: str = "aut
             shutil.copytree(out, d)
             cmd = [sys.executable, "-m", "mcacct", "sample", "--plan", d, "--shard", "0",
                    "--num-shards", str(max(1, n_chunks // k)), "--json", "--quiet", "--cpu-devices", cpu_devices]
+            if checkpoint_seconds is not None:
+                cmd += ["--checkpoint-seconds", str(checkpoint_seconds)]
             t0 = time.perf_counter()
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
@@ -187,7 +191,7 @@ def _shard_vs_plan(c: np.ndarray, shard_chunks: int = 8, cpu_devices: str = "aut
                          "compile_seconds": shard["compile_seconds"], "devices": shard["devices"]})
     projected = plan["expected_seconds_at_most"]["verification"]
     plan_rate = int(plan["plan"]["num_samples"]) / projected
-    row = {"chunk_size": chunk, "plan_only_draws_per_s": plan_rate, "plan_only_expected_s": projected,
+    row = {"chunk_size": chunk, "checkpoint_seconds": checkpoint_seconds, "plan_only_draws_per_s": plan_rate, "plan_only_expected_s": projected,
            "plan_only_wall_s": plan_s, "shards": {"warm_up": runs[0], "small": runs[1], "large": runs[2]}}
     extra_s = runs[2]["wall_s"] - runs[1]["wall_s"]
     if extra_s <= 0:

@@ -36,8 +36,10 @@ from mcacct.core.precision import float64
 
 __all__ = ["CostEstimate", "estimate_cost", "probe_rate"]
 
-#: the most chunks per device of the probe's timed call (it stops earlier, once it has timed enough groups)
-PROBE_MAX_CHUNKS = 4096
+#: a timed probe call shorter than this (seconds) makes the next one run twice the chunks (:func:`probe_rate`)
+PROBE_CALL_SECONDS = 0.5
+#: the most chunks per device of one timed probe call
+PROBE_MAX_CHUNKS = 16
 
 
 @float64
@@ -108,18 +110,19 @@ class CostEstimate:
 
 @float64
 def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_size: int,
-               min_seconds: float = 2.0, min_calls: int = 5) -> tuple[float, float, float]:
+               min_seconds: float = 2.0, min_calls: int = 5,
+               call_seconds: float = PROBE_CALL_SECONDS) -> tuple[float, float, float]:
     r"""Draws per second of the verification program for the ladder ``sigmas`` in steady state, the probe's own
     wall time, and the one-off seconds of its first call beyond a steady chunk (compilation, tracing, first
     execution: what a run pays once).
 
-    The first call (one chunk per device) compiles and warms the program. Then one run of up to
-    :data:`PROBE_MAX_CHUNKS` chunks per device times the arrival of each group of chunks (one chunk per device),
-    as a long run, e.g. a shard job, meets them: the host folds a group in while the devices run the next. It stops
-    once at least ``min_calls`` groups after the first arrived and they took ``min_seconds``. The rate is their
-    draws over the time between the first arrival and the last: the run's set-up (skip bounds, tables, the first
-    group) is left out, as a long run pays it once. (Before, each timed call paid that set-up.) ``benchmarks/production.py``'s
-    ``shard_vs_plan`` compares the projection with shard jobs of the written plan.
+    The first call (one chunk per device) compiles and warms the program; then at least ``min_calls`` calls, and
+    ``min_seconds`` of them, are timed, and the rate is their draws over their time. A call whose time is below
+    ``call_seconds`` makes the next one run twice the chunks (up to :data:`PROBE_MAX_CHUNKS` per device): a run
+    overlaps each chunk's host work (statistics folded in, histograms copied back) with the next chunk on the
+    devices, while a call of one chunk pays it, and its set-up, in full (measured: benchmarks/results/
+    design_choices.md). Each call still pays its set-up once, so the rate errs low, never high. The first call less
+    one steady chunk's time is the one-off figure.
 
     Parameters
     ----------
@@ -130,12 +133,13 @@ def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_s
     epsilon : float
         The target epsilon.
     key : jax.Array
-        Root key of the probe's draws (the timed run uses ``fold_in(key, 1)``).
+        Root key of the probe's draws (call ``i`` uses ``fold_in(key, i)``).
     chunk_size : int
-        Samples per chunk; a group draws ``chunk_size * devices`` samples.
+        Samples per chunk; one call draws ``chunk_size * devices`` samples per chunk.
     min_seconds, min_calls : float, int
-        The timed groups: at least ``min_calls`` of them, over at least ``min_seconds`` (or every group of the
-        run, when it ends first).
+        The timed calls go on until there are at least ``min_calls`` of them and they took ``min_seconds``.
+    call_seconds : float
+        A timed call shorter than this doubles the next call's chunks.
 
     Returns
     -------
@@ -153,23 +157,16 @@ def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_s
     t0 = time.perf_counter()
     run_ladder(**run)
     first = time.perf_counter() - t0
-    arrivals: list[tuple[float, int]] = []   # (time, chunks) of each group as it arrives
-
-    def arrived(chunk_ids, _run) -> None:
-        arrivals.append((time.perf_counter(), len(chunk_ids)))
-
-    def enough(_run):
-        timed = len(arrivals) - 1
-        if timed >= min_calls and arrivals[-1][0] - arrivals[0][0] >= min_seconds:
-            return range(len(sigmas))      # every candidate leaves: the run stops
-        return ()
-
-    run_ladder(**dict(run, key=jax.random.fold_in(key, 1), num_samples=n * PROBE_MAX_CHUNKS), on_group=arrived,
-               drop=enough)
-    if len(arrivals) < 2:
-        raise RuntimeError("the probe's run timed fewer than two groups")  # pragma: no cover - defensive
-    draws = chunk_size * sum(c for _, c in arrivals[1:])
-    rate = draws / max(arrivals[-1][0] - arrivals[0][0], 1e-9)
+    timed: list[float] = []
+    draws, chunks = 0, 1
+    while len(timed) < min_calls or sum(timed) < min_seconds:
+        t1 = time.perf_counter()
+        run_ladder(**dict(run, key=jax.random.fold_in(key, len(timed) + 1), num_samples=n * chunks))
+        timed.append(time.perf_counter() - t1)
+        draws += n * chunks
+        if timed[-1] < call_seconds:
+            chunks = min(2 * chunks, PROBE_MAX_CHUNKS)
+    rate = draws / max(sum(timed), 1e-9)
     return rate, time.perf_counter() - t0, max(0.0, first - n / rate)
 
 
