@@ -21,6 +21,7 @@ given backend and kernel.
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Callable, Iterable, Sequence
@@ -213,8 +214,9 @@ def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Probl
     return sums.reshape(j, 2, -1), hist.reshape(j, 2, -1)
 
 
-#: per compiled group function (:func:`_group_fn`): its widths and compile time in this process
-_PROGRAMS: dict = {}
+#: per compiled group function (:func:`_group_fn`): its widths and compile time in this process (weak keys: an entry
+#: leaves with its function, when ``_group_fn``'s cache lets it go)
+_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @lru_cache(maxsize=64)
