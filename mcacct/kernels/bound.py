@@ -49,6 +49,10 @@ error of the computed terms against the exact ones (:func:`mcacct.engine.systema
 :math:`A_k = \exp(\mu_k/\sigma^2 + \zeta_k/\sigma + \text{term\_error})` bounds the *exact* terms and ``U`` the
 exact loss.
 
+**Terms from the draws** (:func:`mcacct.kernels.block_terms.block_term_maxima_t`, a constant positive column): :math:`\mu_k` and
+:math:`\zeta_k` bounded from the participation and the noise's prefix sums per block, without the sliding sums, so a
+batch whose draws are all skipped never forms them (:func:`mcacct.kernels.output.ladder_losses_from_draws_t`).
+
 **Rounding, outward.** The constants :math:`c_t, 1 - c_t, p, 1-p` are computed in float64 (``expm1``/``log1p``,
 relative error below ``1e-15``) and raised by a relative ``1e-13``: larger coefficients of non-negative numbers
 only raise the bound. Every step's products and sums of non-negative numbers carry a relative error of a few
@@ -65,7 +69,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["BOUND_BLOCK", "block_maxima_t", "remove_loss_bound_t", "remove_loss_bound_from_sums_t"]
+
+__all__ = ["BOUND_BLOCK", "block_layout", "block_maxima_t", "remove_loss_bound_t", "remove_loss_bound_from_sums_t",
+           "remove_loss_bound_from_maxima"]
 
 #: rounds per block (``s = min(BOUND_BLOCK, b)``)
 BOUND_BLOCK = 16
@@ -74,7 +80,7 @@ _FLOOR = 2.0**-1000          # per-step absolute allowance (underflow)
 _CONST_UP = 1.0 + 1e-13      # constants raised
 
 
-def _layout(n: int, b: int, block: int):
+def block_layout(n: int, b: int, block: int) -> tuple[int, int, int, int, int]:
     """``(s, K, K_pad, q, r)``: block length, blocks, blocks padded in front to a multiple of ``q`` (super-blocks of
     ``q`` blocks, ``b = q s + r``)."""
     s = max(1, min(int(block), int(b)))
@@ -112,27 +118,35 @@ def block_maxima_t(x_t: jax.Array, block: int, k_pad: int) -> jax.Array:
                                  (block,) + (1,) * len(lead), ((front, 0),) + ((0, 0),) * len(lead))
 
 
-def _bound_from_exponents(m: jax.Array, n: int, b: int, p: float, warm_start: bool, block: int) -> jax.Array:
-    """``U`` from ``m`` ``(K_pad, ...)``, upper bounds of the block maxima of the exact terms (module docstring)."""
-    s, k_blocks, k_pad, q, r = _layout(n, b, block)
-    if m.shape[0] != k_pad:
-        raise ValueError(f"expected {k_pad} padded blocks; got {m.shape[0]}")
-    lead = m.shape[1:]
-    dtype = m.dtype
+def _bound_from_exponents(m, n: int, b: int, p: float, warm_start: bool, block: int, exponents=None) -> jax.Array:
+    """``U`` from ``m`` ``(K_pad, ...)``, upper bounds of the block maxima of the exact terms (module docstring).
+
+    With ``exponents``, ``m`` is a pytree of arrays with ``K_pad`` leading rows and ``exponents(rows)`` gives the
+    bounds of those rows (inside the recursion's loop, a super-block at a time: what XLA:CPU would otherwise fuse
+    into the ``exp``, per candidate, is formed once)."""
+    s, k_blocks, k_pad, q, r = block_layout(n, b, block)
+    if exponents is None:
+        exponents = lambda rows: rows  # noqa: E731
+    rows = jax.tree_util.tree_leaves(m)
+    if any(x.shape[0] != k_pad for x in rows):
+        raise ValueError(f"expected {k_pad} padded blocks; got {[x.shape[0] for x in rows]}")
+    lead = jax.eval_shape(exponents, jax.tree_util.tree_map(lambda x: x[:q], m)).shape[1:]
+    dtype = rows[0].dtype
     log_q = math.log1p(-p) if p < 1.0 else -math.inf
     c_s = math.exp(s * log_q) * _CONST_UP
     w_s = (-math.expm1(s * log_q) if p < 1.0 else 1.0) * _CONST_UP
     c_1 = (1.0 - p) * _CONST_UP
     p_up = p * _CONST_UP
     # A_k (raised to e^-700 at least: a smaller exponent only loses the bound's relative rounding guarantee)
-    a = jnp.exp(jnp.maximum(m, -700.0)).reshape((k_pad // q, q) + lead)
+    xs = jax.tree_util.tree_map(lambda x: x.reshape((k_pad // q, q) + x.shape[1:]), m)
     # inside a super-block F^lo is linear in x: F^lo_j = c_s^(q-j) u + sum_{i >= j} c_s^(i-j) w_s x_i
     jj = np.arange(q)
     tri = np.where(jj[None, :] >= jj[:, None], np.power(c_s, np.maximum(jj[None, :] - jj[:, None], 0)) * w_s, 0.0)
     tri = jnp.asarray(tri * _CONST_UP, dtype)
     tail = jnp.asarray(np.power(c_s, q - jj) * _CONST_UP, dtype).reshape((q,) + (1,) * len(lead))
 
-    def super_block(carry, a_sb):
+    def super_block(carry, x_sb):
+        a_sb = jnp.exp(jnp.maximum(exponents(x_sb), -700.0))
         u, nxt, nn0 = carry  # F^lo of the next block; F^max of the next super-block's blocks; of the one after's first
         g = jnp.maximum(nxt, jnp.concatenate([nxt[1:], nn0[None]], axis=0)) if r else nxt
         x = a_sb * g
@@ -143,7 +157,7 @@ def _bound_from_exponents(m: jax.Array, n: int, b: int, p: float, warm_start: bo
 
     ones = jnp.ones(lead, dtype)
     init = (ones, jnp.ones((q,) + lead, dtype), ones)
-    _, f_max = jax.lax.scan(super_block, init, a, reverse=True)
+    _, f_max = jax.lax.scan(super_block, init, xs, reverse=True)
     f_max = f_max.reshape((k_pad,) + lead)
     first = k_pad - k_blocks                                   # block 0 (holds round 1)
     total = f_max[first]
@@ -192,7 +206,7 @@ def remove_loss_bound_t(ell_t: jax.Array, min_sep: int, sampling_prob: float, wa
     if ell_t.dtype != jnp.float64:
         raise ValueError(f"the remove-loss bound needs float64 terms; got {ell_t.dtype}")
     n, b = ell_t.shape[0], int(min_sep)
-    s, _, k_pad, _, _ = _layout(n, b, block)
+    s, _, k_pad, _, _ = block_layout(n, b, block)
     m = block_maxima_t(ell_t, s, k_pad) + jnp.asarray(term_error, ell_t.dtype)
     return _bound_from_exponents(m, n, b, float(sampling_prob), warm_start, block)
 
@@ -238,19 +252,59 @@ def remove_loss_bound_from_sums_t(s_m: jax.Array, s_z: jax.Array, half_sq: jax.A
     if s_z.dtype != jnp.float64:
         raise ValueError(f"the remove-loss bound needs float64 sums; got {s_z.dtype}")
     n, b = s_z.shape[0], int(min_sep)
-    s, _, k_pad, _, _ = _layout(n, b, block)
+    s, _, k_pad, _, _ = block_layout(n, b, block)
     mu = block_maxima_t(s_m - half_sq, s, k_pad)
     zeta = block_maxima_t(s_z, s, k_pad)
+    return remove_loss_bound_from_maxima(mu, zeta, sigmas, term_errors, n, b, sampling_prob, warm_start, block)
+
+
+def remove_loss_bound_from_maxima(mu: jax.Array, zeta: jax.Array, sigmas: jax.Array, term_errors: jax.Array,
+                                  iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                                  block: int = BOUND_BLOCK) -> jax.Array:
+    r"""``U`` for every candidate ``sigmas[j]`` from upper bounds of the block maxima :math:`\mu_k` (of
+    :math:`s^m - \|c\|^2/2`) and :math:`\zeta_k` (of :math:`s^z`), padded in front with ``-inf`` as
+    :func:`block_maxima_t` pads (:func:`remove_loss_bound_from_sums_t` and
+    :func:`mcacct.kernels.block_terms.remove_loss_bound_from_draws_t` give them).
+
+    Parameters
+    ----------
+    mu, zeta : jax.Array
+        float64 ``(K_pad, ...)``.
+    sigmas, term_errors : array_like
+        ``(J,)`` noise multipliers ``> 0`` and the bounds added to each candidate's block exponents.
+    iterations, min_sep : int
+        ``n`` and ``b``.
+    sampling_prob : float
+        ``p`` in ``(0, 1]``, a Python number.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    block : int, optional
+        Rounds per block, ``s = min(block, b)`` (default :data:`BOUND_BLOCK`).
+
+    Returns
+    -------
+    jax.Array
+        float64 ``(J, ...)``: ``U`` per candidate and sample; ``inf`` where not finite (never ``nan``).
+    """
+    n, b = int(iterations), int(min_sep)
+    _, _, k_pad, _, _ = block_layout(n, b, block)
+    if mu.shape[0] != k_pad or zeta.shape != mu.shape:
+        raise ValueError(f"mu and zeta must have shape ({k_pad}, ...) alike; got {mu.shape} and {zeta.shape}")
     sig = jnp.asarray(sigmas, jnp.float64)
-    shape = (-1,) + (1,) * mu.ndim
-    inv = (1.0 / sig).reshape(shape)
-    a, z = mu[None] * (inv * inv), zeta[None] * inv
-    # the two products and the sum round by a few ulps of |a| + |z|: raised by 2^-45 of that
-    m = a + z + jnp.asarray(term_errors, jnp.float64).reshape(shape)
-    m = jnp.where(jnp.isfinite(m), m + 2.0**-45 * (jnp.abs(a) + jnp.abs(z)), m)  # -inf: the padding in front
-    m = jnp.where(jnp.isnan(m), jnp.inf, m)                                        # never skip a nan
-    # the candidates side by side as lanes of one recursion
-    j = m.shape[0]
-    m = jnp.moveaxis(m, 0, 1).reshape((k_pad, j) + (-1,))
-    u = _bound_from_exponents(m, n, b, float(sampling_prob), warm_start, block)
+    # (rows, J, B): the candidates side by side as lanes of one recursion, formed in that layout a super-block at a
+    # time inside it
+    inv = (1.0 / sig).reshape(1, -1, 1)
+    errors = jnp.asarray(term_errors, jnp.float64).reshape(1, -1, 1)
+    j = sig.shape[0]
+
+    def exponents(rows):
+        mu_r, zeta_r = rows
+        a, z = mu_r[:, None] * (inv * inv), zeta_r[:, None] * inv
+        # the two products and the sum round by a few ulps of |a| + |z|: raised by 2^-45 of that
+        m = a + z + errors
+        m = jnp.where(jnp.isfinite(m), m + 2.0**-45 * (jnp.abs(a) + jnp.abs(z)), m)  # -inf: the padding in front
+        return jnp.where(jnp.isnan(m), jnp.inf, m)                                     # never skip a nan
+
+    flat = (mu.reshape((k_pad, -1)), zeta.reshape((k_pad, -1)))
+    u = _bound_from_exponents(flat, n, b, float(sampling_prob), warm_start, block, exponents)
     return u.reshape((j,) + mu.shape[1:])

@@ -5,7 +5,9 @@ r"""Mechanism outputs under the dominating pair: ``y = C x + sigma z`` (``P``, t
 :func:`standardised_draws_t` returns the common random numbers ``(C x, z)`` of a block for b-min-sep
 participation, from which ``m + sigma_j z`` and ``sigma_j z`` are the outputs for every noise multiplier of a
 ladder (the same key split as :func:`gaussian_output`, so the draws coincide exactly); :func:`standardised_sums_t`
-returns their sliding sums, which is all a ladder needs. Plain numbers in, arrays out; no scheme is imported.
+returns their sliding sums, which is all a ladder needs, and :func:`ladder_losses_from_draws_t` the ladder's losses
+from ``(tau, z)``, forming the sums only where the remove skip leaves a draw. Plain numbers in, arrays out; no scheme
+is imported.
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from mcacct.kernels.block_terms import remove_loss_bound_from_draws_t, supports_draws_bound
+from mcacct.kernels.control import rare_cond
 from mcacct.kernels.normal import standard_normal
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
+from mcacct.kernels.recursion import ladder_losses_from_sums_t
 from mcacct.kernels.sliding import mean_shift_from_blocks_t, mean_sliding_from_blocks_t, sliding_dot_t
 
-__all__ = ["gaussian_output", "standardised_draws_t", "standardised_sums_t", "ladder_sums_t"]
+__all__ = ["gaussian_output", "standardised_blocks_t", "standardised_draws_t", "standardised_sums_t", "ladder_sums_t",
+           "ladder_losses_from_draws_t"]
 
 
 def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positive: bool, mean_of_key) -> jax.Array:
@@ -51,9 +57,11 @@ def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positi
     return z + mean_of_key(kx) if positive else z
 
 
-def _standardised(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples, dtype):
-    """``(tau, z)``: the per-block participation and the standard noise of one block, split from ``key`` as in
-    :func:`gaussian_output`."""
+def standardised_blocks_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                          participation_rate: float, num_samples: int, dtype=jnp.float64) -> tuple[jax.Array, jax.Array]:
+    """``(tau, z)``: the per-block participation (int32 ``(ceil(n/b), B)``) and the standard noise (time-major
+    ``(n, B)``, ``dtype``) of one block, split from ``key`` as in :func:`gaussian_output`; the arguments as in
+    :func:`standardised_draws_t`."""
     kx, kz = jax.random.split(key)
     z = standard_normal(kz, (iterations, num_samples), dtype)
     cap = participation_cap(iterations, min_sep, participation_rate)
@@ -98,7 +106,7 @@ def standardised_draws_t(key: jax.Array, iterations: int, min_sep: int, sampling
     z : jax.Array
         ``(n, B)``: the standard normal noise.
     """
-    tau, z = _standardised(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
+    tau, z = standardised_blocks_t(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
                            dtype)
     return mean_shift_from_blocks_t(tau, iterations, min_sep, c_col, dtype), z
 
@@ -142,7 +150,7 @@ def standardised_sums_t(key: jax.Array, iterations: int, min_sep: int, sampling_
     s_z : jax.Array
         ``(n, B)``: :math:`\langle c^{(i)}, z \rangle`.
     """
-    tau, z = _standardised(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
+    tau, z = standardised_blocks_t(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
                            jnp.float64)
     return ladder_sums_t(tau, z, iterations, min_sep, c_col, dtype, dot_method)
 
@@ -180,3 +188,58 @@ def ladder_sums_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: int, c
     """
     return (mean_sliding_from_blocks_t(tau, iterations, min_sep, c_col, dtype),
             sliding_dot_t(z.astype(dtype), c_col, dot_method))
+
+
+def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, sigmas: jax.Array, min_sep: int,
+                               sampling_prob: float, warm_start: bool, c_col: tuple[float, ...], dtype,
+                               dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None,
+                               remove_skip=None) -> jax.Array:
+    r"""``(J, 2, B)`` ladder losses from the draws: :func:`ladder_sums_t` then
+    :func:`~mcacct.kernels.recursion.ladder_losses_from_sums_t`, the same values bit for bit, except that with both
+    skips on (``add_bound`` and ``remove_skip``, float64) and a constant positive column the sliding sums are formed
+    only for a batch in which some draw is not skipped.
+
+    There the remove bound ``U`` comes straight from the draws
+    (:func:`~mcacct.kernels.block_terms.remove_loss_bound_from_draws_t`: block extremes of the noise's prefix sums and of
+    the participations' overlaps, no sliding sums); a draw whose ``U`` is at most every candidate's threshold keeps
+    ``U``, and if any draw of the batch does not, the batch's sums and exact recursions run as without the skip and
+    those draws take their exact losses. Every add loss is ``add_bound``.
+
+    Parameters
+    ----------
+    tau, z : jax.Array
+        The participation per block of ``b`` rows and the standard noise, time-major ``(n, B)``
+        (:func:`standardised_blocks_t`).
+    iterations : int
+        ``n``.
+    sigmas : array_like
+        ``(J,)`` noise multipliers.
+    min_sep, sampling_prob, warm_start, c_col, recursion, add_bound, remove_skip
+        As in :func:`~mcacct.kernels.recursion.ladder_losses_from_sums_t`.
+    dtype, dot_method
+        As in :func:`ladder_sums_t`.
+
+    Returns
+    -------
+    jax.Array
+        ``(J, 2, B)``: ``[:, 0]`` remove, ``[:, 1]`` add losses.
+    """
+    direct = (add_bound is not None and remove_skip is not None and z.ndim == 2 and z.dtype == jnp.float64
+              and jnp.dtype(dtype) == jnp.float64 and supports_draws_bound(c_col))
+    if not direct:
+        s_m, s_z = ladder_sums_t(tau, z, iterations, min_sep, c_col, dtype, dot_method)
+        return ladder_losses_from_sums_t(s_m, s_z, sigmas, min_sep, sampling_prob, warm_start, c_col, recursion,
+                                         add_bound, remove_skip)
+    sigmas = jnp.asarray(sigmas)
+    u = remove_loss_bound_from_draws_t(tau, z, sigmas, remove_skip.term_errors, iterations, min_sep,
+                                       float(sampling_prob), warm_start, c_col)
+    need = jnp.any(~(u <= jnp.asarray(remove_skip.thresholds, u.dtype)[:, None]), axis=0)
+
+    def exact(need, u, tau, z, sigmas):
+        s_m, s_z = ladder_sums_t(tau, z, iterations, min_sep, c_col, dtype, dot_method)
+        rem = ladder_losses_from_sums_t(s_m, s_z, sigmas, min_sep, sampling_prob, warm_start, c_col, recursion,
+                                        add_bound)[:, 0]
+        return jnp.where(need, rem, u)
+
+    rem = rare_cond(jnp.any(need), exact, lambda need, u, tau, z, sigmas: u, need, u, tau, z, sigmas)
+    return jnp.stack([rem, jnp.full_like(rem, add_bound)], axis=1)

@@ -21,10 +21,10 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from mcacct.kernels.output import gaussian_output, standardised_sums_t
+from mcacct.kernels.output import gaussian_output, ladder_losses_from_draws_t, standardised_blocks_t
 from mcacct.kernels.participation import (participation_cap, participation_mask, participation_blocks_t,
                                           participation_mask_t)
-from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio, recursion_log_ratio_t
+from mcacct.kernels.recursion import recursion_log_ratio, recursion_log_ratio_t
 from mcacct.kernels.shortcuts import add_loss_bound
 from mcacct.kernels.sliding import (mean_shift, mean_shift_from_blocks_t, participation_log_ratios,
                                     participation_log_ratios_t)
@@ -105,8 +105,9 @@ class BMinSep(MinSepAccounting):
                       recursion: str = "auto", add_bound: float | None = None, remove_skip=None):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on one
         set of draws (the draws of :meth:`sample_t` for the same key): draws, participation and sliding
-        sums once (the mean's from a table, :func:`mcacct.kernels.output.standardised_sums_t`), the recursion per
-        candidate (:func:`mcacct.kernels.recursion.ladder_losses_from_sums_t`).
+        sums once (the mean's from a table), the recursion per candidate
+        (:func:`mcacct.kernels.output.ladder_losses_from_draws_t`: with both skips and a constant column, the sums
+        only for a batch with a draw that is not skipped).
 
         Parameters
         ----------
@@ -129,10 +130,11 @@ class BMinSep(MinSepAccounting):
         """
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
-        s_m, s_z = standardised_sums_t(key, self.iterations, self.min_sep, self.sampling_prob, self.warm_start,
-                                       self.participation_rate, strategy.c_col, num_samples, dtype, dot_method)
-        return ladder_losses_from_sums_t(s_m, s_z, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
-                                         strategy.c_col, recursion, add_bound, remove_skip)
+        tau, z = standardised_blocks_t(key, self.iterations, self.min_sep, self.sampling_prob, self.warm_start,
+                                       self.participation_rate, num_samples, jnp.float64)
+        return ladder_losses_from_draws_t(tau, z, self.iterations, sigmas, self.min_sep, self.sampling_prob,
+                                          self.warm_start, strategy.c_col, dtype, dot_method, recursion, add_bound,
+                                          remove_skip)
 
     def add_loss_bound(self) -> float:
         """``-ln`` of the probability of never participating, rounded up (:mod:`mcacct.kernels.shortcuts`)."""

@@ -13,11 +13,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from fractions import Fraction
+
+from mcacct.kernels.block_terms import block_term_maxima_t, remove_loss_bound_from_draws_t
 from mcacct.kernels.bound import remove_loss_bound_from_sums_t, remove_loss_bound_t
-from mcacct.kernels.output import standardised_sums_t
+from mcacct.kernels.output import ladder_losses_from_draws_t, ladder_sums_t, standardised_blocks_t, standardised_sums_t
 from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio_t
 from mcacct.kernels.shortcuts import RemoveSkip
-from mcacct.kernels.sliding import column_sq_norms
+from mcacct.kernels.sliding import column_sq_norms, mean_shift_from_blocks_t
 from mcacct.schemes.bminsep import expected_participation_rate
 
 
@@ -62,16 +65,61 @@ def test_the_bound_holds_on_the_schemes_draws(n, b, p, warm, block):
 
     @jax.jit
     def one(key):
-        s_m, s_z = standardised_sums_t(key, n, b, p, warm, rate, c, 1 << 14, jnp.float64, "direct")
+        tau, z = standardised_blocks_t(key, n, b, p, warm, rate, 1 << 14)
+        s_m, s_z = ladder_sums_t(tau, z, n, b, c, jnp.float64, "direct")
         u = remove_loss_bound_from_sums_t(s_m, s_z, half, sigmas, jnp.zeros(8), b, p, warm, block)
+        u_draws = remove_loss_bound_from_draws_t(tau, z, sigmas, jnp.zeros(8), n, b, p, warm, c, block)
         exact = jax.lax.map(lambda s: recursion_log_ratio_t((s_m + (s * s_z - half)) / s**2, b, p, warm, "scan"),
                             sigmas)
         ok = jnp.isfinite(exact)
-        return jnp.min(jnp.where(ok, u - exact + 1e-12 * (1 + jnp.abs(exact)), jnp.inf)), jnp.mean(u - exact)
 
-    worst, gaps = zip(*[one(jax.random.key(i)) for i in range(8)])
-    assert min(float(w) for w in worst) >= 0.0
+        def worst(u):
+            return jnp.min(jnp.where(ok, u - exact + 1e-12 * (1 + jnp.abs(exact)), jnp.inf))
+
+        return worst(u), worst(u_draws), jnp.mean(u - exact), jnp.mean(u_draws - u)
+
+    worst, worst_draws, gaps, looser = zip(*[one(jax.random.key(i)) for i in range(8)])
+    assert min(float(w) for w in worst) >= 0.0 and min(float(w) for w in worst_draws) >= 0.0
     assert float(np.mean(gaps)) > 0.0
+    assert float(np.mean(looser)) >= 0.0   # the draws' bound is the looser: extremes of prefix sums, not of windows
+
+
+@functools.partial(jax.jit, static_argnums=tuple(range(1, 8)))  # one program per example
+def _term_maxima(key, n, b, p, warm, c, block, scale):
+    tau, z = standardised_blocks_t(key, n, b, p, warm, expected_participation_rate(p, b), 4)
+    z = z * scale
+    return block_term_maxima_t(tau, z, n, b, c, block) + (mean_shift_from_blocks_t(tau, n, b, c, jnp.float64), z)
+
+
+@settings(max_examples=12, deadline=None)  # each example compiles its program (~1.5 s)
+@given(n=st.integers(1, 70), b=st.integers(1, 24), k=st.integers(1, 24), p=st.sampled_from([0.01, 0.3, 0.9, 1.0]),
+       warm=st.booleans(), block=st.integers(1, 20), c0=st.sampled_from([1e-3, 0.0625, 0.7, 3.0]),
+       scale=st.sampled_from([1.0, 1e3]), seed=st.integers(0, 2**16))
+def test_block_term_maxima_bound_the_exact_block_maxima(n, b, k, p, warm, block, c0, scale, seed):
+    """mu and zeta from the draws are at least the exact block maxima of s^m - |c|^2/2 and s^z (exact rationals of
+    the float draws and c_0: Fractions), whatever the participation (p near 1: several reach a block) and the noise's
+    scale (float error of the prefix sums)."""
+    k = min(k, b)
+    c = (c0,) * k
+    mu, zeta, mean, z = (np.asarray(v) for v in _term_maxima(jax.random.key(seed), n, b, p, warm, c, block, scale))
+    s = max(1, min(block, b))
+    k_blocks = -(-n // s)
+    front = mu.shape[0] - k_blocks
+    assert np.all(mu[:front] == -np.inf) and np.all(zeta[:front] == -np.inf)
+    c0f = Fraction(c0)
+    for lane in range(4):
+        # exact prefix sums (Fractions of the floats), then every window's sum
+        pm, pz = [Fraction(0)], [Fraction(0)]
+        for t in range(n):
+            pm.append(pm[-1] + Fraction(float(mean[t, lane])))
+            pz.append(pz[-1] + Fraction(float(z[t, lane])))
+        for blk in range(k_blocks):
+            rows = range(max(0, n - (k_blocks - blk) * s), n - (k_blocks - 1 - blk) * s)
+            ends = [min(i + k, n) for i in rows]
+            best_m = max(c0f * (pm[e] - pm[i]) - c0f * c0f * (e - i) / 2 for i, e in zip(rows, ends))
+            best_z = max(c0f * (pz[e] - pz[i]) for i, e in zip(rows, ends))
+            assert Fraction(float(mu[front + blk, lane])) >= best_m, (blk, lane)
+            assert Fraction(float(zeta[front + blk, lane])) >= best_z, (blk, lane)
 
 
 def _sums(n=48, b=4, p=0.05, num=512):
@@ -100,3 +148,29 @@ def test_the_ladder_keeps_exact_bits_where_the_bound_could_count(threshold):
         assert exact.all()
     if threshold == 60.0:
         assert skipped.all()
+
+
+@pytest.mark.parametrize("threshold", [2.0, 4.0, 60.0])
+def test_the_draws_ladder_keeps_exact_bits_where_its_bound_could_count(threshold):
+    """ladder_losses_from_draws_t with both skips (constant c): the add losses are the bound, every remove loss is
+    the exact one bit for bit or a U at most the threshold and at least the exact loss, and U comes from the draws
+    (no sliding sums where a batch is skipped whole)."""
+    n, b, p, c = 48, 4, 0.05, (0.5, 0.5, 0.5, 0.5)
+    tau, z = standardised_blocks_t(jax.random.key(7), n, b, p, True, expected_participation_rate(p, b), 512)
+    sig = jnp.asarray([0.3, 0.7, 2.0])
+
+    @functools.partial(jax.jit, static_argnums=2)
+    def ladder(tau, z, add_bound, rs):
+        return ladder_losses_from_draws_t(tau, z, n, sig, b, p, True, c, jnp.float64, "auto", "auto", add_bound, rs)
+
+    off = np.asarray(ladder(tau, z, 9.0, None))
+    on = np.asarray(ladder(tau, z, 9.0, RemoveSkip(jnp.full(3, threshold), jnp.zeros(3))))
+    assert np.all(on[:, 1] == 9.0) and np.all(off[:, 1] == 9.0)
+    rem_on, rem_off = on[:, 0], off[:, 0]
+    u = np.asarray(remove_loss_bound_from_draws_t(tau, z, sig, jnp.zeros(3), n, b, p, True, c))
+    skipped = np.all(u <= threshold, axis=0)
+    np.testing.assert_array_equal(rem_on[:, ~skipped], rem_off[:, ~skipped])
+    # U computed inside the ladder's program (its products fused or not) and here differ by ulps at most
+    np.testing.assert_allclose(rem_on[:, skipped], u[:, skipped], rtol=1e-13, atol=1e-15)
+    assert np.all(rem_on[:, skipped] >= rem_off[:, skipped] - 1e-12)
+    assert 0 < skipped.sum() and (threshold == 60.0 or skipped.sum() < skipped.size)

@@ -15,9 +15,8 @@ from mcacct.kernels.blocks import apply_to_flagged, cache_lanes, map_blocks, map
 from mcacct.schemes.truncated.counts import count_tables, exact_tables, other_counts_t, virtual_plan
 from mcacct.schemes.truncated.screen import CountDraws, active_screen_plan, count_draws
 from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns
-from mcacct.kernels.output import ladder_sums_t
+from mcacct.kernels.output import ladder_losses_from_draws_t
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
-from mcacct.kernels.recursion import ladder_losses_from_sums_t
 from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, participation_log_ratios_t,
                                     sliding_dot)
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, log_ratio_from_terms_t
@@ -348,8 +347,8 @@ class TruncatedBMinSep(Scheme):
     def ladder_losses(self, key, strategy, sigmas, num_samples: int, dtype, dot_method: str = "auto",
                       recursion: str = "auto", add_bound: float | None = None, remove_skip=None):
         """``(J, 2, num_samples)`` losses for every ``sigmas`` and both directions on the draws of :meth:`sample_t`:
-        counts, participation, coins and noise once; the untruncated ladder (:func:`~mcacct.kernels.recursion.
-        ladder_losses_from_sums_t`) for every sample, the mixture recursions only for those with a truncated round."""
+        counts, participation, coins and noise once; the untruncated ladder (:func:`~mcacct.kernels.output.
+        ladder_losses_from_draws_t`) for every sample, the mixture recursions only for those with a truncated round."""
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
         return self._ladder(key, jnp.asarray(sigmas), strategy, num_samples, jnp.dtype(dtype), dot_method,
@@ -362,9 +361,9 @@ class TruncatedBMinSep(Scheme):
     @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion", "add_bound")
     def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound, remove_skip):
         def per_block(tau, z_t):
-            s_m, s_z = ladder_sums_t(tau, z_t, self.iterations, self.min_sep, strategy.c_col, dtype, dot_method)
-            return ladder_losses_from_sums_t(s_m, s_z, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
-                                             strategy.c_col, recursion, add_bound, remove_skip)
+            return ladder_losses_from_draws_t(tau, z_t, self.iterations, sigmas, self.min_sep, self.sampling_prob,
+                                              self.warm_start, strategy.c_col, dtype, dot_method, recursion,
+                                              add_bound, remove_skip)
 
         out, _, patch = self._draw_blocks(key, strategy, num_samples, per_block)
 

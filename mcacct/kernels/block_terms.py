@@ -1,0 +1,187 @@
+r"""Upper bounds of the remove bound's block maxima straight from the draws, for a constant column (issue #39).
+
+:mod:`mcacct.kernels.bound` bounds the remove loss from the block maxima :math:`\mu_k` of
+:math:`s^m - \|c\|^2/2` and :math:`\zeta_k` of :math:`s^z`. For a constant positive column :math:`c_i = c_0`
+(``i < k``) both are bounded here from the participation and the noise without forming the sliding sums, so a batch
+of draws that the skip lets go whole never forms them (:func:`mcacct.kernels.output.ladder_losses_from_draws_t`).
+The proofs are in :func:`block_term_maxima_t` and ``docs/soundness.md``. Numbers and arrays in; no scheme imported.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mcacct.kernels.bound import BOUND_BLOCK, block_layout, remove_loss_bound_from_maxima
+from mcacct.kernels.participation import NO_PARTICIPATION
+from mcacct.kernels.prefix import prefix_sums0
+from mcacct.kernels.sliding import column_sq_norms
+
+__all__ = ["supports_draws_bound", "block_term_maxima_t", "remove_loss_bound_from_draws_t"]
+
+
+def supports_draws_bound(c_col: tuple[float, ...]) -> bool:
+    """Whether :func:`block_term_maxima_t` applies to ``c_col``: a constant, positive, finite column."""
+    return (len(c_col) > 0 and math.isfinite(float(c_col[0])) and float(c_col[0]) > 0.0
+            and all(v == c_col[0] for v in c_col))
+
+
+def _sum_error(terms: int) -> float:
+    r""":math:`\gamma_N = N u / (1 - N u)` for ``N = terms + 8`` (``u = 2^{-53}``), raised by a relative ``2^{-20}``: a
+    float64 sum of at most ``terms`` numbers, added in any order (any tree of additions), is within
+    :math:`\gamma_N \sum |x_i|` of the exact sum (Higham, *Accuracy and Stability of Numerical Algorithms*, §4.2)."""
+    nu = (int(terms) + 8) * 2.0**-53
+    return nu / (1.0 - nu) * (1.0 + 2.0**-20)
+
+
+def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
+                        block: int = BOUND_BLOCK) -> tuple[jax.Array, jax.Array]:
+    r"""Upper bounds of the block maxima :math:`\mu_k` and :math:`\zeta_k` (:mod:`mcacct.kernels.bound`) straight from the draws,
+    for a constant column :math:`c_i = c_0 > 0` (``i < k``), without forming the sliding sums.
+
+    **Noise.** With the prefix sums :math:`P_j = \sum_{t<j} z_t` (0-based rows), :math:`s^z_i = c_0 (P_{\min(i+k,
+    n)} - P_i)`, so over the rows ``R`` of a block
+
+    .. math::
+        \max_{i \in R} s^z_i \le c_0 \big(\max_{i \in R} P_{\min(i+k, n)} - \min_{i \in R} P_i\big).
+
+    Per block: its total, the running partial sums (a chain over its ``s`` rows) and their minimum and maximum; the
+    blocks' offsets are the prefix sums of the totals. The shifted indices :math:`\min(i+k, n)` of a block lie in
+    at most two consecutive blocks (or at :math:`P_n`). Every computed :math:`P_j` is a float sum of the ``j``
+    draws by additions only, so within :math:`\gamma_n \sum_t |z_t|` of the exact one (:func:`_sum_error`), and
+    the computed difference and product round by a few ulps: ``zeta`` adds :math:`2 c_0 \gamma_n \sum|z|`
+    (raised by a thousandth) and :math:`2^{-44}|\zeta|`. The front padding of block 0 (zeros) only repeats
+    :math:`P_0`.
+
+    **Mean.** For a constant column, one participation at row :math:`\tau` adds
+    :math:`c_0^2 \max(0, \min(i+k, n, \tau+k) - \max(i, \tau))` (the overlap of the window of row ``i`` with the
+    participation's column) to :math:`s^m_i`: rising in ``i`` up to :math:`\tau`, falling after, so its maximum over
+    a block's rows ``[a, e]`` is at :math:`\mathrm{clip}(\tau, a, e)`. The participations that can reach the block
+    lie in the blocks of ``b`` rows of ``a`` and ``e`` or next to them; the sum of their maxima bounds the
+    maximum of the sum, and :math:`\max_R (s^m_i - \|c^{(i)}\|^2/2) \le c_0^2 O - \min_R \|c^{(i)}\|^2/2`. ``mu``
+    adds :math:`(k + 16) 2^{-51}` of :math:`c_0^2 O + \min_R\|c^{(i)}\|^2/2` for the rounding of :math:`c_0^2`, of
+    the column norms (a float sum of ``k`` squares) and of the difference.
+
+    Both are bounds of the *exact* block maxima of the draws (the float draws as exact numbers and ``c_0`` as
+    given), not of the computed sums.
+
+    Parameters
+    ----------
+    tau : jax.Array
+        int32 ``(ceil(n/b), ...)``: the participation per block of ``b`` rows
+        (:func:`~mcacct.kernels.participation.participation_blocks_t`).
+    z : jax.Array
+        float64 standard noise, time-major ``(n, ...)``.
+    iterations, min_sep : int
+        ``n`` and ``b`` (``b >= len(c_col)``).
+    c_col : tuple of float
+        The strategy's column, constant and positive (:func:`supports_draws_bound`).
+    block : int, optional
+        Rounds per block, ``s = min(block, b)`` (default :data:`~mcacct.kernels.bound.BOUND_BLOCK`).
+
+    Returns
+    -------
+    mu, zeta : jax.Array
+        float64 ``(K_pad, ...)``, padded in front with ``-inf`` as :func:`mcacct.kernels.bound.block_maxima_t` pads.
+
+    Raises
+    ------
+    ValueError
+        If ``c_col`` is not constant and positive, is longer than ``min_sep``, or ``z`` is not float64 ``(n, ...)``.
+    """
+    n, b, k = int(iterations), int(min_sep), len(c_col)
+    if not supports_draws_bound(c_col):
+        raise ValueError("block_term_maxima_t needs a constant, positive c_col")
+    if k > b:
+        raise ValueError(f"len(c_col) must be at most min_sep; got {k} > {b}")
+    if z.dtype != jnp.float64 or z.shape[0] != n:
+        raise ValueError(f"z must be float64 of shape ({n}, ...); got {z.dtype} {z.shape}")
+    s, k_blocks, k_pad, _, _ = block_layout(n, b, block)
+    lead = z.shape[1:]
+    c0 = float(c_col[0])
+    start = n - (k_blocks - np.arange(k_blocks)) * s          # each block's first 0-based row (< 0: block 0 padded)
+    first, last = np.maximum(start, 0), start + s - 1
+    bcast = (slice(None),) + (None,) * len(lead)
+
+    # noise: running partial sums per block, their extremes, and the blocks' offsets
+    zb = jnp.pad(z, [(k_blocks * s - n, 0)] + [(0, 0)] * len(lead)).reshape((k_blocks, s) + lead)
+    # the running sums before each row of a block, stacked, and their extremes and the blocks' totals as reductions
+    # (formed once: as a bare chain of adds XLA:CPU fused it into every consumer, recomputed per candidate inside the
+    # recursion's exp, several times slower at n = 7200)
+    runs = [jnp.zeros((k_blocks,) + lead, jnp.float64)]
+    for m in range(s - 1):
+        runs.append(runs[-1] + zb[:, m])
+    run = jnp.stack(runs, axis=1)
+    lo, hi = jnp.min(run, axis=1), jnp.max(run, axis=1)
+    acc, mass = jnp.sum(zb, axis=1), jnp.sum(jnp.abs(zb), axis=1)
+    offset = prefix_sums0(acc, exclusive=True)
+    p_min = offset + lo
+    p_ext = jnp.concatenate([offset + hi, (offset[-1] + acc[-1])[None]], axis=0)   # row k_blocks: P_n
+    shifted_lo, shifted_hi = np.minimum(first + k, n), np.minimum(last + k, n)
+
+    def block_of(j):                                           # the block of prefix index j; n: the P_n row
+        return np.where(j >= n, k_blocks, k_blocks - 1 - (n - 1 - np.minimum(j, n - 1)) // s)
+
+    p_max = jnp.maximum(p_ext[block_of(shifted_lo)], p_ext[block_of(shifted_hi)])
+    zeta = c0 * (p_max - p_min)
+    err = (2.0 * c0 * _sum_error(n + s + k_blocks) * 1.001) * jnp.sum(mass, axis=0)
+    zeta = zeta + (2.0**-44 * jnp.abs(zeta) + err[None])
+
+    # mean: each nearby participation's largest overlap with a row's window in the block
+    nblk = tau.shape[0]
+    pad_b = nblk * b - n
+    q_lo, q_hi = (first + pad_b) // b - 1, (last + pad_b) // b + 1
+    cand = q_lo[:, None] + np.arange(4)[None, :]
+    cand = np.where((cand >= 0) & (cand < nblk) & (cand <= q_hi[:, None]), cand, nblk)     # nblk: none
+    tau_ext = jnp.concatenate([tau, jnp.full_like(tau[:1], NO_PARTICIPATION)], axis=0)
+    t = tau_ext[cand]                                          # (K, 4, ...)
+    a_row = jnp.asarray(first.reshape((-1, 1) + (1,) * len(lead)), jnp.int32)
+    e_row = jnp.asarray(last.reshape((-1, 1) + (1,) * len(lead)), jnp.int32)
+    i_star = jnp.clip(t, a_row, e_row)
+    overlap = jnp.minimum(jnp.minimum(i_star + k, n), t + k) - jnp.maximum(i_star, t)
+    overlap = jnp.sum(jnp.where(t != NO_PARTICIPATION, jnp.maximum(overlap, 0), 0), axis=1)
+    half = 0.5 * column_sq_norms(tuple(c_col), n)
+    half_min = np.array([half[f:e + 1].min() for f, e in zip(first, last)])
+    s_m = (c0 * c0) * overlap.astype(jnp.float64)
+    h = jnp.asarray(half_min, jnp.float64)[bcast]
+    mu = (s_m - h) + ((k + 16) * 2.0**-51) * (s_m + h)
+
+    front = jnp.full((k_pad - k_blocks,) + lead, -jnp.inf, jnp.float64)
+    return jnp.concatenate([front, mu], axis=0), jnp.concatenate([front, zeta], axis=0)
+
+
+def remove_loss_bound_from_draws_t(tau: jax.Array, z: jax.Array, sigmas: jax.Array, term_errors: jax.Array,
+                                   iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
+                                   c_col: tuple[float, ...], block: int = BOUND_BLOCK) -> jax.Array:
+    r"""``U`` for every candidate from the draws (participation ``tau``, standard noise ``z``) of a constant column:
+    :func:`block_term_maxima_t` then :func:`~mcacct.kernels.bound.remove_loss_bound_from_maxima`. The ladder's sliding sums are not formed,
+    so a batch whose draws are all skipped costs the noise, one pass over it and the block recursion.
+
+    Parameters
+    ----------
+    tau, z : jax.Array
+        As in :func:`block_term_maxima_t`.
+    sigmas, term_errors : array_like
+        As in :func:`~mcacct.kernels.bound.remove_loss_bound_from_maxima`.
+    iterations, min_sep : int
+        ``n`` and ``b``.
+    sampling_prob : float
+        ``p`` in ``(0, 1]``, a Python number.
+    warm_start : bool
+        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    c_col : tuple of float
+        The strategy's column (:func:`supports_draws_bound`).
+    block : int, optional
+        Rounds per block (default :data:`~mcacct.kernels.bound.BOUND_BLOCK`).
+
+    Returns
+    -------
+    jax.Array
+        float64 ``(J, ...)``: ``U`` per candidate and sample.
+    """
+    mu, zeta = block_term_maxima_t(tau, z, iterations, min_sep, c_col, block)
+    return remove_loss_bound_from_maxima(mu, zeta, sigmas, term_errors, iterations, min_sep, sampling_prob,
+                                         warm_start, block)
