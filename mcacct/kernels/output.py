@@ -106,8 +106,8 @@ def standardised_draws_t(key: jax.Array, iterations: int, min_sep: int, sampling
     z : jax.Array
         ``(n, B)``: the standard normal noise.
     """
-    tau, z = standardised_blocks_t(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
-                           dtype)
+    tau, z = standardised_blocks_t(key, iterations, min_sep, sampling_prob, warm_start, participation_rate,
+                                   num_samples, dtype)
     return mean_shift_from_blocks_t(tau, iterations, min_sep, c_col, dtype), z
 
 
@@ -150,8 +150,8 @@ def standardised_sums_t(key: jax.Array, iterations: int, min_sep: int, sampling_
     s_z : jax.Array
         ``(n, B)``: :math:`\langle c^{(i)}, z \rangle`.
     """
-    tau, z = standardised_blocks_t(key, iterations, min_sep, sampling_prob, warm_start, participation_rate, num_samples,
-                           jnp.float64)
+    tau, z = standardised_blocks_t(key, iterations, min_sep, sampling_prob, warm_start, participation_rate,
+                                   num_samples, jnp.float64)
     return ladder_sums_t(tau, z, iterations, min_sep, c_col, dtype, dot_method)
 
 
@@ -195,9 +195,9 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
                                dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None,
                                remove_skip=None) -> jax.Array:
     r"""``(J, 2, B)`` ladder losses from the draws: :func:`ladder_sums_t` then
-    :func:`~mcacct.kernels.recursion.ladder_losses_from_sums_t`, the same values bit for bit, except that with both
-    skips on (``add_bound`` and ``remove_skip``, float64) and a constant positive column the sliding sums are formed
-    only for a batch in which some draw is not skipped.
+    :func:`~mcacct.kernels.recursion.ladder_losses_from_sums_t`; with both skips on (``add_bound`` and
+    ``remove_skip``, float64) and a constant positive column, the sliding sums only for a batch in which some draw is
+    not skipped (every computed loss the same bits, a skipped draw's bound another valid ``U``).
 
     There the remove bound ``U`` comes straight from the draws
     (:func:`~mcacct.kernels.block_terms.remove_loss_bound_from_draws_t`: block extremes of the noise's prefix sums and of
