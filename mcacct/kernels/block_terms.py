@@ -39,8 +39,8 @@ def _sum_error(terms: int) -> float:
 
 def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
                         block: int = BOUND_BLOCK) -> tuple[jax.Array, jax.Array]:
-    r"""Upper bounds of the block maxima :math:`\mu_k` and :math:`\zeta_k` (:mod:`mcacct.kernels.bound`) straight from the draws,
-    for a constant column :math:`c_i = c_0 > 0` (``i < k``), without forming the sliding sums.
+    r"""Upper bounds of the block maxima :math:`\mu_k` and :math:`\zeta_k` (:mod:`mcacct.kernels.bound`) straight from
+    the draws, for a constant column :math:`c_i = c_0 > 0` (``i < k``), without forming the sliding sums.
 
     **Noise.** With the prefix sums :math:`P_j = \sum_{t<j} z_t` (0-based rows), :math:`s^z_i = c_0 (P_{\min(i+k,
     n)} - P_i)`, so over the rows ``R`` of a block
@@ -157,8 +157,9 @@ def remove_loss_bound_from_draws_t(tau: jax.Array, z: jax.Array, sigmas: jax.Arr
                                    iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
                                    c_col: tuple[float, ...], block: int = BOUND_BLOCK) -> jax.Array:
     r"""``U`` for every candidate from the draws (participation ``tau``, standard noise ``z``) of a constant column:
-    :func:`block_term_maxima_t` then :func:`~mcacct.kernels.bound.remove_loss_bound_from_maxima`. The ladder's sliding sums are not formed,
-    so a batch whose draws are all skipped costs the noise, one pass over it and the block recursion.
+    :func:`block_term_maxima_t` then :func:`~mcacct.kernels.bound.remove_loss_bound_from_maxima`. The ladder's sliding
+    sums are not formed, so a batch whose draws are all skipped costs the noise, one pass over it and the block
+    recursion.
 
     Parameters
     ----------

@@ -58,7 +58,8 @@ def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positi
 
 
 def standardised_blocks_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
-                          participation_rate: float, num_samples: int, dtype=jnp.float64) -> tuple[jax.Array, jax.Array]:
+                          participation_rate: float, num_samples: int,
+                          dtype=jnp.float64) -> tuple[jax.Array, jax.Array]:
     """``(tau, z)``: the per-block participation (int32 ``(ceil(n/b), B)``) and the standard noise (time-major
     ``(n, B)``, ``dtype``) of one block, split from ``key`` as in :func:`gaussian_output`; the arguments as in
     :func:`standardised_draws_t`."""
@@ -200,8 +201,8 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
     not skipped (every computed loss the same bits, a skipped draw's bound another valid ``U``).
 
     There the remove bound ``U`` comes straight from the draws
-    (:func:`~mcacct.kernels.block_terms.remove_loss_bound_from_draws_t`: block extremes of the noise's prefix sums and of
-    the participations' overlaps, no sliding sums); a draw whose ``U`` is at most every candidate's threshold keeps
+    (:func:`~mcacct.kernels.block_terms.remove_loss_bound_from_draws_t`: block extremes of the noise's prefix sums
+    and of the participations' overlaps, no sliding sums); a draw whose ``U`` is at most every candidate's threshold keeps
     ``U``, and if any draw of the batch does not, the batch's sums and exact recursions run as without the skip and
     those draws take their exact losses. Every add loss is ``add_bound``.
 
