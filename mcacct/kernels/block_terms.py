@@ -167,16 +167,10 @@ def remove_loss_bound_from_draws_t(tau: jax.Array, z: jax.Array, sigmas: jax.Arr
         As in :func:`block_term_maxima_t`.
     sigmas, term_errors : array_like
         As in :func:`~mcacct.kernels.bound.remove_loss_bound_from_maxima`.
-    iterations, min_sep : int
-        ``n`` and ``b``.
-    sampling_prob : float
-        ``p`` in ``(0, 1]``, a Python number.
-    warm_start : bool
-        Warm start (Alg. 2) rather than cold start (Alg. 1).
+    iterations, min_sep, sampling_prob, warm_start, block
+        As in :func:`~mcacct.kernels.bound.remove_loss_bound_from_maxima`.
     c_col : tuple of float
         The strategy's column (:func:`supports_draws_bound`).
-    block : int, optional
-        Rounds per block (default :data:`~mcacct.kernels.bound.BOUND_BLOCK`).
 
     Returns
     -------

@@ -275,17 +275,13 @@ def remove_loss_bound_from_maxima(mu: jax.Array, zeta: jax.Array, sigmas: jax.Ar
         ``(J,)`` noise multipliers ``> 0`` and the bounds added to each candidate's block exponents.
     iterations, min_sep : int
         ``n`` and ``b``.
-    sampling_prob : float
-        ``p`` in ``(0, 1]``, a Python number.
-    warm_start : bool
-        Warm start (Alg. 2) rather than cold start (Alg. 1).
-    block : int, optional
-        Rounds per block, ``s = min(block, b)`` (default :data:`BOUND_BLOCK`).
+    sampling_prob, warm_start, block
+        As in :func:`remove_loss_bound_from_sums_t`.
 
     Returns
     -------
     jax.Array
-        float64 ``(J, ...)``: ``U`` per candidate and sample; ``inf`` where not finite (never ``nan``).
+        As :func:`remove_loss_bound_from_sums_t` returns.
     """
     n, b = int(iterations), int(min_sep)
     _, _, k_pad, _, _ = block_layout(n, b, block)
