@@ -202,9 +202,9 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
 
     There the remove bound ``U`` comes straight from the draws
     (:func:`~mcacct.kernels.block_terms.remove_loss_bound_from_draws_t`: block extremes of the noise's prefix sums
-    and of the participations' overlaps, no sliding sums); a draw whose ``U`` is at most every candidate's threshold keeps
-    ``U``, and if any draw of the batch does not, the batch's sums and exact recursions run as without the skip and
-    those draws take their exact losses. Every add loss is ``add_bound``.
+    and of the participations' overlaps, no sliding sums); a draw whose ``U`` is at most every candidate's threshold
+    keeps ``U``, and if any draw of the batch does not, the batch's sums and exact recursions run as without the skip
+    and those draws take their exact losses. Every add loss is ``add_bound``.
 
     Parameters
     ----------

@@ -95,7 +95,8 @@ def _term_maxima(key, n, b, p, warm, c, block, scale):
 @given(n=st.integers(1, 70), b=st.integers(1, 24), k=st.integers(1, 24), p=st.sampled_from([0.01, 0.3, 0.9, 1.0]),
        warm=st.booleans(), block=st.integers(1, 20), c0=st.sampled_from([1e-3, 0.0625, 0.7, 3.0]),
        scale=st.sampled_from([1.0, 1e3]), seed=st.integers(0, 2**16))
-@example(n=37, b=5, k=3, p=1.0, warm=True, block=3, c0=3.0, scale=1e3, seed=1)   # every block reached, s does not divide b
+# every block reached (p = 1), a block length that does not divide b
+@example(n=37, b=5, k=3, p=1.0, warm=True, block=3, c0=3.0, scale=1e3, seed=1)
 def test_block_term_maxima_bound_the_exact_block_maxima(n, b, k, p, warm, block, c0, scale, seed):
     """mu and zeta from the draws are at least the exact block maxima of s^m - |c|^2/2 and s^z (exact rationals of
     the float draws and c_0: Fractions), whatever the participation (p near 1: several reach a block) and the noise's
