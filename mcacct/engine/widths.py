@@ -14,9 +14,9 @@ more padding, or compile a smaller one. :func:`next_width` compiles only where t
 
 with ``R`` the groups of chunks left, ``t_g`` the measured seconds per group at width ``W``, ``W'`` the padded
 width of the candidates left and ``t_c`` the measured time of the latest first call of a new width of the same
-function in this process (its compilation, or reading it from the persistent cache). The saving counts the whole group time as proportional to ``W``, an overestimate (the
-draws, counts and sliding sums are shared by the candidates), so the rule errs towards recompiling, as the runner
-always did before.
+function in this process (its compilation, or reading it from the persistent cache). The saving counts the whole
+group time as proportional to ``W``, an overestimate (the draws, counts and sliding sums are shared by the
+candidates), so the rule errs towards recompiling, as the runner always did before.
 """
 
 from __future__ import annotations

@@ -106,11 +106,10 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
     first, last = np.maximum(start, 0), start + s - 1
     bcast = (slice(None),) + (None,) * len(lead)
 
-    # noise: running partial sums per block, their extremes, and the blocks' offsets
+    # noise: the running sums before each row of a block, their extremes, the blocks' totals and offsets (the
+    # recursion forms its exponents from mu and zeta inside its loop, so XLA:CPU computes these once, not per
+    # candidate inside the recursion's exp)
     zb = jnp.pad(z, [(k_blocks * s - n, 0)] + [(0, 0)] * len(lead)).reshape((k_blocks, s) + lead)
-    # the running sums before each row of a block, stacked, and their extremes and the blocks' totals as reductions
-    # (formed once: as a bare chain of adds XLA:CPU fused it into every consumer, recomputed per candidate inside the
-    # recursion's exp, several times slower at n = 7200)
     runs = [jnp.zeros((k_blocks,) + lead, jnp.float64)]
     for m in range(s - 1):
         runs.append(runs[-1] + zb[:, m])
