@@ -349,9 +349,10 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
         raise ValueError(f"rtol must be in (0, 0.5), got {plain(rtol)!r}")
 
     last: dict = {}
+    batches: dict = {}  # one record per search: later passes reuse the batch sizes compiled by earlier ones
 
     def passes(sig: np.ndarray) -> np.ndarray:
-        last.update(run(canon, sig, h, method, eps, 0.5, "delta"))
+        last.update(run(canon, sig, h, method, eps, 0.5, "delta", batches))
         return last["delta"].max(axis=1) <= dl
 
     cmax = float(canon.c.max())

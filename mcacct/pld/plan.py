@@ -198,6 +198,26 @@ def _batch_size(n: int, budget: int) -> int:
     return size
 
 
+def _reused_batch(batches: dict[tuple, set[int]] | None, key: tuple, size: int) -> int:
+    """The batch size to run a group of sigmas at: the largest one already in ``batches[key]`` that is at most
+    ``size``, else ``size`` (then recorded); ``size`` itself when ``batches`` is ``None``.
+
+    A ladder search's passes meet different budget sizes (the batch follows the largest grid or window of each
+    pass), and each new size was a new compilation (about 1.4 s for the discretisation on the 2-core box) of work
+    that an earlier pass's program does in more calls. :func:`mcacct.pld.pld_calibrate` keeps one record per search,
+    so its result depends only on its inputs. The batch size can move a value by an ulp (XLA vectorises a batch
+    of one differently); every certified bound covers its arithmetic in any order, so each value is certified at
+    any batch size (docs/pld.md, "Compiled shapes")."""
+    if batches is None:
+        return size
+    done = batches.setdefault(key, set())
+    fits = [s for s in done if s <= size]
+    if fits:
+        return max(fits)
+    done.add(size)
+    return size
+
+
 def _two_level(sizes: Sequence[int]) -> np.ndarray:
     """Map power-of-two sizes to at most two levels: the maximum and half of it."""
     arr = np.asarray(sizes, dtype=np.int64)
@@ -206,7 +226,8 @@ def _two_level(sizes: Sequence[int]) -> np.ndarray:
 
 
 def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
-         eps_q: float, delta_q: float, target: str = "delta") -> dict[str, np.ndarray]:
+         eps_q: float, delta_q: float, target: str = "delta",
+         batches: dict[tuple, set[int]] | None = None) -> dict[str, np.ndarray]:
     """Evaluate delta(eps_q) and eps(delta_q) for every sigma; arrays of shape (S, 2).
 
     Only the ``target`` query is evaluated (``"delta"``: delta(eps_q); ``"epsilon"``:
@@ -234,6 +255,9 @@ def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
         The query point.
     target : {"delta", "epsilon"}, default "delta"
         Which query to evaluate.
+    batches : dict, optional
+        The batch sizes compiled so far, by kernel and static shape; updated. A group runs at the largest recorded
+        size that fits its budget (:func:`_reused_batch`). ``None``: each group at its budget's size.
 
     Returns
     -------
@@ -263,9 +287,10 @@ def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
     lms: list = [None] * n_sig
     x_lo = np.zeros((n_sig, 2))
     x_hi = np.zeros((n_sig, 2))
-    size = _batch_size(n_sig, max(1, CHUNK_BUDGET // (4 * int(k_of.max()) * canon.c.size)))
+    budget_size = _batch_size(n_sig, max(1, CHUNK_BUDGET // (4 * int(k_of.max()) * canon.c.size)))
     for k_stat in np.unique(k_of):
         members = np.flatnonzero(k_of == k_stat)
+        size = _reused_batch(batches, ("single", int(k_stat), canon.c.size, method, solver), budget_size)
         for idx in _padded_batches(len(members), size):
             ids = members[idx]
             out = single_batch(jnp.asarray(s_all[ids]), logp, p, jnp.asarray(n_lo_all[ids]), steps, h,
@@ -282,10 +307,11 @@ def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
     res = {name: np.zeros((n_sig, 2))
            for name in ("delta", "epsilon", "inf", "tail", "rb_delta", "rb_epsilon", "floor")}
     res["fft_size"] = n_of.copy()
-    size = _batch_size(n_sig, max(1, CHUNK_BUDGET // (2 * int(n_of.max()))))
+    budget_size = _batch_size(n_sig, max(1, CHUNK_BUDGET // (2 * int(n_of.max()))))
     for n_fft in np.unique(n_of):
         members = np.flatnonzero(n_of == n_fft)
         kmax = max(int(k_of[i]) for i in members)
+        size = _reused_batch(batches, ("compose", int(n_fft), kmax, canon.steps, target == "delta"), budget_size)
         for idx in _padded_batches(len(members), size):
             ids = members[idx]
             pm = jnp.stack([jnp.pad(pmfs[i], ((0, 0), (0, kmax - pmfs[i].shape[1]))) for i in ids])
