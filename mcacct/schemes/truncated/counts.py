@@ -402,19 +402,21 @@ def other_counts_t(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
                                                    unroll=min(unroll, m))
         return window, new, tie, outside
 
-    def ties_only(prev, window, u, rounds, k_rare):
+    def ties_only(w_fast, n_fast, prev, window, u, rounds, k_rare):
         """The lookups again with every tie resolved by the bits ``exact_block`` would draw for it, drawn for the
-        whole block at once (no branch per round); ``exact_block`` when a resolved tie led a lane off the band."""
+        whole block at once (no branch per round), and whether a resolved tie led a lane off the band."""
         fresh = jax.vmap(lambda i: jax.random.bits(jax.random.fold_in(jax.random.fold_in(k_rare, i), 1), (2, B),
                                                    jnp.uint64))(rounds)
         w_tie, n_tie, _, out = table_block(prev, window, u, fresh)
-        return rare_cond(jnp.any(out), lambda wt, nt, *ops: exact_block(*ops), lambda wt, nt, *ops: (wt, nt),
-                         w_tie, n_tie, prev, window, u, rounds, k_rare)
+        return w_tie, n_tie, jnp.any(out)
 
     def replay(w_fast, n_fast, outside, *ops):
         """A block some lane of which met a tie or left the band: ``ties_only`` if none left it in the first pass,
-        else round by round (``exact_block``). The same counts either way."""
-        return rare_cond(jnp.any(outside), exact_block, ties_only, *ops)
+        else (or when a resolved tie left it) round by round (``exact_block``). The same counts either way;
+        ``exact_block`` appears once in the program (it holds the rare paths' digit tables: compile time)."""
+        w, new, go = rare_cond(jnp.any(outside), lambda wf, nf, *o: (wf, nf, jnp.asarray(True)), ties_only,
+                               w_fast, n_fast, *ops)
+        return rare_cond(go, lambda wt, nt, *o: exact_block(*o), lambda wt, nt, *o: (wt, nt), w, new, *ops)
 
     def block(carry, t):
         prev, window = carry  # prev: the previous block's rounds, oldest first; window: their sum
