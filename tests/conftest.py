@@ -51,6 +51,9 @@ _hyp_settings.load_profile(_PROFILE)
 #: the memory mappings a worker may hold before a test module's end drops JAX's compiled programs (half the
 #: kernel's default ``vm.max_map_count``, 65530; one module adds at most about 3,000)
 MAPS_BEFORE_CLEAR = 32768
+#: the resident memory a worker may hold before a module's end drops them (a worker that kept every program until
+#: MAPS_BEFORE_CLEAR grew to 3.6 GB; one that cleared after every module reached 1.8 GB in tests/evr to tests/pld)
+RSS_BEFORE_CLEAR = 2 << 30
 
 
 def _maps() -> int | None:
@@ -59,6 +62,15 @@ def _maps() -> int | None:
         with open(f"/proc/{os.getpid()}/maps") as f:
             return sum(1 for _ in f)
     except OSError:
+        return None
+
+
+def _rss() -> int | None:
+    """The process's resident memory in bytes (``None`` where ``/proc`` has no count)."""
+    try:
+        with open(f"/proc/{os.getpid()}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
         return None
 
 
@@ -80,23 +92,24 @@ def _patches(module) -> bool:
 
 @pytest.fixture(autouse=True, scope="module")
 def _release_compiled_programs(request):
-    """Drop JAX's compiled programs after a test module once the process holds many memory mappings, and around
-    every module that patches.
+    """Drop JAX's compiled programs after a test module once the process holds many memory mappings or much memory,
+    and around every module that patches.
 
     The suite compiles thousands of XLA programs in one process; each keeps memory mappings, and with the
     kernel's default ``vm.max_map_count`` (65530) a long run can make LLVM abort inside a compile. Clearing the
-    caches when the count passes :data:`MAPS_BEFORE_CLEAR` keeps it bounded, and the modules before that share
-    their compiled programs (clearing after every module recompiled them: 4% of the time of tests/evr,
-    tests/strategies and tests/jobs). A module that patches or reads compile counts (:func:`_patches`) starts and
-    ends with empty caches, as every module did before: a patched trace never reaches another module, a patch is
-    never hidden by a trace made without it, and what a module compiles does not depend on the modules before it.
-    Where the count cannot be read, every module clears."""
+    caches when the count passes :data:`MAPS_BEFORE_CLEAR`, or the resident memory :data:`RSS_BEFORE_CLEAR`, keeps
+    both bounded, and the modules before that share their compiled programs (clearing after every module
+    recompiled them: 4% of the time of tests/evr, tests/strategies and tests/jobs). A module that patches or reads
+    compile counts (:func:`_patches`) starts and ends with empty caches, as every module did before: a patched
+    trace never reaches another module, a patch is never hidden by a trace made without it, and what a module
+    compiles does not depend on the modules before it.
+    Where a count cannot be read, every module clears."""
     patches = _patches(request.module)
     if patches:
         jax.clear_caches()
     yield
-    n = _maps()
-    if patches or n is None or n > MAPS_BEFORE_CLEAR:
+    n, rss = _maps(), _rss()
+    if patches or n is None or rss is None or n > MAPS_BEFORE_CLEAR or rss > RSS_BEFORE_CLEAR:
         jax.clear_caches()
     if os.environ.get("MCACCT_TEST_MAPS"):
         print(f"\n[maps] {n} -> {_maps()}", file=sys.stderr)
