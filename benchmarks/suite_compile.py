@@ -138,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"suite_compile.py: no rows_*.json in {args.directory!r}; run pytest with -p suite_compile first",
               file=sys.stderr)
         return 2
-    rows = [r for f in files for r in json.load(open(f, encoding="utf-8"))]
+    rows = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            rows += json.load(f)
     s = summarise(rows, args.top)
     print(json.dumps(s, indent=1) if args.json else report(s))
     return 0
