@@ -9,6 +9,13 @@ sys.path.insert(0, os.path.dirname(__file__))
 # workers already keep both cores busy, and the suite's CLI subprocesses inherit this (tests that want several
 # devices set JAX_NUM_CPU_DEVICES themselves; tests/cli/test_cpu_devices.py checks the default without it)
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "1")
+
+from suite_env import suite_xla_flags  # noqa: E402
+
+# the suite's XLA:CPU compile setting (tests/suite_env.py), before JAX starts: the workers and subprocesses inherit it
+_XLA_FLAGS = suite_xla_flags(os.environ.get("XLA_FLAGS", ""))
+if _XLA_FLAGS:
+    os.environ["XLA_FLAGS"] = _XLA_FLAGS
 import jax  # noqa: E402
 
 # the suite is an application: float64 globally, before any test builds arrays (importing mcacct no longer

@@ -1,13 +1,13 @@
 """The persistent compilation cache of the command line: filled on the first run, used on the next, same numbers."""
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
 from mcacct.cli.flags import compilation_cache_dir
+from suite_env import cpu_subprocess_env
 
 ARGS = ["delta", "--sigma", "1", "--epsilon", "1", "--samples", "1000", "--json", "--quiet"]
 
@@ -21,8 +21,7 @@ def _run(env):
 @pytest.mark.slow
 def test_cache_is_filled_then_reused_with_identical_results(tmp_path):
     cache = tmp_path / "cache"
-    env = dict(os.environ, MCACCT_CACHE_DIR=str(cache), JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
+    env = cpu_subprocess_env(MCACCT_CACHE_DIR=str(cache))
     first = _run(env)
     entries = sorted(p.name for p in cache.iterdir())
     assert entries, "the first run wrote no compiled program"

@@ -5,7 +5,6 @@ itself runs with ``JAX_NUM_CPU_DEVICES=1`` (tests/conftest.py); the subprocess b
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -14,6 +13,7 @@ import pytest
 
 from mcacct.cli import main
 from mcacct.core.platform import AUTO_CPU_DEVICES_MAX, cpu_cores, use_cpu_cores
+from suite_env import cpu_subprocess_env
 
 DELTA = ["delta", "--sigma", "1", "--epsilon", "1", "--iterations", "16", "--min-sep", "2", "--batch-size", "4",
          "--dataset-size", "64", "--samples", "3000", "--chunk-size", "500", "--json", "--quiet"]
@@ -47,8 +47,8 @@ def test_the_environment_choice_wins_over_auto(monkeypatch):
 
 
 def test_auto_uses_every_core_with_the_same_statistics(capsys):
-    env = {k: v for k, v in os.environ.items() if k not in ("JAX_NUM_CPU_DEVICES", "XLA_FLAGS")}
-    env["JAX_PLATFORMS"] = "cpu"
+    env = cpu_subprocess_env()
+    env.pop("JAX_NUM_CPU_DEVICES", None)
     r = subprocess.run([sys.executable, "-m", "mcacct", *DELTA], capture_output=True, text=True, timeout=300,
                        env=env)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -22,17 +22,14 @@ from mcacct.statistics.accumulators import DIRECTIONS, DirectionStats, Histogram
 from mcacct.jobs.shards import stats_from_json
 
 from helpers import ROOT  # noqa: E402
+from suite_env import cpu_subprocess_env  # noqa: E402
 PB = Problem(mcacct.BMinSep(0.2, 4, 32), mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5)))
 SIGMA, EPS, CHUNK = 0.9, (0.5, 1.0), 256
 N = 256 * 9 + 17  # a partial last group and a masked last chunk
 
 
 def _env(**extra) -> dict:
-    env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)
-    env["JAX_PLATFORMS"] = "cpu"
-    env.update(extra)
-    return env
+    return cpu_subprocess_env(**extra)
 
 
 def _assert_same(a: DirectionStats, b: DirectionStats) -> None:

@@ -83,6 +83,7 @@ CLI_CAL = ["calibrate", "--epsilon", "1", "--delta", "1e-2", "--iterations", "16
            "--sampling-prob", "0.2", "--c-col", "0.6,0.4", "--chunk-size", "1024", "--seed", "5",
            "--no-baselines", "--json", "--quiet"]
 from helpers import ROOT  # noqa: E402
+from suite_env import cpu_subprocess_env  # noqa: E402
 
 
 def _same_calibration(got: dict, ref: dict) -> None:
@@ -124,7 +125,7 @@ def test_calibrate_is_identical_on_1_2_and_4_devices(devices, one_device_cli):
 @pytest.mark.slow
 def test_calibrate_in_two_processes_equals_one_process(tmp_path, one_device_cli):
     """Two jax.distributed processes with 2 CPU devices each (gloo), pilot and verification both sharded."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = cpu_subprocess_env()
     cmd = [sys.executable, os.path.join(ROOT, "launch", "local_multiprocess.py"), "--num_processes=2",
            "--devices_per_process=2", f"--out={tmp_path / 'out.json'}", "--timeout=280", "--mcacct", "--", *CLI_CAL]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)

@@ -11,6 +11,7 @@ from mcacct.jobs import integrity
 from mcacct.engine.problem import Problem
 from mcacct.evr.calibrate import calibrate, plan_calibration
 from mcacct.cli.commands import main
+from suite_env import cpu_subprocess_env
 
 PB = Problem(mcacct.BMinSep(0.2, 2, 16), mcacct.BandedToeplitz((0.6, 0.4)))
 FLAGS = ["--iterations", "16", "--min-sep", "2", "--sampling-prob", "0.2", "--c-col", "0.6,0.4", "--epsilon", "1",
@@ -116,8 +117,7 @@ def test_sigkill_plan_shard_then_resume_equals_in_process(tmp_path, capsys):
     planned = json.loads(capsys.readouterr().out)
     assert planned["total_samples"] == planned["verification"]["samples_drawn"]  # explicit ladder: no pilot
     path = os.path.join(d, cj.shard_filename(0, 1))
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
+    env = cpu_subprocess_env()
     proc = subprocess.Popen([sys.executable, "-m", "mcacct", "sample", "--plan", d, "--shard", "0", "--num-shards",
                              "1", "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

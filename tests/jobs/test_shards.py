@@ -21,6 +21,7 @@ from mcacct.cli.commands import main
 from mcacct.statistics.accumulators import DIRECTIONS
 
 from helpers import ROOT, sigkill_when  # noqa: E402
+from suite_env import cpu_subprocess_env  # noqa: E402
 PB = Problem(mcacct.BMinSep(0.2, 4, 32), mcacct.BandedToeplitz((0.5, 0.5, 0.5, 0.5)))
 SCHEME = ["--iterations", "32", "--min-sep", "4", "--sampling-prob", "0.2", "--c-col", "0.5,0.5,0.5,0.5"]
 SIGMA, CHUNK = 0.9, 256
@@ -183,8 +184,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(tmp_path):
     path = out / jobs.shard_filename(0, 2)
     argv = ["sample", "--shard", "0", "--num-shards", "2", "--out", str(out), "--sigma", str(SIGMA),
             "--epsilon", "0.5,1", "--samples", str(n), "--chunk-size", str(CHUNK), *SCHEME, "--quiet"]
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
+    env = cpu_subprocess_env()
     proc = subprocess.Popen([sys.executable, "-m", "mcacct", *argv], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
 
@@ -256,8 +256,7 @@ def test_cli_bad_input_exit_2(tmp_path, capsys):
 @pytest.mark.slow
 def test_job_array_launcher(small, tmp_path):
     out, cfg, ref = small
-    env = dict(os.environ, SLURM_ARRAY_TASK_ID="1", SLURM_ARRAY_TASK_COUNT="3", JAX_PLATFORMS="cpu")
-    env.pop("XLA_FLAGS", None)
+    env = cpu_subprocess_env(SLURM_ARRAY_TASK_ID="1", SLURM_ARRAY_TASK_COUNT="3")
     d = tmp_path / "arr"
     r = subprocess.run([sys.executable, os.path.join(ROOT, "launch", "job_array.py"), f"--out={d}", "--",
                         "--sigma", str(SIGMA), "--epsilon", "0.5,1", "--samples", str(N_SMALL), "--chunk-size",

@@ -5,8 +5,13 @@ gives the statistics it gave before the contract (stored values)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import json
 import math
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +27,7 @@ from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, SchemeSummary
 from mcacct.schemes.registry import SchemeInfo, register, unregister
+from suite_env import SUITE_XLA_FLAGS, default_compiler_env
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,19 +176,52 @@ STORED = {
 }
 
 
+def ladder_statistics(name: str) -> dict:
+    """The statistics of ``STORED[name]``'s run, per ``"j:direction"``: ``counts``, ``sums`` (the exact fixed-point
+    integers) and ``hist``, each a pair (every loss computed, then with the skips of provably zero contributions, the
+    default), and ``digest``, the stored digest's form of the first histogram (JSON-able: a subprocess prints it)."""
+    problem, _ = STORED[name]
+    run = lambda prob: run_ladder(prob, [0.8, 1.1], jax.random.key(7), 1000, (0.5, 1.0), 256)  # noqa: E731
+    r, full = run(problem), run(dataclasses.replace(problem, skip_zero=False))
+    out = {}
+    for j, st in enumerate(full.stats):
+        for d, s in st.items():
+            pair = (s, r.stats[j][d])
+            out[f"{j}:{d}"] = {"counts": [int(x.count) for x in pair], "sums": [[int(v) for v in x.sums] for x in pair],
+                               "hist": [np.asarray(x.hist).tolist() for x in pair],
+                               "digest": hashlib.sha256(np.asarray(s.hist).tobytes()).hexdigest()[:16]}
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def default_compiler_statistics() -> dict:
+    """:func:`ladder_statistics` of every stored scheme, from one subprocess that compiles as users do.
+
+    The suite compiles with ``tests/suite_env.py``'s ``SUITE_XLA_FLAGS``, which round a few sums differently in their
+    last digits (multi-attribution's); the stored values are the default compiler's, the one users run."""
+    code = ("import json, sys; sys.path[:0] = sys.argv[1:3]; import jax; jax.config.update('jax_enable_x64', True); "
+            "import test_contract as t; print(json.dumps({n: t.ladder_statistics(n) for n in sorted(t.STORED)}))")
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code, os.path.dirname(os.path.abspath(__file__)), tests],
+                       env=default_compiler_env(), capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("name", sorted(STORED))
 def test_statistics_are_bit_identical_to_stored_values(name):
     """Counts and sums as stored, with the skips of provably zero contributions (the default) and without; the
     histogram as stored without them (every loss computed), and with them only draws moved up (kernel 10: the
-    remove direction's bound, mcacct.kernels.bound, lets go of b-min-sep draws below the run's epsilons)."""
-    problem, want = STORED[name]
-    run = lambda prob: run_ladder(prob, [0.8, 1.1], jax.random.key(7), 1000, (0.5, 1.0), 256)  # noqa: E731
-    r, full = run(problem), run(dataclasses.replace(problem, skip_zero=False))
-    for j, st in enumerate(full.stats):
-        for d, s in st.items():
-            sums, digest = want[f"{j}:{d}"]
-            assert s.count == r.stats[j][d].count == 1000
-            assert [int(v) for v in s.sums] == [int(v) for v in r.stats[j][d].sums] == sums, (j, d)
-            assert hashlib.sha256(np.asarray(s.hist).tobytes()).hexdigest()[:16] == digest, (j, d)
-            skipped, exact = np.asarray(r.stats[j][d].hist), np.asarray(s.hist)
-            assert np.all(np.cumsum(skipped[::-1]) >= np.cumsum(exact[::-1])), (j, d)
+    remove direction's bound, mcacct.kernels.bound, lets go of b-min-sep draws below the run's epsilons). Computed
+    with the default compiler (:func:`default_compiler_statistics`) where the suite's setting is on."""
+    _, want = STORED[name]
+    suite_setting = SUITE_XLA_FLAGS in os.environ.get("XLA_FLAGS", "")
+    got = default_compiler_statistics()[name] if suite_setting else ladder_statistics(name)
+    assert sorted(got) == sorted(want)
+    for key, (sums, digest) in want.items():
+        g = got[key]
+        assert g["counts"] == [1000, 1000], key
+        assert g["sums"] == [sums, sums], key
+        assert g["digest"] == digest, key
+        exact, skipped = (np.asarray(h) for h in g["hist"])
+        assert np.all(np.cumsum(skipped[::-1]) >= np.cumsum(exact[::-1])), key

@@ -1,0 +1,68 @@
+"""The environment the suite runs in: the XLA:CPU setting it compiles with, and the environments of subprocesses
+(imports nothing that starts JAX: tests/conftest.py reads it before it imports jax)."""
+
+import os
+import subprocess
+import sys
+
+#: XLA:CPU setting the suite compiles with (appended to ``XLA_FLAGS`` by tests/conftest.py, before JAX starts; the
+#: workers and every subprocess inherit it): the elemental emitters instead of the fusion emitters. Two thirds of the
+#: suite's time is XLA compilation (benchmarks/results/suite_compile.txt); with these emitters tests/kernels and
+#: tests/pld took 397 s instead of 523 s on the 2-core box (user time 765 s against 1,009), every test passing. They
+#: fuse some reductions differently, so a few float sums round differently in their last digits. The statistics
+#: stored in tests/schemes/test_contract.py are the default compiler's (what users run): that test computes them in
+#: a subprocess that compiles as users do (:func:`default_compiler_env`). ``MCACCT_TEST_XLA=default`` runs the
+#: whole suite with the default compiler.
+SUITE_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
+#: the variable that turns :data:`SUITE_XLA_FLAGS` off (value ``default``)
+XLA_SWITCH = "MCACCT_TEST_XLA"
+
+
+def xla_accepts(flags: str) -> bool:
+    """Whether XLA starts with ``XLA_FLAGS=flags`` (an unknown flag aborts the process; probed in a subprocess)."""
+    env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
+    code = "import jax.numpy as jnp; (jnp.zeros(2) + 1).block_until_ready()"
+    try:
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def suite_xla_flags(flags: str) -> str:
+    """``flags`` (an ``XLA_FLAGS`` value) with :data:`SUITE_XLA_FLAGS` appended, unless it holds them already,
+    :data:`XLA_SWITCH` is ``default``, or this XLA does not know them (:func:`xla_accepts`; a note on stderr: the suite
+    then compiles as users do)."""
+    if os.environ.get(XLA_SWITCH) == "default" or SUITE_XLA_FLAGS in flags:
+        return flags
+    extended = f"{flags} {SUITE_XLA_FLAGS}".strip()
+    if not xla_accepts(extended):
+        print(f"tests/suite_env.py: this XLA refuses {SUITE_XLA_FLAGS}; the suite compiles with the default setting",
+              file=sys.stderr)
+        return flags
+    return extended
+
+
+def cpu_subprocess_env(**extra: str) -> dict:
+    """``os.environ`` for a subprocess that picks its own CPU devices: ``XLA_FLAGS`` without a host device count
+    (the suite's compile setting kept), ``JAX_PLATFORMS=cpu``, then ``extra``."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    flags = " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                     if not f.startswith("--xla_force_host_platform_device_count"))
+    if flags:
+        env["XLA_FLAGS"] = flags
+    else:
+        env.pop("XLA_FLAGS", None)
+    env.update(extra)
+    return env
+
+
+def default_compiler_env() -> dict:
+    """``os.environ`` for a subprocess that compiles as users do: :data:`SUITE_XLA_FLAGS` left out of ``XLA_FLAGS``
+    and :data:`XLA_SWITCH` set to ``default`` (a pytest run inside keeps it so)."""
+    env = dict(os.environ, **{XLA_SWITCH: "default"})
+    flags = env.get("XLA_FLAGS", "").replace(SUITE_XLA_FLAGS, "").strip()
+    if flags:
+        env["XLA_FLAGS"] = flags
+    else:
+        env.pop("XLA_FLAGS", None)
+    return env
