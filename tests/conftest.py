@@ -12,7 +12,7 @@ os.environ.setdefault("JAX_NUM_CPU_DEVICES", "1")
 
 from suite_env import suite_xla_flags  # noqa: E402
 
-# the suite's XLA:CPU compile setting (tests/suite_env.py), before JAX starts: the workers and subprocesses inherit it
+# the suite's XLA:CPU settings (tests/suite_env.py), before JAX starts: the workers and subprocesses inherit them
 _XLA_FLAGS = suite_xla_flags(os.environ.get("XLA_FLAGS", ""))
 if _XLA_FLAGS:
     os.environ["XLA_FLAGS"] = _XLA_FLAGS

@@ -1,19 +1,24 @@
-"""The environment the suite runs in: the XLA:CPU setting it compiles with, and the environments of subprocesses
+"""The environment the suite runs in: the XLA:CPU settings it compiles with, and the environments of subprocesses
 (imports nothing that starts JAX: tests/conftest.py reads it before it imports jax)."""
 
 import os
 import subprocess
 import sys
 
-#: XLA:CPU setting the suite compiles with (appended to ``XLA_FLAGS`` by tests/conftest.py, before JAX starts; the
-#: workers and every subprocess inherit it): the elemental emitters instead of the fusion emitters. Two thirds of the
-#: suite's time is XLA compilation (benchmarks/results/suite_compile.txt); with these emitters tests/kernels and
-#: tests/pld took 397 s instead of 523 s on the 2-core box (user time 765 s against 1,009), every test passing. They
-#: fuse some reductions differently, so a few float sums round differently in their last digits. The statistics
-#: stored in tests/schemes/test_contract.py are the default compiler's (what users run): that test computes them in
-#: a subprocess that compiles as users do (:func:`default_compiler_env`). ``MCACCT_TEST_XLA=default`` runs the
-#: whole suite with the default compiler.
-SUITE_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
+#: XLA:CPU settings the suite compiles and runs with (appended to ``XLA_FLAGS`` by tests/conftest.py, before JAX
+#: starts; the workers and every subprocess inherit them):
+#:
+#: - the elemental emitters instead of the fusion emitters. Two thirds of the suite's time was XLA compilation
+#:   (benchmarks/results/suite_compile.txt); with these emitters tests/kernels and tests/pld took 397 s instead of
+#:   523 s on the 2-core box (user time 765 s against 1,009), every test passing. They fuse some reductions
+#:   differently, so a few float sums round differently in their last digits;
+#: - Eigen's operations on one thread: the two workers already keep both cores busy (tests/schemes/truncated and
+#:   tests/engine: user time 481 and 520 s against 543 and 648 s, alternating runs; no stored value moves).
+#:
+#: The statistics stored in tests/schemes/test_contract.py are the default compiler's (what users run): that test
+#: computes them in a subprocess that compiles as users do (:func:`default_compiler_env`).
+#: ``MCACCT_TEST_XLA=default`` runs the whole suite with the default settings.
+SUITE_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_cpu_multi_thread_eigen=false"
 #: the variable that turns :data:`SUITE_XLA_FLAGS` off (value ``default``)
 XLA_SWITCH = "MCACCT_TEST_XLA"
 
@@ -36,7 +41,7 @@ def suite_xla_flags(flags: str) -> str:
         return flags
     extended = f"{flags} {SUITE_XLA_FLAGS}".strip()
     if not xla_accepts(extended):
-        print(f"tests/suite_env.py: this XLA refuses {SUITE_XLA_FLAGS}; the suite compiles with the default setting",
+        print(f"tests/suite_env.py: this XLA refuses {SUITE_XLA_FLAGS}; the suite compiles with the default settings",
               file=sys.stderr)
         return flags
     return extended
@@ -44,7 +49,7 @@ def suite_xla_flags(flags: str) -> str:
 
 def cpu_subprocess_env(**extra: str) -> dict:
     """``os.environ`` for a subprocess that picks its own CPU devices: ``XLA_FLAGS`` without a host device count
-    (the suite's compile setting kept), ``JAX_PLATFORMS=cpu``, then ``extra``."""
+    (the suite's settings kept), ``JAX_PLATFORMS=cpu``, then ``extra``."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     flags = " ".join(f for f in env.get("XLA_FLAGS", "").split()
                      if not f.startswith("--xla_force_host_platform_device_count"))

@@ -213,7 +213,7 @@ def test_statistics_are_bit_identical_to_stored_values(name):
     """Counts and sums as stored, with the skips of provably zero contributions (the default) and without; the
     histogram as stored without them (every loss computed), and with them only draws moved up (kernel 10: the
     remove direction's bound, mcacct.kernels.bound, lets go of b-min-sep draws below the run's epsilons). Computed
-    with the default compiler (:func:`default_compiler_statistics`) where the suite's setting is on."""
+    with the default compiler (:func:`default_compiler_statistics`) where the suite's settings are on."""
     _, want = STORED[name]
     suite_setting = SUITE_XLA_FLAGS in os.environ.get("XLA_FLAGS", "")
     got = default_compiler_statistics()[name] if suite_setting else ladder_statistics(name)
