@@ -10,12 +10,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 # devices set JAX_NUM_CPU_DEVICES themselves; tests/cli/test_cpu_devices.py checks the default without it)
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "1")
 
-from suite_env import suite_xla_flags  # noqa: E402
+from suite_env import put_xla_flags, suite_xla_flags  # noqa: E402
 
 # the suite's XLA:CPU settings (tests/suite_env.py), before JAX starts: the workers and subprocesses inherit them
-_XLA_FLAGS = suite_xla_flags(os.environ.get("XLA_FLAGS", ""))
-if _XLA_FLAGS:
-    os.environ["XLA_FLAGS"] = _XLA_FLAGS
+put_xla_flags(os.environ, suite_xla_flags(os.environ.get("XLA_FLAGS", "")))
 import jax  # noqa: E402
 
 # the suite is an application: float64 globally, before any test builds arrays (importing mcacct no longer

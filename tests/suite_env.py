@@ -47,27 +47,29 @@ def suite_xla_flags(flags: str) -> str:
     return extended
 
 
+def put_xla_flags(env, flags: str) -> None:
+    """Set ``env["XLA_FLAGS"]`` to ``flags``, or remove it where ``flags`` is empty (``env``: a dict or
+    ``os.environ``)."""
+    if flags.strip():
+        env["XLA_FLAGS"] = flags.strip()
+    else:
+        env.pop("XLA_FLAGS", None)
+
+
 def cpu_subprocess_env(**extra: str) -> dict:
     """``os.environ`` for a subprocess that picks its own CPU devices: ``XLA_FLAGS`` without a host device count
     (the suite's settings kept), ``JAX_PLATFORMS=cpu``, then ``extra``."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    flags = " ".join(f for f in env.get("XLA_FLAGS", "").split()
-                     if not f.startswith("--xla_force_host_platform_device_count"))
-    if flags:
-        env["XLA_FLAGS"] = flags
-    else:
-        env.pop("XLA_FLAGS", None)
+    put_xla_flags(env, " ".join(f for f in env.get("XLA_FLAGS", "").split()
+                                if not f.startswith("--xla_force_host_platform_device_count")))
     env.update(extra)
     return env
 
 
 def default_compiler_env() -> dict:
-    """``os.environ`` for a subprocess that compiles as users do: :data:`SUITE_XLA_FLAGS` left out of ``XLA_FLAGS``
-    and :data:`XLA_SWITCH` set to ``default`` (a pytest run inside keeps it so)."""
+    """``os.environ`` for a subprocess that compiles as users do: the flags of :data:`SUITE_XLA_FLAGS` left out of
+    ``XLA_FLAGS`` and :data:`XLA_SWITCH` set to ``default`` (a pytest run inside keeps it so)."""
     env = dict(os.environ, **{XLA_SWITCH: "default"})
-    flags = env.get("XLA_FLAGS", "").replace(SUITE_XLA_FLAGS, "").strip()
-    if flags:
-        env["XLA_FLAGS"] = flags
-    else:
-        env.pop("XLA_FLAGS", None)
+    suite = set(SUITE_XLA_FLAGS.split())
+    put_xla_flags(env, " ".join(f for f in env.get("XLA_FLAGS", "").split() if f not in suite))
     return env

@@ -27,6 +27,7 @@ from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, SchemeSummary
 from mcacct.schemes.registry import SchemeInfo, register, unregister
+from helpers import ROOT
 from suite_env import SUITE_XLA_FLAGS, default_compiler_env
 
 
@@ -201,9 +202,9 @@ def default_compiler_statistics() -> dict:
     last digits (multi-attribution's); the stored values are the default compiler's, the one users run."""
     code = ("import json, sys; sys.path[:0] = sys.argv[1:3]; import jax; jax.config.update('jax_enable_x64', True); "
             "import test_contract as t; print(json.dumps({n: t.ladder_statistics(n) for n in sorted(t.STORED)}))")
-    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    r = subprocess.run([sys.executable, "-c", code, os.path.dirname(os.path.abspath(__file__)), tests],
-                       env=default_compiler_env(), capture_output=True, text=True, timeout=1200)
+    paths = [os.path.dirname(os.path.abspath(__file__)), os.path.join(ROOT, "tests")]
+    r = subprocess.run([sys.executable, "-c", code, *paths], env=default_compiler_env(), capture_output=True, text=True,
+                       timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
