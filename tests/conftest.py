@@ -10,10 +10,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 # devices set JAX_NUM_CPU_DEVICES themselves; tests/cli/test_cpu_devices.py checks the default without it)
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "1")
 
-from suite_env import put_xla_flags, suite_xla_flags  # noqa: E402
+from suite_env import put_thread_env, put_xla_flags, suite_xla_flags  # noqa: E402
 
-# the suite's XLA:CPU settings (tests/suite_env.py), before JAX starts: the workers and subprocesses inherit them
+# the suite's XLA:CPU settings and BLAS threads (tests/suite_env.py), before JAX starts: the workers and
+# subprocesses inherit them
 put_xla_flags(os.environ, suite_xla_flags(os.environ.get("XLA_FLAGS", "")))
+put_thread_env(os.environ)
 import jax  # noqa: E402
 
 # the suite is an application: float64 globally, before any test builds arrays (importing mcacct no longer

@@ -21,6 +21,12 @@ import sys
 SUITE_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_cpu_multi_thread_eigen=false"
 #: the variable that turns :data:`SUITE_XLA_FLAGS` off (value ``default``)
 XLA_SWITCH = "MCACCT_TEST_XLA"
+#: thread pools of the BLAS libraries under NumPy and SciPy (each an OpenBLAS), set before either loads: one thread.
+#: With the default, one per core, a library's threads wait for work by spinning after each large call, and on the
+#: 2-core box they take the cycles of the other worker (perf: ``blas_thread_server`` 6% of a CLI run's samples).
+#: tests/evr, tests/strategies, tests/individual and tests/report: user time 223 and 231 s against 266 and 239 s,
+#: wall 124 and 127 s against 145 and 131 s (alternating runs). A variable already set is kept.
+SUITE_THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 
 
 def xla_accepts(flags: str) -> bool:
@@ -45,6 +51,12 @@ def suite_xla_flags(flags: str) -> str:
               file=sys.stderr)
         return flags
     return extended
+
+
+def put_thread_env(env) -> None:
+    """Set :data:`SUITE_THREAD_ENV` in ``env`` (a dict or ``os.environ``) where a variable is not set already."""
+    for name, value in SUITE_THREAD_ENV.items():
+        env.setdefault(name, value)
 
 
 def put_xla_flags(env, flags: str) -> None:
