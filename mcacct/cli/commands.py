@@ -93,12 +93,12 @@ def cmd_calibrate(args) -> dict | int:
                          "single-process steps (shard jobs need no jax.distributed)")
     baselines, out_bracket = None, None
     if args.from_dir is not None:
-        from mcacct.jobs.calibration import calibrate_from, load_plan
+        from mcacct.jobs.calibration import calibrate_from, load_plan, plan_baselines
         res = calibrate_from(args.from_dir)
         problem = load_plan(args.from_dir)[1]
-        if not args.no_baselines:
+        if not args.no_baselines:  # those the plan stored (--plan-only --pilot --out), else computed here
             from mcacct.evr.calibrate import baseline_sigmas
-            baselines = baseline_sigmas(problem, res.epsilon, res.target_delta)
+            baselines = plan_baselines(args.from_dir) or baseline_sigmas(problem, res.epsilon, res.target_delta)
     else:
         problem = problem_from_args(args)
         exact = calibrate_exact(args, problem)  # a scheme with an exact PLD: the PLD accountant (--method)

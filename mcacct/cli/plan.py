@@ -52,7 +52,7 @@ def _estimate_only(args, problem, baselines_bracket) -> dict:
     return out
 
 
-def _with_ladder(args, problem, bracket) -> dict:
+def _with_ladder(args, problem, bracket, baselines: dict | None = None) -> dict:
     import jax
     from mcacct.evr.calibrate import plan_calibration
     from mcacct.evr.cost import probe_rate
@@ -87,7 +87,7 @@ def _with_ladder(args, problem, bracket) -> dict:
                                                      "(shard jobs divide it by their number)"]}
     if args.out:
         from mcacct.jobs.calibration import write_plan
-        out["plan_path"] = write_plan(args.out, plan, problem)
+        out["plan_path"] = write_plan(args.out, plan, problem, baselines)
     if not args.json:
         print(f"plan: {out['total_samples']:,} samples in all (pilot {plan.pilot_samples_drawn:,}, verification "
               f"{chunks * plan.chunk_size:,}, shared by both directions and every candidate)")
@@ -128,7 +128,8 @@ def plan_only(args, problem, baselines) -> dict:
     samples and, from a probe of a few chunks, its expected wall time; ``--out DIR`` also writes the plan.
 
     ``baselines()`` gives ``(report, bracket)`` of the scheme's PLD baselines (:mod:`mcacct.cli.commands`
-    computes them, only when a pilot runs: the bracket only places the pilot's grid).
+    computes them, only when a pilot runs: the bracket places the pilot's grid). With ``--out`` the report's
+    baselines go into the plan file, so that ``calibrate --from`` reports them without computing them again.
 
     Parameters
     ----------
@@ -137,7 +138,7 @@ def plan_only(args, problem, baselines) -> dict:
     problem : Problem
         The problem of the flags.
     baselines : callable
-        Called without arguments, only with ``--pilot`` or ``--sigmas``.
+        Called without arguments, only when a pilot runs (``--pilot`` without ``--sigmas``).
 
     Returns
     -------
@@ -153,7 +154,8 @@ def plan_only(args, problem, baselines) -> dict:
     _check_out(args)
     if args.sigmas is None and not args.pilot:  # no baselines either: they would only place the probe's ladder
         out = _estimate_only(args, problem, None)
-    else:
-        out = _with_ladder(args, problem, baselines()[1])
+    else:  # with --sigmas the baselines would place nothing: `calibrate --from` computes them for its report
+        base, bracket = baselines() if args.sigmas is None else (None, None)
+        out = _with_ladder(args, problem, bracket, base)
     out.update(device_info())
     return out

@@ -35,7 +35,7 @@ from mcacct.jobs.shards import shard_chunk_range, shard_filename, stats_from_jso
 from mcacct.engine.runner import LadderStats, run_ladder
 from mcacct.core.precision import float64
 
-__all__ = ["PLAN_NAME", "FORMAT", "SHARD_FORMAT", "write_plan", "load_plan", "plan_fingerprint", "run_plan_shard",
+__all__ = ["PLAN_NAME", "FORMAT", "SHARD_FORMAT", "write_plan", "load_plan", "plan_baselines", "plan_fingerprint", "run_plan_shard",
            "calibrate_from"]
 
 PLAN_NAME = "plan.json"
@@ -65,7 +65,12 @@ def plan_fingerprint(d: dict) -> str:
     str
         32 hexadecimal characters.
     """
-    return fingerprint(FORMAT, {k: v for k, v in d.items() if k not in ("format", "fingerprint", "integrity")})
+    return fingerprint(FORMAT, {k: v for k, v in d.items() if k not in _NOT_FINGERPRINTED})
+
+
+#: plan file entries outside the fingerprint: the file's format and seals, and ``baselines`` (the report's PLD
+#: baselines, which the plan's content determines; sealed by ``integrity`` like every entry)
+_NOT_FINGERPRINTED = ("format", "fingerprint", "integrity", "baselines")
 
 
 def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
@@ -74,11 +79,12 @@ def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
     return {"format": FORMAT, **problem_to_dict(problem), "plan": body}
 
 
-def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
+def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem, baselines: dict | None = None) -> str:
     """Write ``out_dir/plan.json`` (atomically; ``out_dir`` a local path or a URL of an object store,
     :mod:`mcacct.jobs.storage`); refuse to overwrite a different plan, and an ``out_dir`` that is a file.
 
-    Writing the same plan again (same fingerprint) replaces the file with an equal one.
+    Writing the same plan again (same fingerprint) replaces the file with an equal one (its ``baselines`` as given
+    this time).
 
     Parameters
     ----------
@@ -88,6 +94,11 @@ def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
         The plan (its pilot's time and draws are not stored).
     problem : Problem
         The problem the plan calibrates.
+    baselines : dict, optional
+        The report's PLD baselines at the plan's target (:func:`mcacct.evr.calibrate.baseline_sigmas`), kept for
+        ``mcacct calibrate --from`` (:func:`plan_baselines`) so that the merge step need not compute them again.
+        They are report-only: not part of the fingerprint, sealed by ``integrity``. Left out when not given, or
+        when an entry is not a finite JSON number.
 
     Returns
     -------
@@ -113,7 +124,13 @@ def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem) -> str:
             raise ValueError(f"out {path} exists and cannot be read as a plan ({err}); use another --out") from None
         if not isinstance(old, dict) or old.get("fingerprint") != d["fingerprint"]:
             raise ValueError(f"out {path} already holds another calibration plan; use another --out")
-    d = integrity.seal(d)
+    if baselines:
+        try:
+            d = integrity.seal({**d, "baselines": baselines})
+        except (TypeError, ValueError):  # a non-finite or non-JSON entry: the plan goes without them
+            d = integrity.seal(d)
+    else:
+        d = integrity.seal(d)
     try:
         storage.write_json(path, d)
     except OSError as err:
@@ -143,17 +160,8 @@ def load_plan(plan_dir: str) -> tuple[CalibrationPlan, Problem, str]:
         :func:`mcacct.jobs.integrity.verify`, its fingerprint does not match its content, it was drawn by another
         kernel or generator, or its ``plan`` entry is malformed.
     """
-    path = storage.join(plan_dir, PLAN_NAME)
-    try:
-        d = storage.read_json(path, "plan")
-    except ValueError as err:
-        raise ValueError(f"{err}; write it with `mcacct calibrate --plan-only --out DIR`") from None
-    fmt = d.get("format") if isinstance(d, dict) else None
-    check_format(fmt, FORMAT, f"plan {path} is not a calibration plan")
-    integrity.verify(d, f"plan {path}")
-    fp = d.get("fingerprint")
-    if fp != plan_fingerprint(d):
-        raise ValueError(f"plan {path}: fingerprint does not match its content (file edited or corrupt)")
+    d, path = _read_plan(plan_dir)
+    fp = d["fingerprint"]
     problem = problem_from_dict(d, f"plan {path}", "write the plan again")
     try:
         body = dict(d["plan"])
@@ -163,6 +171,45 @@ def load_plan(plan_dir: str) -> tuple[CalibrationPlan, Problem, str]:
     except (KeyError, TypeError) as err:
         raise ValueError(f"plan {path}: malformed plan entry ({err!r})") from err
     return plan, problem, fp
+
+
+def _read_plan(plan_dir: str) -> tuple[dict, str]:
+    """``(content, path)`` of ``plan_dir/plan.json``, its format, integrity and fingerprint checked (the errors of
+    :func:`load_plan`)."""
+    path = storage.join(plan_dir, PLAN_NAME)
+    try:
+        d = storage.read_json(path, "plan")
+    except ValueError as err:
+        raise ValueError(f"{err}; write it with `mcacct calibrate --plan-only --out DIR`") from None
+    fmt = d.get("format") if isinstance(d, dict) else None
+    check_format(fmt, FORMAT, f"plan {path} is not a calibration plan")
+    integrity.verify(d, f"plan {path}")
+    if d.get("fingerprint") != plan_fingerprint(d):
+        raise ValueError(f"plan {path}: fingerprint does not match its content (file edited or corrupt)")
+    return d, path
+
+
+def plan_baselines(plan_dir: str) -> dict | None:
+    """The PLD baselines stored with the plan in ``plan_dir`` (:func:`write_plan`), or ``None`` when it has none
+    (written with ``--no-baselines``, with ``--sigmas``, or by an earlier version).
+
+    Parameters
+    ----------
+    plan_dir : str
+        The plan directory (local path or object store URL).
+
+    Returns
+    -------
+    dict or None
+        The report's baselines at the plan's target.
+
+    Raises
+    ------
+    ValueError
+        As :func:`load_plan`, for a plan file that cannot be trusted.
+    """
+    base = _read_plan(plan_dir)[0].get("baselines")
+    return base if isinstance(base, dict) else None
 
 
 def _root_key(plan: CalibrationPlan) -> jax.Array:

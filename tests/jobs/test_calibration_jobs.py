@@ -143,3 +143,27 @@ def test_sigkill_plan_shard_then_resume_equals_in_process(tmp_path, capsys):
         assert a["passed"] == b["passed"]
         if b["samples_remove"] == direct["num_samples"]:  # complete in process: identical statistics
             assert a == b
+
+
+def test_plan_keeps_the_report_baselines_sealed_and_calibrate_from_reports_them(tmp_path, capsys):
+    """``--plan-only --pilot --out`` stores the report's PLD baselines with the plan (outside the fingerprint, inside
+    the integrity seal); ``calibrate --from`` reports them instead of computing them again."""
+    plan = plan_calibration(PB, 1.0, 1e-2, jax.random.key(1), sigmas=[1.2, 1.5], num_samples=6144, chunk_size=2048)
+    bare, kept = str(tmp_path / "bare"), str(tmp_path / "kept")
+    cj.write_plan(bare, plan, PB)
+    stored = {"poisson_dpsgd_sigma": 0.5, "cyclic_poisson_bandmf_sigma": 0.75, "notes": ["stored with the plan"]}
+    cj.write_plan(kept, plan, PB, stored)
+    assert cj.plan_baselines(bare) is None and cj.plan_baselines(kept) == stored
+    assert cj.load_plan(bare)[2] == cj.load_plan(kept)[2]  # the same plan: the same fingerprint, the same shards
+    cj.write_plan(str(tmp_path / "inf"), plan, PB, {"poisson_dpsgd_sigma": float("inf")})  # not JSON: left out
+    assert cj.plan_baselines(str(tmp_path / "inf")) is None
+    cj.run_plan_shard(kept, 0, 1)
+    assert main(["calibrate", "--from", kept, "--json", "--quiet"]) == 0
+    reported = json.loads(capsys.readouterr().out)["baselines"]  # (plus the report's deprecated aliases)
+    assert {k: reported[k] for k in stored} == stored
+    path = tmp_path / "kept" / cj.PLAN_NAME
+    d = json.loads(path.read_text())
+    d["baselines"]["poisson_dpsgd_sigma"] = 5.0  # edited: the seal no longer holds
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="digest"):
+        cj.plan_baselines(kept)
