@@ -35,8 +35,8 @@ from mcacct.jobs.shards import shard_chunk_range, shard_filename, stats_from_jso
 from mcacct.engine.runner import LadderStats, run_ladder
 from mcacct.core.precision import float64
 
-__all__ = ["PLAN_NAME", "FORMAT", "SHARD_FORMAT", "write_plan", "load_plan", "plan_baselines", "plan_fingerprint", "run_plan_shard",
-           "calibrate_from"]
+__all__ = ["PLAN_NAME", "FORMAT", "SHARD_FORMAT", "write_plan", "load_plan", "plan_baselines", "plan_fingerprint",
+           "run_plan_shard", "calibrate_from"]
 
 PLAN_NAME = "plan.json"
 #: The format of plan files. Version 4: the scheme is named by its registry name (was its class name). Version 3:
@@ -50,15 +50,21 @@ FORMAT = "mcacct-calibration-plan/4"
 SHARD_FORMAT = "mcacct-calibration-shard/3"
 
 
+#: plan file entries outside the fingerprint: the file's format and seals, and ``baselines`` (the report's PLD
+#: baselines, which the plan's content determines; sealed by ``integrity`` like every entry)
+_NOT_FINGERPRINTED = ("format", "fingerprint", "integrity", "baselines")
+
+
 def plan_fingerprint(d: dict) -> str:
     """The fingerprint of a plan file's dict ``d`` (without its ``fingerprint``):
     :func:`mcacct.jobs.problem_file.fingerprint` of :data:`FORMAT` and the rest of ``d`` (without its
-    ``integrity`` entry, which covers the fingerprint).
+    ``integrity`` entry, which covers the fingerprint, and the report-only ``baselines``).
 
     Parameters
     ----------
     d : dict
-        A plan file's content; its ``format``, ``fingerprint`` and ``integrity`` entries are left out.
+        A plan file's content; its ``format``, ``fingerprint``, ``integrity`` and ``baselines`` entries are left
+        out.
 
     Returns
     -------
@@ -67,10 +73,6 @@ def plan_fingerprint(d: dict) -> str:
     """
     return fingerprint(FORMAT, {k: v for k, v in d.items() if k not in _NOT_FINGERPRINTED})
 
-
-#: plan file entries outside the fingerprint: the file's format and seals, and ``baselines`` (the report's PLD
-#: baselines, which the plan's content determines; sealed by ``integrity`` like every entry)
-_NOT_FINGERPRINTED = ("format", "fingerprint", "integrity", "baselines")
 
 
 def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
@@ -196,7 +198,7 @@ def plan_baselines(plan_dir: str) -> dict | None:
     Parameters
     ----------
     plan_dir : str
-        The plan directory (local path or object store URL).
+        As for :func:`load_plan`.
 
     Returns
     -------
