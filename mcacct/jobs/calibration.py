@@ -74,7 +74,6 @@ def plan_fingerprint(d: dict) -> str:
     return fingerprint(FORMAT, {k: v for k, v in d.items() if k not in _NOT_FINGERPRINTED})
 
 
-
 def _plan_dict(plan: CalibrationPlan, problem: Problem) -> dict:
     body = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(plan).items()
             if k not in ("pilot_seconds", "pilot_samples_drawn")}
