@@ -54,6 +54,7 @@ import math
 import os
 import platform as host_platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -313,12 +314,30 @@ def run_checks(quick: bool = False, only: tuple[str, ...] = CHECKS, cpu_subproce
     on_cpu = jax.default_backend() == "cpu" and not cpu_subprocess
     chunk = CPU_CHUNK if jax.default_backend() == "cpu" else DEVICE_CHUNK
     need_cpu = any(c.endswith("_vs_cpu") for c in only)
-    proc = None
-    tmp = tempfile.mkdtemp(prefix="gpu_checks_")
+    proc = log = None
+    tmp = tempfile.mkdtemp(prefix="gpu_checks_")  # the CPU reference's report and log, removed once read
     ref_path, log_path = os.path.join(tmp, "cpu_reference.json"), os.path.join(tmp, "cpu_reference.log")
     if need_cpu and not on_cpu:
         log = open(log_path, "w")
         proc = _start_cpu_reference(quick, only, ref_path, log)
+    try:
+        checks = _device_checks(only, table, chunk, on_cpu, need_cpu, proc, ref_path, log_path, cpu_timeout, echo)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if log is not None:
+            log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    failed = [c["name"] for c in checks if not c["passed"]]
+    return {"script": "benchmarks/gpu_checks.py", "quick": quick,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            **device_meta(), "alpha_side": ALPHA_SIDE, "passed": not failed, "failed": failed,
+            "seconds": round(time.perf_counter() - t0, 1), "checks": list(checks)}
+
+
+def _device_checks(only, table, chunk, on_cpu, need_cpu, proc, ref_path, log_path, cpu_timeout, echo) -> list:
+    """The decided checks of :func:`run_checks` (the CPU reference, where one runs, already started as ``proc``)."""
     checks = _Checks(echo)
     if "poisson_vs_pld" in only:
         checks.append(check_poisson(table["poisson"]["device"], chunk))
@@ -348,11 +367,7 @@ def run_checks(quick: bool = False, only: tuple[str, ...] = CHECKS, cpu_subproce
         if "truncated_vs_cpu" in only:
             checks.append(check_vs_cpu("truncated_vs_cpu", truncated, refs.get("truncated"),
                                        replicas.get("truncated"), why))
-    failed = [c["name"] for c in checks if not c["passed"]]
-    return {"script": "benchmarks/gpu_checks.py", "quick": quick,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            **device_meta(), "alpha_side": ALPHA_SIDE, "passed": not failed, "failed": failed,
-            "seconds": round(time.perf_counter() - t0, 1), "checks": list(checks)}
+    return checks
 
 
 def build_parser() -> argparse.ArgumentParser:

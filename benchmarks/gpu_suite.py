@@ -29,6 +29,7 @@ import os
 import platform as host_platform
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -310,8 +311,11 @@ def main(argv=None) -> int:
     status, cut, seconds = run_pytest(cmd, env, log_path, args.timeout_seconds)
     if os.path.exists(junit):
         cases, source = parse_junit(junit), "the JUnit XML"
+        os.remove(junit)
     else:
         cases, source = parse_log(log_path), "the log's -v lines (no JUnit XML)"
+    if args.log:  # the scratch directory held only the JUnit XML (else it keeps the log, named below)
+        shutil.rmtree(tmp, ignore_errors=True)
     env_info = environment()
     text, ok = summary_text(cmd, paths, extra, env_info, cases, selected_count(log_path), status, cut, seconds, source)
     os.makedirs(args.out_dir, exist_ok=True)

@@ -43,6 +43,7 @@ if _JAX_CACHE != "off":
 os.environ.setdefault("MCACCT_CACHE_DIR", _JAX_CACHE)
 import mcacct  # noqa: E402,F401
 import pytest  # noqa: E402
+from default_compiler import pytest_pyfunc_call  # noqa: E402,F401  (the ``default_compiler`` marker's hook)
 from hypothesis import settings as _hyp_settings  # noqa: E402
 
 # Property tests draw their examples deterministically by default ("ci"): a clean clone's `make test` runs the

@@ -1,6 +1,8 @@
 """The environment the suite runs in: the XLA:CPU settings it compiles with, and the environments of subprocesses
 (imports nothing that starts JAX: tests/conftest.py reads it before it imports jax)."""
 
+import importlib.metadata
+import importlib.util
 import os
 import subprocess
 import sys
@@ -19,6 +21,16 @@ import sys
 #: computes them in a subprocess that compiles as users do (:func:`default_compiler_env`).
 #: ``MCACCT_TEST_XLA=default`` runs the whole suite with the default settings.
 SUITE_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_cpu_multi_thread_eigen=false"
+#: appended to :data:`SUITE_XLA_FLAGS` where JAX runs on the CPU alone (:func:`cpu_only`; the level is every
+#: backend's, and a GPU's kernels would run unoptimised): LLVM's optimisation level 0 for the programs XLA:CPU emits.
+#: Compilation is most of the suite's time; the whole `make test` took 1,183 s instead of 1,546 s (user 2,217 s
+#: against 2,979 s; 2-core box, 2026-11-29, one run each). The programs run slower, and at level 0 the same values
+#: can differ in their last bits between two programs that compute them in differently shaped arrays (the truncated
+#: scheme's two noise paths: 80 of 2,560 entries, by at most 3.5e-14 relative), where the default level gives equal
+#: bits. The tests that assert such bits equal across programs (5 tests, 12 cases) are marked ``default_compiler`` and
+#: run in a subprocess that compiles as users do (tests/default_compiler.py); the README's blocks run without the
+#: level (:func:`optimised_env`: they compute more than they compile).
+CPU_ONLY_XLA_FLAGS = "--xla_backend_optimization_level=0"
 #: the variable that turns :data:`SUITE_XLA_FLAGS` off (value ``default``)
 XLA_SWITCH = "MCACCT_TEST_XLA"
 #: thread pools of the BLAS libraries under NumPy and SciPy (each an OpenBLAS), set before either loads: one thread.
@@ -39,18 +51,38 @@ def xla_accepts(flags: str) -> bool:
         return False
 
 
+def cpu_only() -> bool:
+    """Whether JAX will run on the CPU alone: ``JAX_PLATFORMS`` names the CPU only, or, where it is not set, no
+    accelerator plugin is installed (no ``jax_plugins`` entry point or namespace package, no ``libtpu``). Imports
+    nothing that starts JAX."""
+    platforms = {p.strip() for p in os.environ.get("JAX_PLATFORMS", "").lower().split(",") if p.strip()}
+    if platforms:
+        return platforms == {"cpu"}
+    if any(True for _ in importlib.metadata.entry_points(group="jax_plugins")):
+        return False
+    return all(importlib.util.find_spec(name) is None for name in ("jax_plugins", "libtpu"))
+
+
 def suite_xla_flags(flags: str) -> str:
-    """``flags`` (an ``XLA_FLAGS`` value) with :data:`SUITE_XLA_FLAGS` appended, unless it holds them already,
-    :data:`XLA_SWITCH` is ``default``, or this XLA does not know them (:func:`xla_accepts`; a note on stderr: the suite
-    then compiles as users do)."""
+    """``flags`` (an ``XLA_FLAGS`` value) with :data:`SUITE_XLA_FLAGS` appended, and :data:`CPU_ONLY_XLA_FLAGS` where
+    :func:`cpu_only`; unless it holds them already, :data:`XLA_SWITCH` is ``default``, or this XLA does not know them
+    (:func:`xla_accepts`: without the level first, then without both; a note on stderr: the suite then compiles as
+    users do)."""
     if os.environ.get(XLA_SWITCH) == "default" or SUITE_XLA_FLAGS in flags:
         return flags
-    extended = f"{flags} {SUITE_XLA_FLAGS}".strip()
-    if not xla_accepts(extended):
-        print(f"tests/suite_env.py: this XLA refuses {SUITE_XLA_FLAGS}; the suite compiles with the default settings",
-              file=sys.stderr)
-        return flags
-    return extended
+    tries = [f"{SUITE_XLA_FLAGS} {CPU_ONLY_XLA_FLAGS}"] if cpu_only() else []
+    for suite in tries + [SUITE_XLA_FLAGS]:
+        extended = f"{flags} {suite}".strip()
+        if xla_accepts(extended):
+            return extended
+    print(f"tests/suite_env.py: this XLA refuses {SUITE_XLA_FLAGS}; the suite compiles with the default settings",
+          file=sys.stderr)
+    return flags
+
+
+def compiles_less_optimised() -> bool:
+    """Whether this process's ``XLA_FLAGS`` hold :data:`CPU_ONLY_XLA_FLAGS` (set by tests/conftest.py)."""
+    return CPU_ONLY_XLA_FLAGS in os.environ.get("XLA_FLAGS", "").split()
 
 
 def put_thread_env(env) -> None:
@@ -78,10 +110,20 @@ def cpu_subprocess_env(**extra: str) -> dict:
     return env
 
 
+def optimised_env(env) -> dict:
+    """A copy of ``env`` (a dict or ``os.environ``) without :data:`CPU_ONLY_XLA_FLAGS` in ``XLA_FLAGS``: for a
+    subprocess that runs long computations more than it compiles (the README's commands: their blocks took 659 s at
+    level 0 against 412 s without it), the suite's other settings kept."""
+    env = dict(env)
+    drop = set(CPU_ONLY_XLA_FLAGS.split())
+    put_xla_flags(env, " ".join(f for f in env.get("XLA_FLAGS", "").split() if f not in drop))
+    return env
+
+
 def default_compiler_env() -> dict:
-    """``os.environ`` for a subprocess that compiles as users do: the flags of :data:`SUITE_XLA_FLAGS` left out of
-    ``XLA_FLAGS`` and :data:`XLA_SWITCH` set to ``default`` (a pytest run inside keeps it so)."""
+    """``os.environ`` for a subprocess that compiles as users do: the flags of :data:`SUITE_XLA_FLAGS` and
+    :data:`CPU_ONLY_XLA_FLAGS` left out of ``XLA_FLAGS`` and :data:`XLA_SWITCH` set to ``default`` (a pytest run inside keeps it so)."""
     env = dict(os.environ, **{XLA_SWITCH: "default"})
-    suite = set(SUITE_XLA_FLAGS.split())
+    suite = set(SUITE_XLA_FLAGS.split()) | set(CPU_ONLY_XLA_FLAGS.split())
     put_xla_flags(env, " ".join(f for f in env.get("XLA_FLAGS", "").split() if f not in suite))
     return env

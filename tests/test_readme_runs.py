@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from suite_env import optimised_env
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +74,9 @@ def workdir(tmp_path_factory) -> Path:
 
 
 def _env() -> dict:
-    env = dict(os.environ)
+    """The test run's environment (LLVM's level 0 left out: tests/suite_env.py, :func:`optimised_env`), the
+    ``.venv`` first on ``PATH``."""
+    env = optimised_env(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.pop("PYTHONPATH", None)
     return env

@@ -81,6 +81,7 @@ def _run(scheme, skip, eps, sigmas=(0.3, 2.0), n=2048):
 # the truncated case is the scheme of test_remove_skip_same_sums_and_an_upper_bound_histogram below (M = 60, B_max = 8:
 # some draws truncated, most not), so both tests run the same compiled programs (a truncated program takes ~15 s to
 # compile on the 2-core box; with M = 120 here this file compiled them twice)
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
 @pytest.mark.parametrize("scheme", [mcacct.BMinSep(0.05, 4, 48, True), mcacct.BMinSep(0.05, 4, 48, False),
                                     mcacct.TruncatedBMinSep(0.05, 4, 48, 60, 8, True)],
                          ids=["warm", "cold", "truncated"])
@@ -147,6 +148,7 @@ def test_the_switch_is_typed_recorded_and_on_the_cli(tmp_path, capsys):
 
 # the smallest epsilon sets the remove skip's thresholds (mcacct.kernels.shortcuts.remove_thresholds) and the add
 # skip: "eps10" runs at epsilon 10 (with 11 and 12 beside it, three epsilons as every run here: see _run)
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
 @pytest.mark.parametrize("eps", [(10.0, 11.0, 12.0), (2.0, 3.0, 4.0)], ids=["eps10", "eps2-4"])
 @pytest.mark.parametrize("scheme", [mcacct.BMinSep(0.05, 4, 48, True), mcacct.BMinSep(0.05, 4, 48, False),
                                     mcacct.TruncatedBMinSep(0.05, 4, 48, 60, 8, True)],  # some draws untruncated

@@ -22,6 +22,7 @@ def _both(key, cols):
             for shape in SHAPES}
 
 
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), cols=st.lists(st.integers(0, 2**20), min_size=6, max_size=6))
 def test_columns_equal_the_whole_draw(seed, cols):
@@ -44,6 +45,7 @@ def _words_of_cells(cells, negative=False):
     return jnp.asarray(top << np.uint64(11))
 
 
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
 def test_the_far_tail_only_when_needed_gives_the_same_bits():
     """``far_when_needed`` (the XLA paths) skips the far tail's rational function where no element needs it; every
     value stays bit for bit that of the plain select (the Pallas kernel's form), with and without far elements, under

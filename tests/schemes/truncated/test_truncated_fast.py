@@ -79,6 +79,7 @@ def test_shared_draw_ladder_equals_the_loss_kernel_per_candidate(p, b, n, m, bma
             np.testing.assert_allclose(np.asarray(ladder[j, k]), np.asarray(ref), rtol=0, atol=2 * eta)
 
 
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
 def test_redrawn_noise_of_truncated_samples_equals_the_kept_noise(monkeypatch):
     """The samples with a truncated round get their noise redrawn column by column
     (:func:`mcacct.kernels.normal.standard_normal_columns`); with a PRNG that cannot (here: pretended) the block
