@@ -23,7 +23,7 @@ import sys
 SUITE_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false --xla_cpu_multi_thread_eigen=false"
 #: appended to :data:`SUITE_XLA_FLAGS` where JAX runs on the CPU alone (:func:`cpu_only`; the level is every
 #: backend's, and a GPU's kernels would run unoptimised): LLVM's optimisation level 0 for the programs XLA:CPU emits.
-#: Compilation is most of the suite's time; the whole `make test` took 1,183 s instead of 1,546 s (user 2,217 s
+#: Compilation is most of the suite's time; the whole `make test` took 1,123 s instead of 1,546 s (user 2,122 s
 #: against 2,979 s; 2-core box, 2026-11-29, one run each). The programs run slower, and at level 0 the same values
 #: can differ in their last bits between two programs that compute them in differently shaped arrays (the truncated
 #: scheme's two noise paths: 80 of 2,560 entries, by at most 3.5e-14 relative), where the default level gives equal
@@ -122,7 +122,8 @@ def optimised_env(env) -> dict:
 
 def default_compiler_env() -> dict:
     """``os.environ`` for a subprocess that compiles as users do: the flags of :data:`SUITE_XLA_FLAGS` and
-    :data:`CPU_ONLY_XLA_FLAGS` left out of ``XLA_FLAGS`` and :data:`XLA_SWITCH` set to ``default`` (a pytest run inside keeps it so)."""
+    :data:`CPU_ONLY_XLA_FLAGS` left out of ``XLA_FLAGS`` and :data:`XLA_SWITCH` set to ``default`` (a pytest run
+    inside keeps it so)."""
     env = dict(os.environ, **{XLA_SWITCH: "default"})
     suite = set(SUITE_XLA_FLAGS.split()) | set(CPU_ONLY_XLA_FLAGS.split())
     put_xla_flags(env, " ".join(f for f in env.get("XLA_FLAGS", "").split() if f not in suite))
