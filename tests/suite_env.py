@@ -115,8 +115,7 @@ def optimised_env(env) -> dict:
     subprocess that runs long computations more than it compiles (the README's commands: their blocks took 659 s at
     level 0 against 412 s without it), the suite's other settings kept."""
     env = dict(env)
-    drop = set(CPU_ONLY_XLA_FLAGS.split())
-    put_xla_flags(env, " ".join(f for f in env.get("XLA_FLAGS", "").split() if f not in drop))
+    _drop_xla_flags(env, CPU_ONLY_XLA_FLAGS)
     return env
 
 
@@ -125,6 +124,11 @@ def default_compiler_env() -> dict:
     :data:`CPU_ONLY_XLA_FLAGS` left out of ``XLA_FLAGS`` and :data:`XLA_SWITCH` set to ``default`` (a pytest run
     inside keeps it so)."""
     env = dict(os.environ, **{XLA_SWITCH: "default"})
-    suite = set(SUITE_XLA_FLAGS.split()) | set(CPU_ONLY_XLA_FLAGS.split())
-    put_xla_flags(env, " ".join(f for f in env.get("XLA_FLAGS", "").split() if f not in suite))
+    _drop_xla_flags(env, f"{SUITE_XLA_FLAGS} {CPU_ONLY_XLA_FLAGS}")
     return env
+
+
+def _drop_xla_flags(env: dict, flags: str) -> None:
+    """Remove each of ``flags`` (space-separated) from ``env["XLA_FLAGS"]``, the others kept in order."""
+    drop = set(flags.split())
+    put_xla_flags(env, " ".join(f for f in env.get("XLA_FLAGS", "").split() if f not in drop))

@@ -125,13 +125,13 @@ def write_plan(out_dir: str, plan: CalibrationPlan, problem: Problem, baselines:
             raise ValueError(f"out {path} exists and cannot be read as a plan ({err}); use another --out") from None
         if not isinstance(old, dict) or old.get("fingerprint") != d["fingerprint"]:
             raise ValueError(f"out {path} already holds another calibration plan; use another --out")
+    sealed = None
     if baselines:
         try:
-            d = integrity.seal({**d, "baselines": baselines})
+            sealed = integrity.seal({**d, "baselines": baselines})
         except (TypeError, ValueError):  # a non-finite or non-JSON entry: the plan goes without them
-            d = integrity.seal(d)
-    else:
-        d = integrity.seal(d)
+            pass
+    d = sealed or integrity.seal(d)
     try:
         storage.write_json(path, d)
     except OSError as err:
