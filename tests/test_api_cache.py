@@ -12,7 +12,7 @@ import pytest
 import mcacct.core.platform as platform
 
 #: a process that compiled something first, then calls the API: a small Monte Carlo run (its sampling program takes
-#: about 1.6 s to compile on the 2-core box, well above mcacct's 0.2 s threshold; a PLD calibration, which compiles
+#: about 1.6 s to compile on the 2-core box, cached at any threshold; a PLD calibration, which compiles
 #: eight programs, made this test cost four times as much)
 CODE = """
 import jax, jax.numpy as jnp

@@ -26,10 +26,16 @@ import os
 
 import jax
 
-__all__ = ["target_platform", "PLATFORM_ENV", "cpu_cores", "use_cpu_cores", "AUTO_CPU_DEVICES_MAX", "ENV_CACHE",
-           "compilation_cache_dir", "enable_compilation_cache", "ensure_compilation_cache"]
+__all__ = ["target_platform", "PLATFORM_ENV", "CACHE_MIN_COMPILE_SECS", "cpu_cores", "use_cpu_cores",
+           "AUTO_CPU_DEVICES_MAX", "ENV_CACHE", "compilation_cache_dir", "enable_compilation_cache",
+           "ensure_compilation_cache"]
 
 PLATFORM_ENV = "MCACCT_TARGET_PLATFORM"
+#: the persistent cache keeps programs of every compile time. A PLD calibration compiles about 30 programs and
+#: dispatches about 190 eager operations, each under 0.2 s to compile, and a new process compiled them all again:
+#: at 0.2 s (JAX's default is 1 s) the README's command block took 174-187 s with an empty cache on the 2-core box,
+#: at 0 148-158 s, with 233 cache entries (7.6 MB) instead of 73 (6.8 MB) (benchmarks/results/design_choices.md)
+CACHE_MIN_COMPILE_SECS = 0.0
 _ALIASES = {"cuda": "gpu", "rocm": "gpu", "gpu": "gpu", "cpu": "cpu", "tpu": "tpu"}
 
 
@@ -146,8 +152,9 @@ def compilation_cache_dir() -> str | None:
 
 
 def enable_compilation_cache(respect_existing: bool = False) -> str | None:
-    """Turn on JAX's persistent compilation cache in :func:`compilation_cache_dir` (programs that took at least
-    0.2 s to compile), so repeated commands, calls in new processes and shard jobs skip most of their start-up.
+    """Turn on JAX's persistent compilation cache in :func:`compilation_cache_dir` (every program: the minimum
+    compile time is :data:`CACHE_MIN_COMPILE_SECS`), so repeated commands, calls in new processes and shard jobs skip
+    most of their start-up.
 
     Entries are keyed by the program, the compile options, the backend and the JAX/XLA versions, and written
     atomically, so concurrent jobs may share the directory; a cached program is the same executable, so results
@@ -180,7 +187,7 @@ def enable_compilation_cache(respect_existing: bool = False) -> str | None:
         from jax.experimental.compilation_cache import compilation_cache as cc
         jax.config.update("jax_compilation_cache_dir", d)
         cc.reset_cache()  # a process that already compiled has decided "no cache": decide again
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", CACHE_MIN_COMPILE_SECS)
     return d
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from mcacct.core.platform import ensure_compilation_cache
 from mcacct.pld.constants import DEFAULT_H, Discretization
 from mcacct.pld.plan import check_certifiable, result, run
+from mcacct.pld.search import crossing, guided_ladder
 from mcacct.pld.specs import Canonical, MechanismOrFactory, MechanismSpec, PLDResult, SPEC_TYPES, canonical
 from mcacct.pld.checks import (check_delta, check_discretization, check_epsilon, check_integer, check_positive,
                                 check_value_interval, is_real_number, plain)
@@ -299,8 +300,11 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
     ladder bisection: each round evaluates ``ladder_size`` sigmas at once with
     :func:`deltas_for_sigmas` (vmapped over sigma). The first ladder is centred
     on a CLT estimate and moved (with growing span) until it brackets the
-    crossing; then the bracket :math:`[\sigma_{\rm fail}, \sigma_{\rm pass}]`
-    is re-laddered uniformly until its relative width is below ``rtol``. The
+    crossing. The next ladder's rungs sit ``0.9 rtol`` apart around the
+    crossing interpolated from the bracketing ladder's deltas
+    (:func:`mcacct.pld.search.guided_ladder`), so that two ladders usually
+    suffice; while the bracket :math:`[\sigma_{\rm fail}, \sigma_{\rm pass}]`
+    is wider than ``rtol`` it is then re-laddered uniformly. The
     :math:`T`-fold Gaussian mechanism with the largest sensitivity dominates
     every supported mixture, so its analytic calibration caps the search. The
     returned value is the smallest rung whose pessimistic PLD :math:`\delta`
@@ -408,8 +412,12 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
             a, b = max(hi / span, floor), hi
     else:  # pragma: no cover - defensive
         raise ValueError("calibration failed to bracket the target")
+    # the bracketing ladder's deltas place the next rungs around the crossing (mcacct/pld/search.py); any rungs do
+    guess = crossing(ladder, last["delta"].max(axis=1), dl, lo, hi)
+    guided = None if guess is None else guided_ladder(guess, lo, hi, n, rtol)
     while (hi - lo) > rtol * hi:
-        ladder = np.linspace(lo, hi, n + 2)[1:-1]
+        ladder = np.linspace(lo, hi, n + 2)[1:-1] if guided is None else guided
+        guided = None
         ok = passes(ladder)
         if ok.any():
             i = int(np.argmax(ok))

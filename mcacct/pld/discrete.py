@@ -46,7 +46,6 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-import scipy.fft
 
 from mcacct.pld.constants import CMUL_C, DEFAULT_H, FFT_C, U, UNDERFLOW
 from mcacct.pld.kernels import compose_arrays_batch, query_one_jit, single_batch
@@ -101,6 +100,7 @@ def convolve_with_bound(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float
     if min(a.size, b.size) <= _DIRECT_CONV:
         m = min(a.size, b.size) + 1
         return np.convolve(a, b), (m * U / (1.0 - m * U)) * l1a * l1b * (1.0 + 4 * U) + n * UNDERFLOW
+    import scipy.fft  # here, not at the top: scipy (0.2-0.4 s) is imported by the processes that convolve only
     nfft = 1 << (n - 1).bit_length()
     out = scipy.fft.irfft(scipy.fft.rfft(a, nfft) * scipy.fft.rfft(b, nfft), nfft)[:n]
     eps_f = FFT_C * (math.log2(nfft) + 1) * U
