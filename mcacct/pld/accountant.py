@@ -323,7 +323,7 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
     ladder_size : int, default 8
         Rungs per ladder (>= 2).
     rtol : float, default 1e-4
-        Relative bracket width at which to stop, in (0, 0.5).
+        Relative bracket width at which to stop, in [1e-12, 0.5).
     sigma_bounds : (float, float), optional
         Search range ``(lo, hi)``; by default ``(c_max/12, Gaussian bound)``.
     value_discretization_interval, discretization
@@ -349,8 +349,8 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
     h = check_value_interval(value_discretization_interval)
     method = check_discretization(discretization)
     n = check_integer("ladder_size", ladder_size, 2)
-    if not is_real_number(rtol) or not 0 < rtol < 0.5:
-        raise ValueError(f"rtol must be in (0, 0.5), got {plain(rtol)!r}")
+    if not is_real_number(rtol) or not 1e-12 <= rtol < 0.5:  # below, adjacent floats: the bisection would not end
+        raise ValueError(f"rtol must be in [1e-12, 0.5), got {plain(rtol)!r}")
 
     last: dict = {}
     batches: dict = {}  # one record per search: later passes reuse the batch sizes compiled by earlier ones
@@ -413,7 +413,7 @@ def pld_calibrate(mechanism: MechanismOrFactory, epsilon: float, delta: float, *
     else:  # pragma: no cover - defensive
         raise ValueError("calibration failed to bracket the target")
     # the bracketing ladder's deltas place the next rungs around the crossing (mcacct/pld/search.py); any rungs do
-    guess = crossing(ladder, last["delta"].max(axis=1), dl, lo, hi)
+    guess = crossing(ladder, last["delta"].max(axis=1), dl, lo, hi) if (hi - lo) > rtol * hi else None
     guided = None if guess is None else guided_ladder(guess, lo, hi, n, rtol)
     while (hi - lo) > rtol * hi:
         ladder = np.linspace(lo, hi, n + 2)[1:-1] if guided is None else guided

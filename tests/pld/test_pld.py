@@ -257,7 +257,8 @@ def test_calibrate_group_with_factory():
     (lambda: pld.pld_delta(pld.GaussianSpec(1.0), 1.0, discretization="nearest"), r"discretization must be"),
     (lambda: pld.pld_delta("gaussian", 1.0), r"mechanism must be one of"),
     (lambda: pld.group_privacy_conversion_epsilon(pld.GaussianSpec(1.0), 0, 1e-5), r"group_size must be"),
-    (lambda: pld.pld_calibrate(pld.GaussianSpec(1.0), 1.0, 1e-5, rtol=0.0), r"rtol must be in \(0, 0.5\)"),
+    (lambda: pld.pld_calibrate(pld.GaussianSpec(1.0), 1.0, 1e-5, rtol=0.0), r"rtol must be in \[1e-12, 0.5\)"),
+    (lambda: pld.pld_calibrate(pld.GaussianSpec(1.0), 1.0, 1e-5, rtol=1e-13), r"rtol must be in \[1e-12, 0.5\)"),
 ])
 def test_input_validation(factory, match):
     with pytest.raises(ValueError, match=match):

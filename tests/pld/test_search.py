@@ -40,9 +40,14 @@ def test_crossing_declines_without_positive_deltas_at_the_bracket():
     sig = np.array([1.0, 1.1, 1.2])
     assert crossing(sig, np.array([1e-2, 1e-3, 0.0]), 5e-3, 1.1, 1.2) is None
     assert crossing(sig, np.array([1e-2, np.nan, 1e-4]), 5e-3, 1.1, 1.2) is None
-    # two usable rungs: the chord through them
+    assert crossing(sig, np.array([1e-2, 1e-3, 1e-4]), 5e-3, 1.0, 1.05) is None  # 1.05 is not a rung
+    # two usable rungs: a line through them (log-log)
     got = crossing(np.array([1.0, 2.0]), np.array([1e-2, 1e-4]), 1e-3, 1.0, 2.0)
     assert got == pytest.approx(math.sqrt(2.0), rel=1e-12)
+    # the cubic passes through the bracket's ends, so it crosses between them even beside a spike
+    sig = np.array([0.9, 1.0, 2.0, 2.1])
+    got = crossing(sig, np.array([1e-2, 1e-2, 1e-4, 1e3]), 1e-3, 1.0, 2.0)
+    assert 1.0 < got < 2.0
 
 
 @settings(max_examples=80, deadline=None)
@@ -70,3 +75,13 @@ def test_a_wrong_guess_costs_passes_not_soundness(monkeypatch):
         assert abs(got - ref) <= 1e-3 * ref
         assert pld.pld_delta(pld.PoissonGaussianSpec(0.05, got, steps=20), EPS,
                              value_discretization_interval=H).delta <= DELTA
+
+
+def test_two_passes_when_the_first_ladder_brackets(monkeypatch):
+    calls, run = [], accountant.run
+    monkeypatch.setattr(accountant, "run", lambda *a, **k: calls.append(a[1]) or run(*a, **k))
+    sigma = pld.pld_calibrate(SPEC, EPS, DELTA, value_discretization_interval=H)
+    assert len(calls) == 2, [list(c) for c in calls]
+    second = calls[1]
+    assert np.all(np.diff(second) <= 1e-4 * second[1:])  # the guided rungs, 0.9 rtol apart
+    assert sigma in np.round(second, 6) or any(abs(sigma - s) <= 1e-5 * s for s in second)
