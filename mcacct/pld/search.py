@@ -13,7 +13,7 @@ that uniform re-laddering of the bracket needs at ``rtol = 1e-4``.
 
 The guess only places rungs. Every rung is evaluated by the accountant, and the calibration returns a rung whose
 pessimistic :math:`\delta` was checked, whatever the guess was: a wrong guess costs the uniform passes that follow,
-never soundness (docs/pld.md, "Calibration").
+never soundness (docs/pld.md, "Guided second ladder").
 """
 
 from __future__ import annotations
