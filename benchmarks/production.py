@@ -110,7 +110,7 @@ def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: floa
     if skip and add_bound is None:
         raise AssertionError("the add skip does not apply at the production epsilon")
     arrays = remove_skip_arrays(problem, LADDER, (EPSILON,)) if skip == "both" else None
-    rskip = None if arrays is None else RemoveSkip(jnp.asarray(arrays[:, 0]), jnp.asarray(arrays[:, 1]))
+    rskip = None if arrays is None else RemoveSkip(*(jnp.asarray(arrays[:, i]) for i in range(3)))
 
     @jax.jit
     def fn(key, rskip):

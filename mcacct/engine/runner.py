@@ -139,8 +139,10 @@ def skip_bound(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[flo
 
 
 def remove_skip_arrays(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[float]) -> np.ndarray | None:
-    """``(J, 2)`` per candidate: the remove skip's threshold (:func:`mcacct.kernels.shortcuts.remove_thresholds`)
-    and the terms' error bound (:func:`mcacct.engine.systematic.term_error_bound`), or ``None`` where the remove
+    """``(J, 3)`` per candidate: the remove skip's threshold (:func:`mcacct.kernels.shortcuts.remove_thresholds`),
+    the terms' error bound (:func:`mcacct.engine.systematic.term_error_bound`) and the loss-error bound
+    (:func:`mcacct.engine.systematic.loss_error_bound`), the fields of a
+    :class:`~mcacct.kernels.shortcuts.RemoveSkip`; or ``None`` where the remove
     skip does not run (as :func:`skip_bound`, a scheme that does not :attr:`bounds_remove_losses`, or an
     accelerator: there the engine batches its sub-blocks with ``vmap``, so the exact recursions would run for the
     whole block whenever one sample needs them, and the bound would only add work; compacting those samples on the
@@ -156,13 +158,15 @@ def remove_skip_arrays(problem: Problem, sigmas: Sequence[float], epsilons: Sequ
     Returns
     -------
     numpy.ndarray or None
-        float64 ``(J, 2)``: column 0 the threshold, column 1 the term error bound; or ``None``.
+        float64 ``(J, 3)``: column 0 the threshold, column 1 the term error bound, column 2 the loss error bound;
+        or ``None``.
     """
     if (not _skips(problem) or not problem.mechanism().bounds_remove_losses or not len(epsilons)
             or target_platform() != "cpu"):
         return None
-    thr = remove_thresholds(epsilons, [loss_error_bound(problem, s) for s in sigmas])
-    return np.stack([np.asarray(thr, np.float64), [term_error_bound(problem, s) for s in sigmas]], axis=1)
+    etas = [loss_error_bound(problem, s) for s in sigmas]
+    return np.stack([np.asarray(remove_thresholds(epsilons, etas), np.float64),
+                     [term_error_bound(problem, s) for s in sigmas], etas], axis=1)
 
 
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "spec", "add_bound"))
@@ -223,11 +227,11 @@ _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _group_fn(mesh: Mesh, problem: Problem, chunk_size: int, spec: HistogramSpec, add_bound: float | None = None,
               remove: bool = False):
     """Jitted ``(key, chunk_ids[D], valid[D], sigmas, shifts, eps, skip) -> (sums[D, J, 2, E], hist[D, J, 2, H])``;
-    ``skip`` ``(J, 2)``: :func:`remove_skip_arrays` (read only with ``remove``)."""
+    ``skip`` ``(J, 3)``: :func:`remove_skip_arrays` (read only with ``remove``)."""
 
     def per_device(key, cids, valid, sigmas, shifts, eps, skip):
         # exactly the single-chunk program: same key, same shapes, same ops on every device count
-        rskip = RemoveSkip(skip[:, 0], skip[:, 1]) if remove else None
+        rskip = RemoveSkip(skip[:, 0], skip[:, 1], skip[:, 2]) if remove else None
         sums, hist = ladder_chunk_statistics(jax.random.fold_in(key, cids[0]), sigmas, shifts, valid[0], eps,
                                              problem, chunk_size, spec, add_bound, rskip)
         return sums[None], hist[None]
@@ -334,7 +338,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
     # provably zero contributions are skipped for the whole run (the same sums; mcacct.kernels.shortcuts, .bound)
     rskip = remove_skip_arrays(problem, sig, eps)
     fn = _group_fn(mesh, problem, chunk_size, spec, skip_bound(problem, sig, eps), rskip is not None)
-    rskip_all = np.zeros((len(sig), 2)) if rskip is None else rskip
+    rskip_all = np.zeros((len(sig), 3)) if rskip is None else rskip
     eps_arr = jnp.asarray(eps, jnp.float64)
     shifts_all = np.asarray([applied_loss_shift(problem, s) for s in sig], np.float64)
     if stats is None:

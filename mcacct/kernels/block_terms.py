@@ -9,6 +9,7 @@ The proofs are in :func:`block_term_maxima_t` and ``docs/soundness.md``. Numbers
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -20,7 +21,8 @@ from mcacct.kernels.participation import NO_PARTICIPATION
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms
 
-__all__ = ["supports_draws_bound", "block_term_maxima_t", "remove_loss_bound_from_draws_t"]
+__all__ = ["supports_draws_bound", "block_term_maxima_t", "remove_loss_bound_from_draws_t", "mean_block_maxima_t",
+           "overlap_window_maxima"]
 
 
 def supports_draws_bound(c_col: tuple[float, ...]) -> bool:
@@ -35,6 +37,119 @@ def _sum_error(terms: int) -> float:
     :math:`\gamma_N \sum |x_i|` of the exact sum (Higham, *Accuracy and Stability of Numerical Algorithms*, §4.2)."""
     nu = (int(terms) + 8) * 2.0**-53
     return nu / (1.0 - nu) * (1.0 + 2.0**-20)
+
+
+def _block_rows(n: int, b: int, block: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
+    """``(first, last, s, K, K_pad)``: each end-aligned block's first and last 0-based rows (block 0 cut at row 0)."""
+    s, k_blocks, k_pad, _, _ = block_layout(n, b, block)
+    start = n - (k_blocks - np.arange(k_blocks)) * s          # each block's first 0-based row (< 0: block 0 padded)
+    return np.maximum(start, 0), start + s - 1, s, k_blocks, k_pad
+
+
+def _nearby_participations(tau: jax.Array, first: np.ndarray, last: np.ndarray, n: int, b: int) -> jax.Array:
+    """``(K, 4, ...)``: per block of rows ``[first, last]``, the participations (``NO_PARTICIPATION`` for none) of
+    the blocks of ``b`` rows that can reach a row's window (``len(c_col) <= b``): those of its first and last rows
+    and their neighbours, at most four."""
+    nblk = tau.shape[0]
+    pad_b = nblk * b - n
+    q_lo, q_hi = (first + pad_b) // b - 1, (last + pad_b) // b + 1
+    cand = q_lo[:, None] + np.arange(4)[None, :]
+    cand = np.where((cand >= 0) & (cand < nblk) & (cand <= q_hi[:, None]), cand, nblk)     # nblk: none
+    tau_ext = jnp.concatenate([tau, jnp.full_like(tau[:1], NO_PARTICIPATION)], axis=0)
+    return tau_ext[cand]
+
+
+@functools.lru_cache(maxsize=32)
+def overlap_window_maxima(c_col: tuple[float, ...], block: int) -> np.ndarray:
+    r"""``W[j + k - 1] = max_{j - s < d <= j} G(d)`` for ``-k < j < k + s - 1``, and a last entry ``0``, with
+    :math:`G(d) = \sum_i |c_i|\,|c_{i-d}|` (``0`` for :math:`|d| \ge k`) the overlap of two columns ``d`` rows
+    apart, in absolute values, untruncated.
+
+    Computed on the host with ``np.longdouble`` partial sums and rounded once, as
+    :func:`mcacct.kernels.sliding.mean_window_table`: each entry within ``(k + 2) u`` of the exact one relative to
+    itself (non-negative terms).
+
+    Parameters
+    ----------
+    c_col : tuple of float
+        The strategy's column, ``k`` finite taps.
+    block : int
+        ``s``, the rows of a block.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 ``(2k + s - 1,)``.
+    """
+    c = np.abs(np.asarray(c_col, np.longdouble))
+    k, s = len(c), int(block)
+    g = np.zeros(2 * k - 1 + 2 * (s - 1), np.longdouble)           # G(d) at d + k - 1 + (s - 1), zeros around it
+    for d in range(1 - k, k):
+        lo, hi = max(0, d), k + min(0, d)
+        g[d + k - 1 + s - 1] = np.sum(c[lo:hi] * c[lo - d:hi - d])
+    out = np.zeros(2 * k + s - 1, np.longdouble)
+    for j in range(1 - k, k + s - 1):
+        at = j + k - 1 + s - 1
+        out[j + k - 1] = g[at - s + 1:at + 1].max()
+    return out.astype(np.float64)
+
+
+def mean_block_maxima_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
+                        block: int = BOUND_BLOCK) -> jax.Array:
+    r"""Upper bounds of the block maxima :math:`\mu_k` of :math:`s^m - \|c^{(i)}\|^2/2` (:mod:`mcacct.kernels.bound`)
+    from the participation alone, for any finite column of at most ``b`` taps.
+
+    A participation at row :math:`	au` adds :math:`\sum_{r < n} c_{r-i} c_{r-	au}` to :math:`s^m_i`, at most
+    :math:`G(	au - i)` (:func:`overlap_window_maxima`: absolute values, untruncated), so over the rows of a block
+    (within ``[a, a + s - 1]``) at most :math:`W(	au - a) = \max_{	au - a - s < d \le 	au - a} G(d)`. Only the
+    participations of the blocks of ``b`` rows beside the block's rows reach it (:func:`block_term_maxima_t`), and
+    the sum of their maxima bounds the maximum of the sum: :math:`\mu_k \le \sum_	au W(	au - a) - \min_R
+    \|c^{(i)}\|^2/2`. One table read per block and nearby participation, against two per row for
+    :math:`s^m` itself (:func:`mcacct.kernels.sliding.mean_sliding_from_blocks_t`). ``mu`` adds ``(k + 16) 2^{-51}``
+    of the sum and the norm for the rounding of the table (``(k + 2) u``), of the column norms (a float sum of ``k``
+    squares), of the sum of at most four entries and of the difference. A bound of the exact block maxima of the
+    draws, with ``c`` as given.
+
+    Parameters
+    ----------
+    tau : jax.Array
+        int32 ``(ceil(n/b), ...)``: the participation per block of ``b`` rows.
+    iterations, min_sep : int
+        ``n`` and ``b`` (``b >= len(c_col)``).
+    c_col : tuple of float
+        The strategy's column (finite).
+    block : int, optional
+        Rounds per block, ``s = min(block, b)`` (default :data:`~mcacct.kernels.bound.BOUND_BLOCK`).
+
+    Returns
+    -------
+    jax.Array
+        float64 ``(K_pad, ...)``, padded in front with ``-inf`` as :func:`mcacct.kernels.bound.block_maxima_t` pads.
+
+    Raises
+    ------
+    ValueError
+        If ``c_col`` is longer than ``min_sep`` or not finite.
+    """
+    n, b, k = int(iterations), int(min_sep), len(c_col)
+    if k > b:
+        raise ValueError(f"len(c_col) must be at most min_sep; got {k} > {b}")
+    if not all(math.isfinite(float(v)) for v in c_col):
+        raise ValueError("c_col must be finite")
+    first, last, s, k_blocks, k_pad = _block_rows(n, b, block)
+    lead = tau.shape[1:]
+    t = _nearby_participations(tau, first, last, n, b)
+    table = overlap_window_maxima(tuple(float(v) for v in c_col), s)
+    a = (last - s + 1).reshape((-1, 1) + (1,) * len(lead))
+    j = t - jnp.asarray(a, jnp.int32) + (k - 1)
+    j = jnp.where((t != NO_PARTICIPATION) & (j >= 0) & (j < table.shape[0] - 1), j, table.shape[0] - 1)
+    total = jnp.sum(jnp.take(jnp.asarray(table), j), axis=1)
+    half = 0.5 * column_sq_norms(tuple(float(v) for v in c_col), n)
+    h = jnp.asarray(np.array([half[f:e + 1].min() for f, e in zip(first, last)]),
+                    jnp.float64)[(slice(None),) + (None,) * len(lead)]
+    mu = (total - h) + ((k + 16) * 2.0**-51) * (total + h)
+    front = jnp.full((k_pad - k_blocks,) + lead, -jnp.inf, jnp.float64)
+    return jnp.concatenate([front, mu], axis=0)
 
 
 def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
@@ -99,11 +214,9 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
         raise ValueError(f"len(c_col) must be at most min_sep; got {k} > {b}")
     if z.dtype != jnp.float64 or z.shape[0] != n:
         raise ValueError(f"z must be float64 of shape ({n}, ...); got {z.dtype} {z.shape}")
-    s, k_blocks, k_pad, _, _ = block_layout(n, b, block)
+    first, last, s, k_blocks, k_pad = _block_rows(n, b, block)
     lead = z.shape[1:]
     c0 = float(c_col[0])
-    start = n - (k_blocks - np.arange(k_blocks)) * s          # each block's first 0-based row (< 0: block 0 padded)
-    first, last = np.maximum(start, 0), start + s - 1
     bcast = (slice(None),) + (None,) * len(lead)
 
     # noise: the running sums before each row of a block, their extremes, the blocks' totals and offsets (the
@@ -130,13 +243,7 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
     zeta = zeta + (2.0**-44 * jnp.abs(zeta) + err[None])
 
     # mean: each nearby participation's largest overlap with a row's window in the block
-    nblk = tau.shape[0]
-    pad_b = nblk * b - n
-    q_lo, q_hi = (first + pad_b) // b - 1, (last + pad_b) // b + 1
-    cand = q_lo[:, None] + np.arange(4)[None, :]
-    cand = np.where((cand >= 0) & (cand < nblk) & (cand <= q_hi[:, None]), cand, nblk)     # nblk: none
-    tau_ext = jnp.concatenate([tau, jnp.full_like(tau[:1], NO_PARTICIPATION)], axis=0)
-    t = tau_ext[cand]                                          # (K, 4, ...)
+    t = _nearby_participations(tau, first, last, n, b)         # (K, 4, ...)
     a_row = jnp.asarray(first.reshape((-1, 1) + (1,) * len(lead)), jnp.int32)
     e_row = jnp.asarray(last.reshape((-1, 1) + (1,) * len(lead)), jnp.int32)
     i_star = jnp.clip(t, a_row, e_row)

@@ -15,11 +15,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from mcacct.kernels.block_terms import remove_loss_bound_from_draws_t, supports_draws_bound
+from mcacct.kernels.block_terms import mean_block_maxima_t, remove_loss_bound_from_draws_t, supports_draws_bound
+from mcacct.kernels.bound import BOUND_BLOCK, block_layout, block_maxima_t, remove_loss_bound_from_maxima
 from mcacct.kernels.control import rare_cond
 from mcacct.kernels.normal import standard_normal
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import ladder_losses_from_sums_t
+from mcacct.kernels.shortcuts import settle_remove_losses
 from mcacct.kernels.sliding import mean_shift_from_blocks_t, mean_sliding_from_blocks_t, sliding_dot_t
 
 __all__ = ["gaussian_output", "standardised_blocks_t", "standardised_draws_t", "standardised_sums_t", "ladder_sums_t",
@@ -226,21 +228,35 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
         ``(J, 2, B)``: ``[:, 0]`` remove, ``[:, 1]`` add losses.
     """
     direct = (add_bound is not None and remove_skip is not None and z.ndim == 2 and z.dtype == jnp.float64
-              and jnp.dtype(dtype) == jnp.float64 and supports_draws_bound(c_col))
+              and jnp.dtype(dtype) == jnp.float64)
     if not direct:
         s_m, s_z = ladder_sums_t(tau, z, iterations, min_sep, c_col, dtype, dot_method)
         return ladder_losses_from_sums_t(s_m, s_z, sigmas, min_sep, sampling_prob, warm_start, c_col, recursion,
                                          add_bound, remove_skip)
     sigmas = jnp.asarray(sigmas)
-    u = remove_loss_bound_from_draws_t(tau, z, sigmas, remove_skip.term_errors, iterations, min_sep,
-                                       float(sampling_prob), warm_start, c_col)
+    n, b, p = int(iterations), int(min_sep), float(sampling_prob)
+    if supports_draws_bound(c_col):      # no sliding sums at all: both block maxima from the draws
+        u = remove_loss_bound_from_draws_t(tau, z, sigmas, remove_skip.term_errors, n, b, p, warm_start, c_col)
+        noise = z
+    else:                                # the noise's sums (as the exact path forms them), the mean's from a table
+        noise = sliding_dot_t(z.astype(dtype), c_col, dot_method)
+        s, _, k_pad, _, _ = block_layout(n, b, BOUND_BLOCK)
+        u = remove_loss_bound_from_maxima(mean_block_maxima_t(tau, n, b, c_col), block_maxima_t(noise, s, k_pad),
+                                          sigmas, remove_skip.term_errors, n, b, p, warm_start)
     need = jnp.any(~(u <= jnp.asarray(remove_skip.thresholds, u.dtype)[:, None]), axis=0)
 
-    def exact(need, u, tau, z, sigmas):
-        s_m, s_z = ladder_sums_t(tau, z, iterations, min_sep, c_col, dtype, dot_method)
-        rem = ladder_losses_from_sums_t(s_m, s_z, sigmas, min_sep, sampling_prob, warm_start, c_col, recursion,
-                                        add_bound)[:, 0]
-        return jnp.where(need, rem, u)
+    def exact(tau, noise, sigmas):       # noise: the draws (constant column) or their sums
+        if supports_draws_bound(c_col):
+            s_m, s_z = ladder_sums_t(tau, noise, n, b, c_col, dtype, dot_method)
+        else:
+            s_m, s_z = mean_sliding_from_blocks_t(tau, n, b, c_col, dtype), noise
+        return ladder_losses_from_sums_t(s_m, s_z, sigmas, b, sampling_prob, warm_start, c_col, recursion,
+                                         add_bound)[:, 0]
 
-    rem = rare_cond(jnp.any(need), exact, lambda need, u, tau, z, sigmas: u, need, u, tau, z, sigmas)
+    def settle(need, u, tau, noise, sigmas, rs):
+        return settle_remove_losses(need, u, rs, lambda: exact(tau, noise, sigmas),
+                                    lambda idx: exact(jnp.take(tau, idx, axis=1), jnp.take(noise, idx, axis=1),
+                                                      sigmas))
+
+    rem = rare_cond(jnp.any(need), settle, lambda need, u, *_: u, need, u, tau, noise, sigmas, remove_skip)
     return jnp.stack([rem, jnp.full_like(rem, add_bound)], axis=1)

@@ -34,10 +34,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["add_loss_bound", "add_skip_bound", "pi0_fraction", "remove_loss_bound_t", "SKIP_MARGIN", "BOUND_BLOCK"]
+__all__ = ["add_loss_bound", "add_skip_bound", "pi0_fraction", "RemoveSkip", "remove_thresholds",
+           "settle_remove_losses", "SKIP_MARGIN", "REFINE_LANES"]
 
 #: absolute margin of the skip condition (nats), beyond the float subtraction's own ulps (``1e-15 eps``)
 SKIP_MARGIN = 1e-9
+
+#: the most samples of a batch whose bound ``U`` fails that :func:`settle_remove_losses` settles on a narrower
+#: batch before it recomputes the whole batch (benchmarks/results/design_choices.md)
+REFINE_LANES = 4
 
 
 def _log_ratio_up(num: int, den: int) -> float:
@@ -151,10 +156,13 @@ def add_skip_bound(bound: float | None, epsilons: Sequence[float], etas: Sequenc
 class RemoveSkip(NamedTuple):
     """The remove direction's skip (:mod:`mcacct.kernels.bound`), per candidate of a ladder (arrays ``(J,)``, traced):
     a sample whose bound ``U`` is at most ``thresholds[j]`` for every candidate keeps ``U`` as its loss; the bound
-    raises every block maximum of the terms by ``term_errors[j]``, the terms' float error."""
+    raises every block maximum of the terms by ``term_errors[j]``, the terms' float error; a loss computed on a
+    narrower batch (:func:`settle_remove_losses`) is raised by ``loss_errors[j]``, the bound ``eta_j`` on its float
+    error (:func:`mcacct.engine.systematic.loss_error_bound`)."""
 
     thresholds: object
     term_errors: object
+    loss_errors: object
 
 
 def remove_thresholds(epsilons: Sequence[float], etas: Sequence[float]) -> list[float]:
@@ -180,3 +188,65 @@ def remove_thresholds(epsilons: Sequence[float], etas: Sequence[float]) -> list[
         return [-math.inf for _ in etas]
     eps_min = min(float(e) for e in epsilons)
     return [eps_min - 2.0 * float(eta) - SKIP_MARGIN - 1e-15 * abs(eps_min) for eta in etas]
+
+
+def settle_remove_losses(need: jax.Array, u: jax.Array, remove_skip: RemoveSkip, exact_all, exact_rows,
+                         lanes: int = REFINE_LANES) -> jax.Array:
+    r"""``(J, B)`` remove losses of a batch in which some sample's bound ``U`` fails (``need``): each sample's ``U``,
+    a second bound at most every threshold, or the exact loss, bit for bit.
+
+    The bound ``U`` of :mod:`mcacct.kernels.bound` is loose by several nats where a block holds a participation, so
+    at section 7.4's epsilon about one 64-lane batch in 25 has a sample that ``U`` does not let go, although its
+    exact loss is far below the threshold. Recomputing the whole batch for it (the exact path's bits depend on the
+    batch's width: XLA:CPU fuses some multiply-adds of a narrower batch otherwise) cost a tenth of the ladder's time.
+    Here, where at most ``lanes`` samples need it, their losses :math:`\hat L_j` are first computed on a batch of
+    ``lanes`` columns (``exact_rows``). Every loss kernel of the engine is within :math:`\eta_j` of the exact loss
+    whatever the batch (``docs/soundness.md``, "Floating-point error of the loss"), so
+    :math:`U'_j = \hat L_j + \eta_j`, rounded up, bounds the exact loss as ``U`` does. If every such sample's
+    :math:`U'_j` is at most every candidate's threshold, their contributions are provably 0 and they keep
+    :math:`U'` (in the histogram, a bound above the exact loss, as ``U``); otherwise, or with more than ``lanes``
+    samples, the whole batch is computed as without the skip (``exact_all``) and every sample in ``need`` takes its
+    exact loss, bit for bit. A non-finite :math:`\hat L` never passes.
+
+    Parameters
+    ----------
+    need : jax.Array
+        bool ``(B,)``: the samples whose ``U`` exceeds some candidate's threshold.
+    u : jax.Array
+        float64 ``(J, B)``: ``U``.
+    remove_skip : RemoveSkip
+        The thresholds and the loss-error bounds ``eta_j``.
+    exact_all : callable
+        ``() -> (J, B)``: the batch's exact remove losses (the computation without the skip).
+    exact_rows : callable
+        ``idx -> (J, lanes)``: the remove losses of the samples ``idx`` (int ``(lanes,)``), by any of the engine's
+        loss kernels.
+    lanes : int, optional
+        The narrower batch's width (default :data:`REFINE_LANES`); ``0``: always ``exact_all``.
+
+    Returns
+    -------
+    jax.Array
+        float64 ``(J, B)``.
+    """
+    width = need.shape[0]
+    thr = jnp.asarray(remove_skip.thresholds, u.dtype)[:, None]
+    full = lambda: jnp.where(need, exact_all(), u)  # noqa: E731
+    if lanes <= 0 or width <= lanes:
+        return full()
+    count = jnp.sum(need.astype(jnp.int32))
+    idx = jnp.nonzero(need, size=lanes, fill_value=0)[0]
+    valid = jnp.arange(lanes) < count
+
+    def refined():
+        loss = exact_rows(idx)
+        eta = jnp.asarray(remove_skip.loss_errors, u.dtype)[:, None]
+        up = (loss + eta) + (2.0**-50 * jnp.abs(loss) + 2.0**-1000)    # rounded up: two roundings of a few ulps
+        up = jnp.where(jnp.isfinite(up), up, jnp.inf)
+        return jnp.all(jnp.where(valid[None, :], up <= thr, True)), up
+
+    ok, up = jax.lax.cond(count <= lanes, refined,
+                          lambda: (jnp.asarray(False), jnp.full((u.shape[0], lanes), jnp.inf, u.dtype)))
+    # invalid slots scatter nowhere (an index past the batch, dropped)
+    target = jnp.where(valid, idx, width)
+    return jax.lax.cond(ok, lambda: u.at[:, target].set(up, mode="drop"), full)

@@ -15,8 +15,9 @@ from hypothesis import example, given, settings, strategies as st
 
 from fractions import Fraction
 
-from mcacct.kernels.block_terms import block_term_maxima_t, remove_loss_bound_from_draws_t
-from mcacct.kernels.bound import remove_loss_bound_from_sums_t, remove_loss_bound_t
+from mcacct.kernels.block_terms import block_term_maxima_t, mean_block_maxima_t, remove_loss_bound_from_draws_t
+from mcacct.kernels.bound import (block_layout, block_maxima_t, remove_loss_bound_from_maxima,
+                                  remove_loss_bound_from_sums_t, remove_loss_bound_t)
 from mcacct.kernels.output import ladder_losses_from_draws_t, ladder_sums_t, standardised_blocks_t, standardised_sums_t
 from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio_t
 from mcacct.kernels.shortcuts import RemoveSkip
@@ -57,11 +58,15 @@ def test_the_term_error_raises_the_bound_by_at_least_itself():
                          ids=["warm", "cold", "forced-p0.9-block3", "b20-block16"])
 def test_the_bound_holds_on_the_schemes_draws(n, b, p, warm, block):
     """2^17 draws x 8 sigmas in [0.2, 2] per case (over 10^6 pairs in all), remove outputs of b-min-sep with the
-    ladder's sliding sums: U >= the exact loss (log-space scan) wherever the latter is finite."""
+    ladder's sliding sums: U >= the exact loss (log-space scan) wherever the latter is finite; for a constant column
+    also U from the draws, for a decreasing one U with the mean's block maxima from the participation alone."""
     sigmas = jnp.asarray(np.geomspace(0.2, 2.0, 8))
     c = tuple(np.full(min(b, 3), 1 / np.sqrt(min(b, 3))))
     half = jnp.asarray(0.5 * column_sq_norms(c, n))[:, None]
+    c2 = tuple(float(v) for v in np.linspace(1.0, 0.2, min(b, 5)) / np.sqrt(min(b, 5)))
+    half2 = jnp.asarray(0.5 * column_sq_norms(c2, n))[:, None]
     rate = expected_participation_rate(p, b)
+    s_blk, _, k_pad, _, _ = block_layout(n, b, block)
 
     @jax.jit
     def one(key):
@@ -76,7 +81,16 @@ def test_the_bound_holds_on_the_schemes_draws(n, b, p, warm, block):
         def worst(u):
             return jnp.min(jnp.where(ok, u - exact + 1e-12 * (1 + jnp.abs(exact)), jnp.inf))
 
-        return worst(u), worst(u_draws), jnp.mean(u - exact), jnp.mean(u_draws - u)
+        # a decreasing column: the mean's block maxima from the participation alone (mean_block_maxima_t)
+        s_m2, s_z2 = ladder_sums_t(tau, z, n, b, c2, jnp.float64, "direct")
+        u_table = remove_loss_bound_from_maxima(mean_block_maxima_t(tau, n, b, c2, block),
+                                                block_maxima_t(s_z2, s_blk, k_pad), sigmas,
+                                                jnp.zeros(8), n, b, p, warm, block)
+        exact2 = jax.lax.map(lambda s: recursion_log_ratio_t((s_m2 + (s * s_z2 - half2)) / s**2, b, p, warm, "scan"),
+                             sigmas)
+        ok2 = jnp.isfinite(exact2)
+        worst_table = jnp.min(jnp.where(ok2, u_table - exact2 + 1e-12 * (1 + jnp.abs(exact2)), jnp.inf))
+        return worst(u), jnp.minimum(worst(u_draws), worst_table), jnp.mean(u - exact), jnp.mean(u_draws - u)
 
     worst, worst_draws, gaps, looser = zip(*[one(jax.random.key(i)) for i in range(8)])
     assert min(float(w) for w in worst) >= 0.0 and min(float(w) for w in worst_draws) >= 0.0
@@ -136,7 +150,7 @@ def test_the_ladder_keeps_exact_bits_where_the_bound_could_count(threshold):
     sig = jnp.asarray([0.3, 0.7, 2.0])
     ladder = jax.jit(lambda sm, sz, rs: ladder_losses_from_sums_t(sm, sz, sig, 4, 0.05, True, c, "auto", None, rs))
     off = np.asarray(ladder(s_m, s_z, None))
-    on = np.asarray(ladder(s_m, s_z, RemoveSkip(jnp.full(3, threshold), jnp.zeros(3))))
+    on = np.asarray(ladder(s_m, s_z, RemoveSkip(jnp.full(3, threshold), jnp.zeros(3), jnp.zeros(3))))
     np.testing.assert_array_equal(on[:, 1], off[:, 1])          # the add direction untouched
     rem_on, rem_off = on[:, 0], off[:, 0]
     exact = np.all(rem_on == rem_off, axis=0)                   # per sample, every candidate
@@ -166,7 +180,7 @@ def test_the_draws_ladder_keeps_exact_bits_where_its_bound_could_count(threshold
         return ladder_losses_from_draws_t(tau, z, n, sig, b, p, True, c, jnp.float64, "auto", "auto", add_bound, rs)
 
     off = np.asarray(ladder(tau, z, 9.0, None))
-    on = np.asarray(ladder(tau, z, 9.0, RemoveSkip(jnp.full(3, threshold), jnp.zeros(3))))
+    on = np.asarray(ladder(tau, z, 9.0, RemoveSkip(jnp.full(3, threshold), jnp.zeros(3), jnp.zeros(3))))
     assert np.all(on[:, 1] == 9.0) and np.all(off[:, 1] == 9.0)
     rem_on, rem_off = on[:, 0], off[:, 0]
     u = np.asarray(remove_loss_bound_from_draws_t(tau, z, sig, jnp.zeros(3), n, b, p, True, c))

@@ -1,0 +1,149 @@
+"""The remove skip for any column (#39, shortcut 1): the mean's block maxima from the participation alone
+(mcacct.kernels.block_terms.mean_block_maxima_t) bound the exact ones, and a batch whose bound U fails for a few draws
+settles them on a narrower batch (mcacct.kernels.shortcuts.settle_remove_losses): each remove loss is the exact one
+bit for bit, or a bound of it at most the threshold."""
+
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import example, given, settings, strategies as st
+
+from mcacct.kernels.block_terms import mean_block_maxima_t, overlap_window_maxima
+from mcacct.kernels.bound import block_layout, block_maxima_t, remove_loss_bound_from_maxima
+from mcacct.kernels.output import ladder_losses_from_draws_t, ladder_sums_t, standardised_blocks_t
+from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio_t
+from mcacct.kernels.shortcuts import REFINE_LANES, RemoveSkip
+from mcacct.kernels.sliding import column_sq_norms, mean_shift_from_blocks_t
+from mcacct.schemes.bminsep import expected_participation_rate
+
+MSE_LIKE = (0.6, 0.45, 0.3, 0.22, 0.15, 0.1, 0.06)
+
+
+@functools.partial(jax.jit, static_argnums=tuple(range(1, 7)))  # one program per example
+def _mean_maxima(key, n, b, p, warm, c, block):
+    tau, _ = standardised_blocks_t(key, n, b, p, warm, expected_participation_rate(p, b), 4)
+    return mean_block_maxima_t(tau, n, b, c, block), mean_shift_from_blocks_t(tau, n, b, c, jnp.float64)
+
+
+@settings(max_examples=8, deadline=None)  # each example compiles its program (~1-2 s)
+@given(n=st.integers(1, 60), b=st.integers(1, 20), k=st.integers(1, 20), p=st.sampled_from([0.01, 0.3, 0.9, 1.0]),
+       warm=st.booleans(), block=st.integers(1, 20), seed=st.integers(0, 2**16),
+       taps=st.lists(st.floats(-3.0, 3.0, allow_nan=False, width=32), min_size=20, max_size=20))
+# every block reached (p = 1), a block length that does not divide b, signs mixed
+@example(n=37, b=5, k=5, p=1.0, warm=True, block=3, seed=1, taps=[1.0, -0.5, 0.25, 2.0, -1.5] + [0.0] * 15)
+def test_mean_block_maxima_bound_the_exact_ones(n, b, k, p, warm, block, seed, taps):
+    """mu >= max over each block's rows of s^m_i - |c^(i)|^2 / 2, both exact (Fractions of the float mean and c),
+    for columns of any sign, at most b taps, whatever the participation (p near 1: several reach a block)."""
+    k = min(k, b)
+    c = tuple(float(v) for v in taps[:k])
+    mu, mean = (np.asarray(v) for v in _mean_maxima(jax.random.key(seed), n, b, p, warm, c, block))
+    s, k_blocks, k_pad, _, _ = block_layout(n, b, block)
+    front = k_pad - k_blocks
+    assert mu.shape == (k_pad, 4) and np.all(mu[:front] == -np.inf)
+    cf = [Fraction(v) for v in c]
+    for lane in range(4):
+        m = [Fraction(float(v)) for v in mean[:, lane]]     # the mean C x: 0, c_j, sums of them (exact in floats)
+        for blk in range(k_blocks):
+            rows = range(max(0, n - (k_blocks - blk) * s), n - (k_blocks - 1 - blk) * s)
+            best = max(sum(cf[j] * m[i + j] for j in range(min(k, n - i)))
+                       - sum(cf[j] ** 2 for j in range(min(k, n - i))) / 2 for i in rows)
+            assert Fraction(float(mu[front + blk, lane])) >= best, (blk, lane)
+
+
+def test_the_overlap_table_is_the_windowed_autocorrelation():
+    c, s = (1.0, -2.0, 0.5), 2
+    g = {d: sum(abs(c[i]) * abs(c[i - d]) for i in range(3) if 0 <= i - d < 3) for d in range(-2, 3)}
+    want = [max(g.get(d, 0.0) for d in range(j - s + 1, j + 1)) for j in range(-2, 4)] + [0.0]
+    np.testing.assert_array_equal(overlap_window_maxima(c, s), want)
+
+
+N, B, P = 96, 8, 0.05
+
+
+def _draws(num=64, seed=3):
+    return standardised_blocks_t(jax.random.key(seed), N, B, P, True, expected_participation_rate(P, B), num)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 4))
+def _ladder(tau, z, c, rs, add_bound=9.0):
+    return ladder_losses_from_draws_t(tau, z, N, jnp.asarray([0.4, 0.7, 1.5]), B, P, True, c, jnp.float64, "auto",
+                                      "auto", add_bound, rs)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _bound_and_exact(tau, z, c):
+    """U (the mean from the table, the noise's sums) and the exact remove losses (log-space scan)."""
+    sig = jnp.asarray([0.4, 0.7, 1.5])
+    s_m, s_z = ladder_sums_t(tau, z, N, B, c, jnp.float64, "auto")
+    s, _, k_pad, _, _ = block_layout(N, B, 16)
+    u = remove_loss_bound_from_maxima(mean_block_maxima_t(tau, N, B, c), block_maxima_t(s_z, s, k_pad), sig,
+                                      jnp.zeros(3), N, B, P, True)
+    half = jnp.asarray(0.5 * column_sq_norms(c, N))[:, None]
+    exact = jax.lax.map(lambda g: recursion_log_ratio_t((s_m + (g * s_z - half)) / g**2, B, P, True, "scan"), sig)
+    return u, exact
+
+
+def _skip(threshold, eta=0.0):
+    return RemoveSkip(jnp.full(3, threshold), jnp.zeros(3), jnp.full(3, eta))
+
+
+@pytest.mark.parametrize("eta", [0.0, 0.25])
+def test_a_few_failing_draws_settle_on_a_narrower_batch(eta):
+    """Where U fails for at most REFINE_LANES draws whose losses are below the threshold, they keep their loss from a
+    narrower batch plus eta (a bound, not the exact bits) and every other draw keeps U; where one of them is above
+    it, the batch is computed whole and they take the exact bits."""
+    tau, z = _draws()
+    u, exact = (np.asarray(v) for v in _bound_and_exact(tau, z, MSE_LIKE))
+    off = np.asarray(_ladder(tau, z, MSE_LIKE, None))[:, 0]
+    np.testing.assert_allclose(off, exact, rtol=1e-9, atol=1e-9)
+    worst = np.sort(u.max(axis=0))[::-1]
+    thr = float(worst[REFINE_LANES - 1] + worst[REFINE_LANES]) / 2       # REFINE_LANES draws fail U
+    fail = u.max(axis=0) > thr
+    assert fail.sum() == REFINE_LANES and exact[:, fail].max() + eta < thr
+    on = np.asarray(_ladder(tau, z, MSE_LIKE, _skip(thr, eta)))[:, 0]
+    assert np.all(on[:, fail] <= thr) and np.all(on[:, fail] >= exact[:, fail] + eta - 1e-12)
+    np.testing.assert_allclose(on[:, fail], exact[:, fail] + eta, rtol=1e-9, atol=1e-9)
+    assert not np.array_equal(on[:, fail], off[:, fail]) or eta == 0.0
+    np.testing.assert_allclose(on[:, ~fail], u[:, ~fail], rtol=1e-13, atol=1e-15)
+    # one more failing draw than the narrower batch holds: the batch is computed whole
+    thr5 = float(worst[REFINE_LANES] + worst[REFINE_LANES + 1]) / 2
+    on5 = np.asarray(_ladder(tau, z, MSE_LIKE, _skip(thr5, eta)))[:, 0]
+    fail5 = u.max(axis=0) > thr5
+    np.testing.assert_array_equal(on5[:, fail5], off[:, fail5])
+    # a failing draw whose loss is above the threshold: the batch is computed whole, bit for bit
+    top = int(np.argmax(u.max(axis=0)))
+    thr_hi = float(exact[:, top].max()) - 1e-3
+    on_hi = np.asarray(_ladder(tau, z, MSE_LIKE, _skip(thr_hi, eta)))[:, 0]
+    fail_hi = u.max(axis=0) > thr_hi
+    np.testing.assert_array_equal(on_hi[:, fail_hi], off[:, fail_hi])
+
+
+@pytest.mark.parametrize("c", [MSE_LIKE, (0.5,) * 4], ids=["decreasing", "constant"])
+@pytest.mark.parametrize("threshold", [1.0, 3.0, 60.0])
+def test_every_remove_loss_is_exact_or_a_bound_below_the_threshold(c, threshold):
+    """Both paths of the draws ladder (the table's mean and the noise's sums; the constant column's prefix sums), 512
+    draws in 8 batches of 64: a loss is the exact one bit for bit, or at most the threshold and at least the exact
+    loss."""
+    tau, z = _draws(512, seed=11)
+    off = np.asarray(_ladder(tau, z, c, None))[:, 0]
+    on = np.asarray(jax.jit(lambda t, zz: jax.lax.map(lambda a: _ladder(a[0], a[1], c, _skip(threshold)),
+                                                      (t.reshape(t.shape[0], 8, 64).transpose(1, 0, 2),
+                                                       zz.reshape(N, 8, 64).transpose(1, 0, 2))))(tau, z))
+    on = on.transpose(1, 2, 0, 3)[:, 0].reshape(3, 512)
+    off64 = np.asarray(jax.jit(lambda t, zz: jax.lax.map(lambda a: _ladder(a[0], a[1], c, None),
+                                                         (t.reshape(t.shape[0], 8, 64).transpose(1, 0, 2),
+                                                          zz.reshape(N, 8, 64).transpose(1, 0, 2))))(tau, z))
+    off64 = off64.transpose(1, 2, 0, 3)[:, 0].reshape(3, 512)
+    np.testing.assert_allclose(off64, off, rtol=1e-9, atol=1e-9)
+    same = np.all(on == off64, axis=0)
+    assert np.all(on[:, ~same] <= threshold) and np.all(on[:, ~same] >= off64[:, ~same] - 1e-9)
+    if threshold == 60.0:     # almost every draw keeps its bound (a bound can equal the exact loss: no term counts)
+        assert (~same).mean() > 0.5
+    if threshold == 1.0:
+        assert same.any()
