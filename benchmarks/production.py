@@ -10,7 +10,8 @@ One run measures, on the same machine and in the same process (medians of ``--re
 * the 4-sigma ladder over both directions on shared draws (the calibration's program): draws/s and
   (sigma, direction, sample) evaluations/s, with every loss computed (``mcacct_truncated_ladder``); with the add
   direction's provably zero contributions skipped at epsilon 10 (``_skip_add``); and with the remove direction's
-  too (``mcacct_truncated_ladder_skip``, the default of runs at that epsilon on CPU: the same sums);
+  too (``mcacct_truncated_ladder_skip``, the default of runs at that epsilon on CPU: the same sums). These three
+  are timed in turns, at least 5 rounds, so that their ratios compare runs made side by side;
 * mcacct ``BMinSep`` at the same shape and c, one sigma, one direction, and its ladder;
 * the expected one-device time of the 7.5e9-sample verification: from the ladder's measured draws/s, and from
   ``mcacct calibrate --plan-only`` itself (a fresh process: its own probe and projection);
@@ -100,10 +101,10 @@ def _mcacct_single(problem: Problem, chunk: int, repeats: int, min_seconds: floa
     return _time(fn, chunk, repeats, min_seconds)
 
 
-def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: float, skip: str = "") -> dict:
-    """The 4-sigma ladder, both directions; ``skip``: ``"add"`` with the add direction's provably zero contributions
-    skipped at the production epsilon 10 (mcacct.kernels.shortcuts), ``"both"`` with the remove direction's too
-    (mcacct.kernels.bound, on CPU): the same sums, as the engine runs by default."""
+def _ladder_fn(problem: Problem, chunk: int, skip: str = ""):
+    """The 4-sigma ladder, both directions, as ``(fn(key), meta)``; ``skip``: ``"add"`` with the add direction's
+    provably zero contributions skipped at the production epsilon 10 (mcacct.kernels.shortcuts), ``"both"`` with the
+    remove direction's too (mcacct.kernels.bound, on CPU): the same sums, as the engine runs by default."""
     sigmas = jnp.asarray(LADDER)
     bsize = block_size(problem, chunk)
     add_bound = skip_bound(problem, LADDER, (EPSILON,)) if skip else None
@@ -117,13 +118,46 @@ def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: floa
         keys = block_keys(key, problem, chunk)
         return jax.lax.map(lambda k: ladder_losses(problem.mechanism(), k, sigmas, bsize, add_bound, rskip), keys)
 
-    out = _time(lambda key: fn(key, rskip), chunk, repeats, min_seconds)
-    out["add_bound"] = add_bound
-    out["remove_skip"] = arrays is not None
+    return (lambda key: fn(key, rskip)), {"add_bound": add_bound, "remove_skip": arrays is not None}
+
+
+def _ladder_row(timing: dict, meta: dict) -> dict:
+    out = dict(timing, **meta)
     out["draws_per_s"] = out.pop("per_s")
     out["evaluations_per_s"] = out["draws_per_s"] * 2 * len(LADDER)
     out["runs_draws_per_s"] = out.pop("runs_per_s")
     return out
+
+
+def _mcacct_ladder(problem: Problem, chunk: int, repeats: int, min_seconds: float, skip: str = "") -> dict:
+    fn, meta = _ladder_fn(problem, chunk, skip)
+    return _ladder_row(_time(fn, chunk, repeats, min_seconds), meta)
+
+
+def _interleaved_ladders(problem: Problem, chunk: int, repeats: int, min_seconds: float) -> dict:
+    """The truncated ladder with every loss computed, with the add skip, and with both skips, timed in turns (each
+    round times each once) so that a box whose speed drifts during the run moves all three alike: the ratios of
+    issue #39's target compare runs made side by side."""
+    fns = {name: _ladder_fn(problem, chunk, skip) for name, skip in (("mcacct_truncated_ladder", ""),
+                                                                      ("mcacct_truncated_ladder_skip_add", "add"),
+                                                                      ("mcacct_truncated_ladder_skip", "both"))}
+    first, rates, seed = {}, {name: [] for name in fns}, 10**6
+    for name, (fn, _) in fns.items():
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(jax.random.key(0)))
+        first[name] = time.perf_counter() - t0
+    for _ in range(repeats):
+        for name, (fn, _) in fns.items():
+            done, t0 = 0, time.perf_counter()
+            while True:
+                jax.block_until_ready(fn(jax.random.key(seed)))
+                seed += 1
+                done += chunk
+                if time.perf_counter() - t0 >= min_seconds:
+                    break
+            rates[name].append(done / (time.perf_counter() - t0))
+    return {name: _ladder_row({"per_s": _median(rates[name]), "runs_per_s": rates[name], "first_call_s": first[name],
+                               "interleaved": True}, meta) for name, (_, meta) in fns.items()}
 
 
 def _plan_only(c: np.ndarray, cpu_devices: str = "auto") -> dict:
@@ -249,13 +283,13 @@ def main() -> None:
                     row[name] = _reference(p, c, flag, repeats, min_s, args.reference_samples)
             for name, fn, prob in (("mcacct_truncated", _mcacct_single, trunc),
                                    ("mcacct_bminsep", _mcacct_single, untr),
-                                   ("mcacct_truncated_ladder", _mcacct_ladder, trunc),
-                                   ("mcacct_truncated_ladder_skip_add", lambda *a: _mcacct_ladder(*a, skip="add"),
-                                    trunc),
-                                   ("mcacct_truncated_ladder_skip", lambda *a: _mcacct_ladder(*a, skip="both"), trunc),
                                    ("mcacct_bminsep_ladder", _mcacct_ladder, untr)):
                 print(f"[{kind}] {name} ...", file=sys.stderr, flush=True)
                 row[name] = fn(prob, args.chunk_size, repeats, min_s)
+            print(f"[{kind}] the truncated ladder: every loss, the add skip, both skips (in turns) ...",
+                  file=sys.stderr, flush=True)
+            row.update(_interleaved_ladders(trunc, args.chunk_size, max(repeats, 5) if not args.quick else 1,
+                                            min_s))
             t = row["mcacct_truncated"]["per_s"]
             ratios = {"truncated_vs_bminsep": t / row["mcacct_bminsep"]["per_s"],
                       "ladder_skip_add_vs_full": (row["mcacct_truncated_ladder_skip_add"]["draws_per_s"]

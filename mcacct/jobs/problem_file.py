@@ -47,7 +47,9 @@ __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_d
 #: a change makes the same key and configuration give other samples, losses or sums, so that files of the old
 #: kernel can no longer be resumed or merged with new ones.
 #: Kernel 11: the truncated scheme's sub-blocks are cache-sized at n > 2048 (other keys per sub-block there).
-KERNEL_VERSION = "mcacct-kernel/12"
+#: Kernel 13: the remove skip's bound for any column and draws settled on a narrower batch (issue #39): the same
+#: sums, but skipped draws record other bounds in the histogram.
+KERNEL_VERSION = "mcacct-kernel/13"
 
 #: The keys :func:`problem_to_dict` writes.
 PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "loss_kernel", "loss_kernel_resolved",

@@ -1,10 +1,13 @@
-r"""Upper bounds of the remove bound's block maxima straight from the draws, for a constant column (issue #39).
+r"""Upper bounds of the remove bound's block maxima without the exact path's sliding sums (issue #39).
 
 :mod:`mcacct.kernels.bound` bounds the remove loss from the block maxima :math:`\mu_k` of
-:math:`s^m - \|c\|^2/2` and :math:`\zeta_k` of :math:`s^z`. For a constant positive column :math:`c_i = c_0`
-(``i < k``) both are bounded here from the participation and the noise without forming the sliding sums, so a batch
-of draws that the skip lets go whole never forms them (:func:`mcacct.kernels.output.ladder_losses_from_draws_t`).
-The proofs are in :func:`block_term_maxima_t` and ``docs/soundness.md``. Numbers and arrays in; no scheme imported.
+:math:`s^m - \|c\|^2/2` and :math:`\zeta_k` of :math:`s^z`. Here both are bounded without forming the float64
+sliding sums, so a batch of draws that the skip lets go whole never forms them
+(:func:`mcacct.kernels.output.ladder_losses_from_draws_t`): for a constant positive column :math:`c_i = c_0`
+(``i < k``) from the participation and the noise's prefix sums (:func:`block_term_maxima_t`); for any other finite
+column the mean's from a table of the columns' overlaps (:func:`mean_block_maxima_t`) and the noise's from float32
+FFT sums with a certified error (:func:`noise_block_maxima_t`). The proofs are in the functions and
+``docs/soundness.md``. Numbers and arrays in; no scheme imported.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms
 
 __all__ = ["supports_draws_bound", "block_term_maxima_t", "remove_loss_bound_from_draws_t", "mean_block_maxima_t",
-           "overlap_window_maxima"]
+           "overlap_window_maxima", "noise_block_maxima_t", "noise_screen_error", "FFT_ERROR_PER_LEVEL"]
 
 
 def supports_draws_bound(c_col: tuple[float, ...]) -> bool:
@@ -150,6 +153,107 @@ def mean_block_maxima_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tu
     mu = (total - h) + ((k + 16) * 2.0**-51) * (total + h)
     front = jnp.full((k_pad - k_blocks,) + lead, -jnp.inf, jnp.float64)
     return jnp.concatenate([front, mu], axis=0)
+
+
+#: the float32 transforms' normwise error, per unit round-off and ``log2 N + 1`` (assumption (A1) of
+#: docs/pld.md, "FFT round-off", for the real transforms of XLA; tests/kernels/test_settle.py measures it)
+FFT_ERROR_PER_LEVEL = 8.0
+
+
+@functools.lru_cache(maxsize=32)
+def _screen_filter(c_col: tuple[float, ...], size: int) -> tuple[np.ndarray, float]:
+    """The reversed column's real transform of length ``size`` (float64 on the host, rounded to complex64) and
+    ``||c||_1``."""
+    rev = np.zeros(size)
+    rev[0] = c_col[0]
+    for d in range(1, len(c_col)):
+        rev[size - d] = c_col[d]
+    return np.fft.rfft(rev).astype(np.complex64), float(np.sum(np.abs(np.asarray(c_col, np.float64))))
+
+
+def noise_screen_error(c_col: tuple[float, ...], size: int) -> float:
+    r"""``e`` with :math:`|\hat s_i - s^z_i| \le e\, \|z\|_2` for every row of :func:`noise_block_maxima_t`'s float32
+    sums (docs/soundness.md, "The remove skip for any column").
+
+    With :math:`u = 2^{-24}`, :math:`\epsilon_F = 8 (\log_2 N + 1) u` (each transform's normwise relative error),
+    :math:`
+ho = u + 10^{-13}` (the filter's transform, float64 rounded to complex64) and :math:`2.5u` (a complex
+    product), :math:`e = 1.01\,[(1 + u)\|c\|_1 (\epsilon_F (1 + 2.5u)(1 + \epsilon_F)(1 + 
+ho) + (2.5u (1 + 
+ho) +
+    
+ho)(1 + \epsilon_F) + \epsilon_F) + u \|c\|_2]`.
+
+    Parameters
+    ----------
+    c_col : tuple of float
+        The strategy's column.
+    size : int
+        ``N``, the transforms' length.
+
+    Returns
+    -------
+    float
+    """
+    u = 2.0**-24
+    eps_f = FFT_ERROR_PER_LEVEL * (math.log2(size) + 1.0) * u
+    rho = u + 1e-13
+    l1 = _screen_filter(tuple(float(v) for v in c_col), size)[1]
+    l2 = math.sqrt(sum(float(v) ** 2 for v in c_col))
+    rel = (eps_f * (1 + 2.5 * u) * (1 + eps_f) * (1 + rho) + (2.5 * u * (1 + rho) + rho) * (1 + eps_f) + eps_f)
+    return 1.01 * ((1 + u) * l1 * rel + u * l2)
+
+
+def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
+                         block: int = BOUND_BLOCK) -> jax.Array:
+    r"""Upper bounds of the block maxima :math:`\zeta_k` of :math:`s^z_i = \sum_d c_d z_{i+d}`
+    (:mod:`mcacct.kernels.bound`) from float32 sums with a certified error, for any finite column.
+
+    The noise is rounded to float32 and correlated with the column by real FFTs of length :math:`N \ge n + k - 1`
+    (a power of two) along its rows, lane-major: about half the time of the float64 sums of the exact path, which
+    also transposes back. Under the normwise model of every transform (assumption (A1) of docs/pld.md, "FFT
+    round-off", here in float32; a complex product within :math:`2.5u`) the computed sums :math:`\hat s` satisfy
+    :math:`\|\hat s - s^z\|_2 \le e \|z\|_2` (:func:`noise_screen_error`: the transforms, the filter's rounding and
+    the noise's), which bounds every row, so :math:`\zeta_k = \max_{i \in k} \hat s_i + e \|z\|_2`, the norm and the
+    sum rounded up. A bound of the exact block maxima of the float64 draws, with ``c`` as given.
+
+    Parameters
+    ----------
+    z : jax.Array
+        float64 standard noise, time-major ``(n, B)``.
+    iterations, min_sep : int
+        ``n`` and ``b``.
+    c_col : tuple of float
+        The strategy's column (finite).
+    block : int, optional
+        Rounds per block, ``s = min(block, b)`` (default :data:`~mcacct.kernels.bound.BOUND_BLOCK`).
+
+    Returns
+    -------
+    jax.Array
+        float64 ``(K_pad, B)``, padded in front with ``-inf`` as :func:`mcacct.kernels.bound.block_maxima_t` pads.
+
+    Raises
+    ------
+    ValueError
+        If ``z`` is not float64 ``(n, B)`` or ``c_col`` is not finite.
+    """
+    n, b, k = int(iterations), int(min_sep), len(c_col)
+    if z.dtype != jnp.float64 or z.ndim != 2 or z.shape[0] != n:
+        raise ValueError(f"z must be float64 of shape ({n}, B); got {z.dtype} {z.shape}")
+    if not all(math.isfinite(float(v)) for v in c_col):
+        raise ValueError("c_col must be finite")
+    s, k_blocks, k_pad, _, _ = block_layout(n, b, block)
+    size = 1 << int(math.ceil(math.log2(n + k)))
+    filt, _ = _screen_filter(tuple(float(v) for v in c_col), size)
+    v = jnp.moveaxis(z, 0, 1).astype(jnp.float32)                          # (B, n), lane-major
+    sums = jnp.fft.irfft(jnp.fft.rfft(v, n=size, axis=1) * jnp.asarray(filt), n=size, axis=1)[:, :n]
+    top = jax.lax.reduce_window(sums, -jnp.inf, jax.lax.max, (1, s), (1, s), ((0, 0), (k_pad * s - n, 0)))
+    norm = jnp.sqrt(jnp.sum(z * z, axis=0)) * (1.0 + 2.0**-40)             # n squares: relative n u, far below
+    err = noise_screen_error(tuple(float(v) for v in c_col), size) * norm
+    top = top.T.astype(jnp.float64)
+    zeta = top + err[None, :]
+    return jnp.where(top == -jnp.inf, -jnp.inf, zeta + 2.0**-50 * (jnp.abs(zeta) + err[None, :]))   # front: -inf
 
 
 def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],

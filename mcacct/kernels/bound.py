@@ -49,10 +49,10 @@ error of the computed terms against the exact ones (:func:`mcacct.engine.systema
 :math:`A_k = \exp(\mu_k/\sigma^2 + \zeta_k/\sigma + \text{term\_error})` bounds the *exact* terms and ``U`` the
 exact loss.
 
-**Terms from the draws** (:func:`mcacct.kernels.block_terms.block_term_maxima_t`, a constant positive column):
-:math:`\mu_k` and :math:`\zeta_k` bounded from the participation and the noise's prefix sums per block, without the
-sliding sums, so a batch whose draws are all skipped never forms them
-(:func:`mcacct.kernels.output.ladder_losses_from_draws_t`).
+**Terms from the draws** (:mod:`mcacct.kernels.block_terms`): :math:`\mu_k` and :math:`\zeta_k` bounded without
+the exact path's sliding sums, for a constant positive column from the participation and the noise's prefix sums per
+block, for any other from a table of the columns' overlaps and float32 sums of the noise, so a batch whose draws are
+all skipped never forms the float64 sums (:func:`mcacct.kernels.output.ladder_losses_from_draws_t`).
 
 **Rounding, outward.** The constants :math:`c_t, 1 - c_t, p, 1-p` are computed in float64 (``expm1``/``log1p``,
 relative error below ``1e-15``) and raised by a relative ``1e-13``: larger coefficients of non-negative numbers

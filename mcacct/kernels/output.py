@@ -15,14 +15,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from mcacct.kernels.block_terms import mean_block_maxima_t, remove_loss_bound_from_draws_t, supports_draws_bound
+from mcacct.kernels.block_terms import (mean_block_maxima_t, noise_block_maxima_t, remove_loss_bound_from_draws_t,
+                                        supports_draws_bound)
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout, block_maxima_t, remove_loss_bound_from_maxima
 from mcacct.kernels.control import rare_cond
 from mcacct.kernels.normal import standard_normal
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import ladder_losses_from_sums_t
 from mcacct.kernels.shortcuts import settle_remove_losses
-from mcacct.kernels.sliding import mean_shift_from_blocks_t, mean_sliding_from_blocks_t, sliding_dot_t
+from mcacct.kernels.sliding import (choose_dot_method, mean_shift_from_blocks_t, mean_sliding_from_blocks_t,
+                                    sliding_dot_t)
 
 __all__ = ["gaussian_output", "standardised_blocks_t", "standardised_draws_t", "standardised_sums_t", "ladder_sums_t",
            "ladder_losses_from_draws_t"]
@@ -199,14 +201,17 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
                                remove_skip=None) -> jax.Array:
     r"""``(J, 2, B)`` ladder losses from the draws: :func:`ladder_sums_t` then
     :func:`~mcacct.kernels.recursion.ladder_losses_from_sums_t`; with both skips on (``add_bound`` and
-    ``remove_skip``, float64) and a constant positive column, the sliding sums only for a batch in which some draw is
-    not skipped (every computed loss the same bits, a skipped draw's bound another valid ``U``).
+    ``remove_skip``, float64), the sliding sums only for a batch in which some draw is not skipped (every computed
+    loss the same bits, a skipped draw's bound another valid ``U``).
 
-    There the remove bound ``U`` comes straight from the draws
-    (:func:`~mcacct.kernels.block_terms.remove_loss_bound_from_draws_t`: block extremes of the noise's prefix sums
-    and of the participations' overlaps, no sliding sums); a draw whose ``U`` is at most every candidate's threshold
-    keeps ``U``, and if any draw of the batch does not, the batch's sums and exact recursions run as without the skip
-    and those draws take their exact losses. Every add loss is ``add_bound``.
+    There the remove bound ``U`` comes from block maxima of the terms bounded without the exact path's sums: for a
+    constant column from the draws' prefix sums (:func:`~mcacct.kernels.block_terms.remove_loss_bound_from_draws_t`),
+    for any other from a table of the columns' overlaps (:func:`~mcacct.kernels.block_terms.mean_block_maxima_t`)
+    and float32 sums of the noise with their certified error (:func:`~mcacct.kernels.block_terms.
+    noise_block_maxima_t`; short columns: the float64 sums). A draw whose ``U`` is at most every candidate's
+    threshold keeps ``U``; a few that do not are settled on a narrower batch
+    (:func:`~mcacct.kernels.shortcuts.settle_remove_losses`), and otherwise the batch's sums and exact recursions run
+    as without the skip and those draws take their exact losses. Every add loss is ``add_bound``.
 
     Parameters
     ----------
@@ -235,28 +240,25 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
                                          add_bound, remove_skip)
     sigmas = jnp.asarray(sigmas)
     n, b, p = int(iterations), int(min_sep), float(sampling_prob)
-    if supports_draws_bound(c_col):      # no sliding sums at all: both block maxima from the draws
+    if supports_draws_bound(c_col):      # a constant column: both block maxima from the draws' prefix sums
         u = remove_loss_bound_from_draws_t(tau, z, sigmas, remove_skip.term_errors, n, b, p, warm_start, c_col)
-        noise = z
-    else:                                # the noise's sums (as the exact path forms them), the mean's from a table
-        noise = sliding_dot_t(z.astype(dtype), c_col, dot_method)
+    else:    # the mean's from a table; the noise's from float32 FFT sums and their error, or short sums as computed
+        method = choose_dot_method(c_col, dot_method)
         s, _, k_pad, _, _ = block_layout(n, b, BOUND_BLOCK)
-        u = remove_loss_bound_from_maxima(mean_block_maxima_t(tau, n, b, c_col), block_maxima_t(noise, s, k_pad),
-                                          sigmas, remove_skip.term_errors, n, b, p, warm_start)
+        zeta = (noise_block_maxima_t(z, n, b, c_col) if method == "fft"
+                else block_maxima_t(sliding_dot_t(z, c_col, method), s, k_pad))
+        u = remove_loss_bound_from_maxima(mean_block_maxima_t(tau, n, b, c_col), zeta, sigmas,
+                                          remove_skip.term_errors, n, b, p, warm_start)
     need = jnp.any(~(u <= jnp.asarray(remove_skip.thresholds, u.dtype)[:, None]), axis=0)
 
-    def exact(tau, noise, sigmas):       # noise: the draws (constant column) or their sums
-        if supports_draws_bound(c_col):
-            s_m, s_z = ladder_sums_t(tau, noise, n, b, c_col, dtype, dot_method)
-        else:
-            s_m, s_z = mean_sliding_from_blocks_t(tau, n, b, c_col, dtype), noise
+    def exact(tau, z, sigmas):
+        s_m, s_z = ladder_sums_t(tau, z, n, b, c_col, dtype, dot_method)
         return ladder_losses_from_sums_t(s_m, s_z, sigmas, b, sampling_prob, warm_start, c_col, recursion,
                                          add_bound)[:, 0]
 
-    def settle(need, u, tau, noise, sigmas, rs):
-        return settle_remove_losses(need, u, rs, lambda: exact(tau, noise, sigmas),
-                                    lambda idx: exact(jnp.take(tau, idx, axis=1), jnp.take(noise, idx, axis=1),
-                                                      sigmas))
+    def settle(need, u, tau, z, sigmas, rs):
+        return settle_remove_losses(need, u, rs, lambda: exact(tau, z, sigmas),
+                                    lambda idx: exact(jnp.take(tau, idx, axis=1), jnp.take(z, idx, axis=1), sigmas))
 
-    rem = rare_cond(jnp.any(need), settle, lambda need, u, *_: u, need, u, tau, noise, sigmas, remove_skip)
+    rem = rare_cond(jnp.any(need), settle, lambda need, u, *_: u, need, u, tau, z, sigmas, remove_skip)
     return jnp.stack([rem, jnp.full_like(rem, add_bound)], axis=1)
