@@ -64,20 +64,28 @@ def _median(values):
     return sorted(values)[len(values) // 2]
 
 
-def _time(fn, per_call: int, repeats: int, min_seconds: float) -> dict:
+def _first_call(fn) -> float:
     t0 = time.perf_counter()
     jax.block_until_ready(fn(jax.random.key(0)))
-    compile_s = time.perf_counter() - t0
-    rates, seed = [], 1
+    return time.perf_counter() - t0
+
+
+def _rate(fn, per_call: int, min_seconds: float, seed: int) -> tuple[float, int]:
+    """Calls ``fn`` on fresh keys for at least ``min_seconds``: ``(per_call`` units per second, the next seed)."""
+    done, t0 = 0, time.perf_counter()
+    while True:
+        jax.block_until_ready(fn(jax.random.key(seed)))
+        seed += 1
+        done += per_call
+        if time.perf_counter() - t0 >= min_seconds:
+            return done / (time.perf_counter() - t0), seed
+
+
+def _time(fn, per_call: int, repeats: int, min_seconds: float) -> dict:
+    compile_s, rates, seed = _first_call(fn), [], 1
     for _ in range(repeats):
-        done, t0 = 0, time.perf_counter()
-        while True:
-            jax.block_until_ready(fn(jax.random.key(seed)))
-            seed += 1
-            done += per_call
-            if time.perf_counter() - t0 >= min_seconds:
-                break
-        rates.append(done / (time.perf_counter() - t0))
+        rate, seed = _rate(fn, per_call, min_seconds, seed)
+        rates.append(rate)
     return {"per_s": _median(rates), "runs_per_s": rates, "first_call_s": compile_s}
 
 
@@ -141,21 +149,11 @@ def _interleaved_ladders(problem: Problem, chunk: int, repeats: int, min_seconds
     fns = {name: _ladder_fn(problem, chunk, skip) for name, skip in (("mcacct_truncated_ladder", ""),
                                                                       ("mcacct_truncated_ladder_skip_add", "add"),
                                                                       ("mcacct_truncated_ladder_skip", "both"))}
-    first, rates, seed = {}, {name: [] for name in fns}, 10**6
-    for name, (fn, _) in fns.items():
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(jax.random.key(0)))
-        first[name] = time.perf_counter() - t0
+    first, rates, seed = {name: _first_call(fn) for name, (fn, _) in fns.items()}, {name: [] for name in fns}, 1
     for _ in range(repeats):
         for name, (fn, _) in fns.items():
-            done, t0 = 0, time.perf_counter()
-            while True:
-                jax.block_until_ready(fn(jax.random.key(seed)))
-                seed += 1
-                done += chunk
-                if time.perf_counter() - t0 >= min_seconds:
-                    break
-            rates[name].append(done / (time.perf_counter() - t0))
+            rate, seed = _rate(fn, chunk, min_seconds, seed)
+            rates[name].append(rate)
     return {name: _ladder_row({"per_s": _median(rates[name]), "runs_per_s": rates[name], "first_call_s": first[name],
                                "interleaved": True}, meta) for name, (_, meta) in fns.items()}
 

@@ -176,6 +176,14 @@ def _and(listing: str) -> str:
 PRODUCTION_COLUMNS = {"ones": "c = ones(256)/16", "mse": "c MSE-optimised (256 bands)"}
 
 
+def _interleaving(d: dict) -> str:
+    """How the truncated ladders were timed, where in turns (``benchmarks/production.py``)."""
+    lad = next(iter(d["results"].values())).get("mcacct_truncated_ladder", {})
+    if not lad.get("interleaved"):
+        return ""
+    return f"; the three truncated ladders timed in turns, medians of {len(lad['runs_draws_per_s'])}"
+
+
 def region_production(res: Results) -> list[str]:
     """The §7.4 production case: its set-up and the table."""
     d = res("production_cpu.json")
@@ -185,7 +193,7 @@ def region_production(res: Results) -> list[str]:
         f"**The production case** (Dong & Ganesh 2026, §7.4: truncated {s['min_sep']}-min-sep, n = "
         f"{s['iterations']}, expected batch {s['expected_batch']} of {s['dataset_size']:,}, B_max = "
         f"{s['max_batch_size']}, σ ladder {ladder}; `benchmarks/production.py`, {d['statistic']}s of {d['repeats']} "
-        f"in one run on the {d['cpu_count']}-core CPU, `{REL}/production_cpu.json`):"
+        f"in one run on the {d['cpu_count']}-core CPU{_interleaving(d)}, `{REL}/production_cpu.json`):"
     )
     cols = list(d["results"])
     header = ["per second, one direction unless stated"] + [PRODUCTION_COLUMNS.get(c, c) for c in cols]

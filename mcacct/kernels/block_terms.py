@@ -221,17 +221,13 @@ def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tup
     ----------
     z : jax.Array
         float64 standard noise, time-major ``(n, B)``.
-    iterations, min_sep : int
-        ``n`` and ``b``.
-    c_col : tuple of float
-        The strategy's column (finite).
-    block : int, optional
-        Rounds per block, ``s = min(block, b)`` (default :data:`~mcacct.kernels.bound.BOUND_BLOCK`).
+    iterations, min_sep, c_col, block
+        As in :func:`mean_block_maxima_t`.
 
     Returns
     -------
     jax.Array
-        float64 ``(K_pad, B)``, padded in front with ``-inf`` as :func:`mcacct.kernels.bound.block_maxima_t` pads.
+        As :func:`mean_block_maxima_t` returns, ``(K_pad, B)``.
 
     Raises
     ------

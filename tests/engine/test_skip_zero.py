@@ -172,3 +172,27 @@ def test_remove_skip_same_sums_and_an_upper_bound_histogram(scheme, eps):
                           >= np.asarray(a.histogram_delta(np.linspace(0, 3, 7))))
         moved += int(np.sum(np.abs(off.stats[j]["remove"].hist - on.stats[j]["remove"].hist)))
     assert moved > 0   # the skip ran
+
+
+# a decreasing column: the remove bound's mean from the overlap table (mcacct.kernels.block_terms.mean_block_maxima_t),
+# its noise from the float32 screen where the sums take the FFT (noise_block_maxima_t) or from the exact sums where
+# they are short, and the draws that fail it settled on a narrower batch (mcacct.kernels.shortcuts)
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
+@pytest.mark.parametrize("method,eps", [("fft", (10.0, 11.0, 12.0)), ("direct", (2.0, 3.0, 4.0))],
+                         ids=["fft-eps10", "direct-eps2-4"])
+def test_remove_skip_for_any_column_same_sums(method, eps):
+    from mcacct.engine.runner import remove_skip_arrays
+    strategy = mcacct.BandedToeplitz((0.6, 0.45, 0.3, 0.22))
+    runs = []
+    for skip in (False, True):
+        problem = Problem(mcacct.BMinSep(0.05, 4, 48, True), strategy, dot_method=method, skip_zero=skip)
+        runs.append(run_ladder(problem, [0.5, 2.0], jax.random.key(5), 1024, eps, 1024))
+    assert remove_skip_arrays(problem, [0.5, 2.0], eps) is not None
+    (off, on), moved = runs, 0
+    for j in range(2):
+        for d in DIRECTIONS:
+            a, b = off.stats[j][d], on.stats[j][d]
+            assert a.count == b.count and a.sums == b.sums, (j, d)
+            assert_moved_up_only(a.hist, b.hist)
+        moved += int(np.sum(np.abs(off.stats[j]["remove"].hist - on.stats[j]["remove"].hist)))
+    assert moved > 0   # the skip ran

@@ -122,9 +122,9 @@ def _draws(num=64, seed=3):
     return standardised_blocks_t(jax.random.key(seed), N, B, P, True, expected_participation_rate(P, B), num)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 4))
-def _ladder(tau, z, c, rs, add_bound=9.0):
-    return ladder_losses_from_draws_t(tau, z, N, jnp.asarray([0.4, 0.7, 1.5]), B, P, True, c, jnp.float64, "auto",
+@functools.partial(jax.jit, static_argnums=(2, 4, 5))
+def _ladder(tau, z, c, rs, add_bound=9.0, method="auto"):
+    return ladder_losses_from_draws_t(tau, z, N, jnp.asarray([0.4, 0.7, 1.5]), B, P, True, c, jnp.float64, method,
                                       "auto", add_bound, rs)
 
 
@@ -176,19 +176,20 @@ def test_a_few_failing_draws_settle_on_a_narrower_batch(eta):
     np.testing.assert_array_equal(on_hi[:, fail_hi], off[:, fail_hi])
 
 
-@pytest.mark.parametrize("c", [MSE_LIKE, (0.5,) * 4], ids=["decreasing", "constant"])
+@pytest.mark.parametrize("c,method", [(MSE_LIKE, "auto"), (MSE_LIKE, "fft"), ((0.5,) * 4, "auto")],
+                         ids=["decreasing", "decreasing-fft", "constant"])
 @pytest.mark.parametrize("threshold", [1.0, 3.0, 60.0])
-def test_every_remove_loss_is_exact_or_a_bound_below_the_threshold(c, threshold):
-    """Both paths of the draws ladder (the table's mean and the noise's sums; the constant column's prefix sums), 512
-    draws in 8 batches of 64: a loss is the exact one bit for bit, or at most the threshold and at least the exact
-    loss."""
+def test_every_remove_loss_is_exact_or_a_bound_below_the_threshold(c, method, threshold):
+    """Every path of the draws ladder (the table's mean with the noise's exact short sums or its float32 screen; the
+    constant column's prefix sums), 512 draws in 8 batches of 64: a loss is the exact one bit for bit, or at most the
+    threshold and at least the exact loss."""
     tau, z = _draws(512, seed=11)
-    off = np.asarray(_ladder(tau, z, c, None))[:, 0]
-    on = np.asarray(jax.jit(lambda t, zz: jax.lax.map(lambda a: _ladder(a[0], a[1], c, _skip(threshold)),
+    off = np.asarray(_ladder(tau, z, c, None, 9.0, method))[:, 0]
+    on = np.asarray(jax.jit(lambda t, zz: jax.lax.map(lambda a: _ladder(a[0], a[1], c, _skip(threshold), 9.0, method),
                                                       (t.reshape(t.shape[0], 8, 64).transpose(1, 0, 2),
                                                        zz.reshape(N, 8, 64).transpose(1, 0, 2))))(tau, z))
     on = on.transpose(1, 2, 0, 3)[:, 0].reshape(3, 512)
-    off64 = np.asarray(jax.jit(lambda t, zz: jax.lax.map(lambda a: _ladder(a[0], a[1], c, None),
+    off64 = np.asarray(jax.jit(lambda t, zz: jax.lax.map(lambda a: _ladder(a[0], a[1], c, None, 9.0, method),
                                                          (t.reshape(t.shape[0], 8, 64).transpose(1, 0, 2),
                                                           zz.reshape(N, 8, 64).transpose(1, 0, 2))))(tau, z))
     off64 = off64.transpose(1, 2, 0, 3)[:, 0].reshape(3, 512)
