@@ -102,11 +102,11 @@ def mean_block_maxima_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tu
     r"""Upper bounds of the block maxima :math:`\mu_k` of :math:`s^m - \|c^{(i)}\|^2/2` (:mod:`mcacct.kernels.bound`)
     from the participation alone, for any finite column of at most ``b`` taps.
 
-    A participation at row :math:`	au` adds :math:`\sum_{r < n} c_{r-i} c_{r-	au}` to :math:`s^m_i`, at most
-    :math:`G(	au - i)` (:func:`overlap_window_maxima`: absolute values, untruncated), so over the rows of a block
-    (within ``[a, a + s - 1]``) at most :math:`W(	au - a) = \max_{	au - a - s < d \le 	au - a} G(d)`. Only the
+    A participation at row :math:`\tau` adds :math:`\sum_{r < n} c_{r-i} c_{r-\tau}` to :math:`s^m_i`, at most
+    :math:`G(\tau - i)` (:func:`overlap_window_maxima`: absolute values, untruncated), so over the rows of a block
+    (within ``[a, a + s - 1]``) at most :math:`W(\tau - a) = \max_{\tau - a - s < d \le \tau - a} G(d)`. Only the
     participations of the blocks of ``b`` rows beside the block's rows reach it (:func:`block_term_maxima_t`), and
-    the sum of their maxima bounds the maximum of the sum: :math:`\mu_k \le \sum_	au W(	au - a) - \min_R
+    the sum of their maxima bounds the maximum of the sum: :math:`\mu_k \le \sum_\tau W(\tau - a) - \min_R
     \|c^{(i)}\|^2/2`. One table read per block and nearby participation, against two per row for
     :math:`s^m` itself (:func:`mcacct.kernels.sliding.mean_sliding_from_blocks_t`). ``mu`` adds ``(k + 16) 2^{-51}``
     of the sum and the norm for the rounding of the table (``(k + 2) u``), of the column norms (a float sum of ``k``
@@ -176,13 +176,10 @@ def noise_screen_error(c_col: tuple[float, ...], size: int) -> float:
     sums (docs/soundness.md, "The remove skip for any column").
 
     With :math:`u = 2^{-24}`, :math:`\epsilon_F = 8 (\log_2 N + 1) u` (each transform's normwise relative error),
-    :math:`
-ho = u + 10^{-13}` (the filter's transform, float64 rounded to complex64) and :math:`2.5u` (a complex
-    product), :math:`e = 1.01\,[(1 + u)\|c\|_1 (\epsilon_F (1 + 2.5u)(1 + \epsilon_F)(1 + 
-ho) + (2.5u (1 + 
-ho) +
-    
-ho)(1 + \epsilon_F) + \epsilon_F) + u \|c\|_2]`.
+    :math:`\rho = u + 10^{-13}` (the filter's transform, float64 rounded to complex64), :math:`2.5u` (a complex
+    product) and :math:`Q = (2.5u (1 + \rho) + \rho)(1 + \epsilon_F) + \epsilon_F` (the half spectrum's error, relative
+    to :math:`\|c\|_1 \sqrt N \|v\|_2`; its Hermitian extension at most doubles its squared norm):
+    :math:`e = 1.01\,[(1 + u)\|c\|_1 (\epsilon_F (1 + \sqrt 2 Q) + \sqrt 2 Q) + u \|c\|_2]`.
 
     Parameters
     ----------
@@ -200,7 +197,8 @@ ho)(1 + \epsilon_F) + \epsilon_F) + u \|c\|_2]`.
     rho = u + 1e-13
     l1 = _screen_filter(tuple(float(v) for v in c_col), size)[1]
     l2 = math.sqrt(sum(float(v) ** 2 for v in c_col))
-    rel = (eps_f * (1 + 2.5 * u) * (1 + eps_f) * (1 + rho) + (2.5 * u * (1 + rho) + rho) * (1 + eps_f) + eps_f)
+    q = (2.5 * u * (1 + rho) + rho) * (1 + eps_f) + eps_f
+    rel = eps_f * (1 + math.sqrt(2.0) * q) + math.sqrt(2.0) * q
     return 1.01 * ((1 + u) * l1 * rel + u * l2)
 
 
