@@ -173,7 +173,7 @@ def _screen_filter(c_col: tuple[float, ...], size: int) -> tuple[np.ndarray, flo
 
 def noise_screen_error(c_col: tuple[float, ...], size: int) -> float:
     r"""``e`` with :math:`|\hat s_i - s^z_i| \le e\, \|z\|_2` for every row of :func:`noise_block_maxima_t`'s float32
-    sums (docs/soundness.md, "The remove skip for any column").
+    sums (docs/soundness.md, "Terms for any column").
 
     With :math:`u = 2^{-24}`, :math:`\epsilon_F = 8 (\log_2 N + 1) u` (each transform's normwise relative error),
     :math:`\rho = u + 10^{-13}` (the filter's transform, float64 rounded to complex64), :math:`2.5u` (a complex

@@ -241,7 +241,7 @@ def settle_remove_losses(need: jax.Array, u: jax.Array, remove_skip: RemoveSkip,
     def refined():
         loss = exact_rows(idx)
         eta = jnp.asarray(remove_skip.loss_errors, u.dtype)[:, None]
-        up = (loss + eta) + (2.0**-50 * jnp.abs(loss) + 2.0**-1000)    # rounded up: two roundings of a few ulps
+        up = (loss + eta) + (2.0**-50 * (jnp.abs(loss) + eta) + 2.0**-1000)   # rounded up: the sum's and its own
         up = jnp.where(jnp.isfinite(up), up, jnp.inf)
         return jnp.all(jnp.where(valid[None, :], up <= thr, True)), up
 
