@@ -196,10 +196,10 @@ def settle_remove_losses(need: jax.Array, u: jax.Array, remove_skip: RemoveSkip,
     a second bound at most every threshold, or the exact loss, bit for bit.
 
     The bound ``U`` of :mod:`mcacct.kernels.bound` is loose by several nats where a block holds a participation, so
-    at section 7.4's epsilon about one 64-lane batch in 25 has a sample that ``U`` does not let go, although its
-    exact loss is far below the threshold. Recomputing the whole batch for it (the exact path's bits depend on the
-    batch's width: XLA:CPU fuses some multiply-adds of a narrower batch otherwise) cost a tenth of the ladder's time.
-    Here, where at most ``lanes`` samples need it, their losses :math:`\hat L_j` are first computed on a batch of
+    a batch can hold a sample that ``U`` does not let go although its exact loss is far below the threshold, and
+    recomputing the whole batch for it is costly (the exact path's bits depend on the batch's width: XLA:CPU fuses
+    some multiply-adds of a narrower batch otherwise; figures in benchmarks/results/design_choices.md). Here, where
+    at most ``lanes`` samples need it, their losses :math:`\hat L_j` are first computed on a batch of
     ``lanes`` columns (``exact_rows``). Every loss kernel of the engine is within :math:`\eta_j` of the exact loss
     whatever the batch (``docs/soundness.md``, "Floating-point error of the loss"), so
     :math:`U'_j = \hat L_j + \eta_j`, rounded up, bounds the exact loss as ``U`` does. If every such sample's
