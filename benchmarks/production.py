@@ -119,7 +119,7 @@ def _ladder_fn(problem: Problem, chunk: int, skip: str = ""):
     if skip and add_bound is None:
         raise AssertionError("the add skip does not apply at the production epsilon")
     arrays = remove_skip_arrays(problem, LADDER, (EPSILON,)) if skip == "both" else None
-    rskip = None if arrays is None else RemoveSkip(*(jnp.asarray(arrays[:, i]) for i in range(3)))
+    rskip = None if arrays is None else RemoveSkip(*jnp.asarray(arrays).T)
 
     @jax.jit
     def fn(key, rskip):

@@ -231,7 +231,7 @@ def _group_fn(mesh: Mesh, problem: Problem, chunk_size: int, spec: HistogramSpec
 
     def per_device(key, cids, valid, sigmas, shifts, eps, skip):
         # exactly the single-chunk program: same key, same shapes, same ops on every device count
-        rskip = RemoveSkip(skip[:, 0], skip[:, 1], skip[:, 2]) if remove else None
+        rskip = RemoveSkip(*skip.T) if remove else None
         sums, hist = ladder_chunk_statistics(jax.random.fold_in(key, cids[0]), sigmas, shifts, valid[0], eps,
                                              problem, chunk_size, spec, add_bound, rskip)
         return sums[None], hist[None]
@@ -338,7 +338,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
     # provably zero contributions are skipped for the whole run (the same sums; mcacct.kernels.shortcuts, .bound)
     rskip = remove_skip_arrays(problem, sig, eps)
     fn = _group_fn(mesh, problem, chunk_size, spec, skip_bound(problem, sig, eps), rskip is not None)
-    rskip_all = np.zeros((len(sig), 3)) if rskip is None else rskip
+    rskip_all = np.zeros((len(sig), 3)) if rskip is None else rskip   # RemoveSkip's three fields
     eps_arr = jnp.asarray(eps, jnp.float64)
     shifts_all = np.asarray([applied_loss_shift(problem, s) for s in sig], np.float64)
     if stats is None:

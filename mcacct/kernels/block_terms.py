@@ -22,7 +22,7 @@ import numpy as np
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout, remove_loss_bound_from_maxima
 from mcacct.kernels.participation import NO_PARTICIPATION
 from mcacct.kernels.prefix import prefix_sums0
-from mcacct.kernels.sliding import column_sq_norms
+from mcacct.kernels.sliding import column_sq_norms, reversed_column
 
 __all__ = ["supports_draws_bound", "block_term_maxima_t", "remove_loss_bound_from_draws_t", "mean_block_maxima_t",
            "overlap_window_maxima", "noise_block_maxima_t", "noise_screen_error", "FFT_ERROR_PER_LEVEL"]
@@ -137,17 +137,16 @@ def mean_block_maxima_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tu
     n, b, k = int(iterations), int(min_sep), len(c_col)
     if k > b:
         raise ValueError(f"len(c_col) must be at most min_sep; got {k} > {b}")
-    if not all(math.isfinite(float(v)) for v in c_col):
-        raise ValueError("c_col must be finite")
+    c = _finite_column(c_col)
     first, last, s, k_blocks, k_pad = _block_rows(n, b, block)
     lead = tau.shape[1:]
     t = _nearby_participations(tau, first, last, n, b)
-    table = overlap_window_maxima(tuple(float(v) for v in c_col), s)
+    table = overlap_window_maxima(c, s)
     a = (last - s + 1).reshape((-1, 1) + (1,) * len(lead))
     j = t - jnp.asarray(a, jnp.int32) + (k - 1)
     j = jnp.where((t != NO_PARTICIPATION) & (j >= 0) & (j < table.shape[0] - 1), j, table.shape[0] - 1)
     total = jnp.sum(jnp.take(jnp.asarray(table), j), axis=1)
-    half = 0.5 * column_sq_norms(tuple(float(v) for v in c_col), n)
+    half = 0.5 * column_sq_norms(c, n)
     h = jnp.asarray(np.array([half[f:e + 1].min() for f, e in zip(first, last)]),
                     jnp.float64)[(slice(None),) + (None,) * len(lead)]
     mu = (total - h) + ((k + 16) * 2.0**-51) * (total + h)
@@ -161,14 +160,17 @@ FFT_ERROR_PER_LEVEL = 8.0
 
 
 @functools.lru_cache(maxsize=32)
-def _screen_filter(c_col: tuple[float, ...], size: int) -> tuple[np.ndarray, float]:
-    """The reversed column's real transform of length ``size`` (float64 on the host, rounded to complex64) and
-    ``||c||_1``."""
-    rev = np.zeros(size)
-    rev[0] = c_col[0]
-    for d in range(1, len(c_col)):
-        rev[size - d] = c_col[d]
-    return np.fft.rfft(rev).astype(np.complex64), float(np.sum(np.abs(np.asarray(c_col, np.float64))))
+def _screen_filter(c_col: tuple[float, ...], size: int) -> np.ndarray:
+    """The reversed column's real transform of length ``size``, float64 on the host, rounded to complex64."""
+    return np.fft.rfft(reversed_column(c_col, size)).astype(np.complex64)
+
+
+def _finite_column(c_col) -> tuple[float, ...]:
+    """``c_col`` as a tuple of floats; a ``ValueError`` if an entry is not finite."""
+    c = tuple(float(v) for v in c_col)
+    if not all(math.isfinite(v) for v in c):
+        raise ValueError("c_col must be finite")
+    return c
 
 
 def noise_screen_error(c_col: tuple[float, ...], size: int) -> float:
@@ -195,8 +197,8 @@ def noise_screen_error(c_col: tuple[float, ...], size: int) -> float:
     u = 2.0**-24
     eps_f = FFT_ERROR_PER_LEVEL * (math.log2(size) + 1.0) * u
     rho = u + 1e-13
-    l1 = _screen_filter(tuple(float(v) for v in c_col), size)[1]
-    l2 = math.sqrt(sum(float(v) ** 2 for v in c_col))
+    l1 = math.fsum(abs(float(v)) for v in c_col)
+    l2 = math.sqrt(math.fsum(float(v) ** 2 for v in c_col))
     q = (2.5 * u * (1 + rho) + rho) * (1 + eps_f) + eps_f
     rel = eps_f * (1 + math.sqrt(2.0) * q) + math.sqrt(2.0) * q
     return 1.01 * ((1 + u) * l1 * rel + u * l2)
@@ -235,16 +237,15 @@ def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tup
     n, b, k = int(iterations), int(min_sep), len(c_col)
     if z.dtype != jnp.float64 or z.ndim != 2 or z.shape[0] != n:
         raise ValueError(f"z must be float64 of shape ({n}, B); got {z.dtype} {z.shape}")
-    if not all(math.isfinite(float(v)) for v in c_col):
-        raise ValueError("c_col must be finite")
+    c = _finite_column(c_col)
     s, k_blocks, k_pad, _, _ = block_layout(n, b, block)
     size = 1 << int(math.ceil(math.log2(n + k)))
-    filt, _ = _screen_filter(tuple(float(v) for v in c_col), size)
+    filt = _screen_filter(c, size)
     v = jnp.moveaxis(z, 0, 1).astype(jnp.float32)                          # (B, n), lane-major
     sums = jnp.fft.irfft(jnp.fft.rfft(v, n=size, axis=1) * jnp.asarray(filt), n=size, axis=1)[:, :n]
     top = jax.lax.reduce_window(sums, -jnp.inf, jax.lax.max, (1, s), (1, s), ((0, 0), (k_pad * s - n, 0)))
     norm = jnp.sqrt(jnp.sum(z * z, axis=0)) * (1.0 + 2.0**-40)             # n squares: relative n u, far below
-    err = noise_screen_error(tuple(float(v) for v in c_col), size) * norm
+    err = noise_screen_error(c, size) * norm
     top = top.T.astype(jnp.float64)
     zeta = top + err[None, :]
     return jnp.where(top == -jnp.inf, -jnp.inf, zeta + 2.0**-50 * (jnp.abs(zeta) + err[None, :]))   # front: -inf

@@ -18,11 +18,10 @@ import jax.numpy as jnp
 from mcacct.kernels.block_terms import (mean_block_maxima_t, noise_block_maxima_t, remove_loss_bound_from_draws_t,
                                         supports_draws_bound)
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout, block_maxima_t, remove_loss_bound_from_maxima
-from mcacct.kernels.control import rare_cond
 from mcacct.kernels.normal import standard_normal
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import ladder_losses_from_sums_t
-from mcacct.kernels.shortcuts import settle_remove_losses
+from mcacct.kernels.shortcuts import remove_losses_with_skip
 from mcacct.kernels.sliding import (choose_dot_method, mean_shift_from_blocks_t, mean_sliding_from_blocks_t,
                                     sliding_dot_t)
 
@@ -249,16 +248,11 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
                 else block_maxima_t(sliding_dot_t(z, c_col, method), s, k_pad))
         u = remove_loss_bound_from_maxima(mean_block_maxima_t(tau, n, b, c_col), zeta, sigmas,
                                           remove_skip.term_errors, n, b, p, warm_start)
-    need = jnp.any(~(u <= jnp.asarray(remove_skip.thresholds, u.dtype)[:, None]), axis=0)
 
     def exact(tau, z, sigmas):
         s_m, s_z = ladder_sums_t(tau, z, n, b, c_col, dtype, dot_method)
         return ladder_losses_from_sums_t(s_m, s_z, sigmas, b, sampling_prob, warm_start, c_col, recursion,
                                          add_bound)[:, 0]
 
-    def settle(need, u, tau, z, sigmas, rs):
-        return settle_remove_losses(need, u, rs, lambda: exact(tau, z, sigmas),
-                                    lambda idx: exact(jnp.take(tau, idx, axis=1), jnp.take(z, idx, axis=1), sigmas))
-
-    rem = rare_cond(jnp.any(need), settle, lambda need, u, *_: u, need, u, tau, z, sigmas, remove_skip)
+    rem = remove_losses_with_skip(u, remove_skip, exact, (tau, z), (sigmas,))
     return jnp.stack([rem, jnp.full_like(rem, add_bound)], axis=1)

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 
 from mcacct.kernels.bound import remove_loss_bound_from_sums_t
 from mcacct.kernels.control import rare_cond
-from mcacct.kernels.shortcuts import settle_remove_losses
+from mcacct.kernels.shortcuts import remove_losses_with_skip
 from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
 from mcacct.kernels.stepwise import STEPWISE_MIN_LANES, range_floor, stepwise_first_values
 from mcacct.core.validate import RECURSIONS, check_bool, check_int, check_prob
@@ -364,17 +364,11 @@ def ladder_losses_from_sums_t(s_m: jax.Array, s_z: jax.Array, sigmas: jax.Array,
 
 
 def _remove_with_skip(s_m, s_z, half_sq, sigmas, remove_skip, min_sep, p, warm_start, exact):
-    """``(J, B)`` remove losses: ``U`` where every candidate's ``U`` is at most its threshold, else settled by
-    :func:`~mcacct.kernels.shortcuts.settle_remove_losses`: a few samples on a narrower batch, or ``exact`` for the
-    whole batch, at its full width (the same program as without the skip, so the same bits)."""
+    """``(J, B)`` remove losses: ``U`` where every candidate's ``U`` is at most its threshold, else settled
+    (:func:`~mcacct.kernels.shortcuts.remove_losses_with_skip`): a few samples on a narrower batch, or ``exact`` for
+    the whole batch, at its full width (the same program as without the skip, so the same bits)."""
     u = remove_loss_bound_from_sums_t(s_m, s_z, half_sq, sigmas, remove_skip.term_errors, min_sep, p, warm_start)
-    need = jnp.any(~(u <= jnp.asarray(remove_skip.thresholds, u.dtype)[:, None]), axis=0)
-
-    def settle(need, u, s_m, s_z, rs):
-        return settle_remove_losses(need, u, rs, lambda: exact(s_m, s_z),
-                                    lambda idx: exact(jnp.take(s_m, idx, axis=1), jnp.take(s_z, idx, axis=1)))
-
-    return rare_cond(jnp.any(need), settle, lambda need, u, *_: u, need, u, s_m, s_z, remove_skip)
+    return remove_losses_with_skip(u, remove_skip, exact, (s_m, s_z))
 
 
 def shift_mixture_log_ratio(ell: jax.Array, period: int, sampling_prob: float, random_phase: bool) -> jax.Array:

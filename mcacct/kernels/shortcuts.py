@@ -34,8 +34,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.control import rare_cond
+
 __all__ = ["add_loss_bound", "add_skip_bound", "pi0_fraction", "RemoveSkip", "remove_thresholds",
-           "settle_remove_losses", "SKIP_MARGIN", "REFINE_LANES"]
+           "settle_remove_losses", "remove_losses_with_skip", "SKIP_MARGIN", "REFINE_LANES"]
 
 #: absolute margin of the skip condition (nats), beyond the float subtraction's own ulps (``1e-15 eps``)
 SKIP_MARGIN = 1e-9
@@ -230,7 +232,7 @@ def settle_remove_losses(need: jax.Array, u: jax.Array, remove_skip: RemoveSkip,
         float64 ``(J, B)``.
     """
     width = need.shape[0]
-    thr = jnp.asarray(remove_skip.thresholds, u.dtype)[:, None]
+    thr = _thresholds(remove_skip, u)
     full = lambda: jnp.where(need, exact_all(), u)  # noqa: E731
     if lanes <= 0 or width <= lanes:
         return full()
@@ -250,3 +252,43 @@ def settle_remove_losses(need: jax.Array, u: jax.Array, remove_skip: RemoveSkip,
     # invalid slots scatter nowhere (an index past the batch, dropped)
     target = jnp.where(valid, idx, width)
     return jax.lax.cond(ok, lambda: u.at[:, target].set(up, mode="drop"), full)
+
+
+def _thresholds(remove_skip: RemoveSkip, u: jax.Array) -> jax.Array:
+    return jnp.asarray(remove_skip.thresholds, u.dtype)[:, None]
+
+
+def remove_losses_with_skip(u: jax.Array, remove_skip: RemoveSkip, exact, columns: tuple, extra: tuple = ()
+                            ) -> jax.Array:
+    """``(J, B)`` remove losses of a batch from its bounds ``u``: ``U`` where every candidate's ``U`` is at most its
+    threshold; if some sample's is not, the batch is settled (:func:`settle_remove_losses`), inside a
+    :func:`~mcacct.kernels.control.rare_cond` that costs nothing while no sample needs it.
+
+    Parameters
+    ----------
+    u : jax.Array
+        float64 ``(J, B)``: each candidate's bound ``U`` per sample.
+    remove_skip : RemoveSkip
+        The thresholds and the loss-error bounds.
+    exact : callable
+        ``exact(*columns, *extra) -> (J, B')``: the exact remove losses of the samples in ``columns`` (the computation
+        without the skip).
+    columns : tuple of jax.Array
+        Per-sample arrays, samples along axis 1 (``B`` of them); the narrower batch takes their columns.
+    extra : tuple of jax.Array, optional
+        Further operands of ``exact``, passed whole.
+
+    Returns
+    -------
+    jax.Array
+        float64 ``(J, B)``.
+    """
+    need = jnp.any(~(u <= _thresholds(remove_skip, u)), axis=0)
+    k = len(columns)
+
+    def settle(need, u, rs, *ops):
+        cols, rest = ops[:k], ops[k:]
+        return settle_remove_losses(need, u, rs, lambda: exact(*cols, *rest),
+                                    lambda idx: exact(*(jnp.take(c, idx, axis=1) for c in cols), *rest))
+
+    return rare_cond(jnp.any(need), settle, lambda need, u, *_: u, need, u, remove_skip, *columns, *extra)

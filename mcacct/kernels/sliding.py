@@ -35,7 +35,7 @@ from mcacct.core.platform import target_platform
 __all__ = ["DOT_METHODS", "choose_dot_method", "sliding_dot", "sliding_dot_t", "column_sq_norms",
            "participation_log_ratios", "participation_log_ratios_t", "mean_shift", "mean_shift_t",
            "mean_shift_amplitudes", "shift_down", "block_mean", "mean_shift_from_blocks_t", "mean_window_table",
-           "mean_sliding_from_blocks_t", "MEAN_TABLE_MAX_TAPS"]
+           "mean_sliding_from_blocks_t", "MEAN_TABLE_MAX_TAPS", "reversed_column"]
 
 
 
@@ -124,15 +124,20 @@ def sliding_dot_t(y_t: jax.Array, c_col: tuple[float, ...], method: str = "auto"
         return out
     # fft: correlation = convolution with the reversed filter
     size = 1 << int(math.ceil(math.log2(n + k)))
-    rev = np.zeros(size)
-    rev[0] = c_col[0]
-    for d in range(1, k):
-        rev[size - d] = c_col[d]
-    cf = jnp.fft.rfft(jnp.asarray(rev, dtype))
+    cf = jnp.fft.rfft(jnp.asarray(reversed_column(c_col, size), dtype))
     # transformed along the last axis: faster on XLA:CPU than along axis 0 of the time-major block, the same
     # values bit for bit (benchmarks/results/design_choices.md)
     yf = jnp.fft.rfft(jnp.moveaxis(y_t, 0, -1), n=size, axis=-1)
     return jnp.moveaxis(jnp.fft.irfft(yf * cf, n=size, axis=-1)[..., :n], -1, 0).astype(dtype)
+
+
+def reversed_column(c_col: tuple[float, ...], size: int) -> np.ndarray:
+    """float64 ``(size,)``: ``c_0`` at 0 and ``c_d`` at ``size - d``, the filter whose circular convolution of length
+    ``size >= n + k - 1`` is the sliding dot product of :func:`sliding_dot_t` on its first ``n`` rows."""
+    rev = np.zeros(size)
+    rev[0] = c_col[0]
+    rev[size - len(c_col) + 1:] = np.asarray(c_col[1:], np.float64)[::-1]
+    return rev
 
 
 def column_sq_norms(c_col: tuple[float, ...], iterations: int) -> np.ndarray:

@@ -20,7 +20,7 @@ from mcacct.kernels.bound import block_layout, block_maxima_t, remove_loss_bound
 from mcacct.kernels.output import ladder_losses_from_draws_t, ladder_sums_t, standardised_blocks_t
 from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio_t
 from mcacct.kernels.shortcuts import REFINE_LANES, RemoveSkip
-from mcacct.kernels.sliding import column_sq_norms, mean_shift_from_blocks_t
+from mcacct.kernels.sliding import column_sq_norms, mean_shift_from_blocks_t, reversed_column
 from mcacct.schemes.bminsep import expected_participation_rate
 
 MSE_LIKE = (0.6, 0.45, 0.3, 0.22, 0.15, 0.1, 0.06)
@@ -109,8 +109,8 @@ def test_the_screen_error_model_holds_with_room_at_the_production_shape():
     zj = jnp.asarray(z)
     exact = np.asarray(jax.jit(lambda x: sliding_dot_t(x, c, "fft"))(zj))
     v = np.asarray(jnp.fft.irfft(jnp.fft.rfft(zj.T.astype(jnp.float32), n=size, axis=1)
-                                 * jnp.asarray(np.fft.rfft(np.r_[c[0], np.zeros(size - k), c[:0:-1]])
-                                               .astype(np.complex64)), n=size, axis=1)[:, :n]).T
+                                 * jnp.asarray(np.fft.rfft(reversed_column(c, size)).astype(np.complex64)), n=size,
+                                 axis=1)[:, :n]).T
     ratio = np.max(np.abs(v - exact), axis=0) / (noise_screen_error(c, size) * np.linalg.norm(z, axis=0))
     assert np.all(ratio < 0.2), ratio
 
@@ -196,6 +196,15 @@ def test_a_few_failing_draws_settle_on_a_narrower_batch(eta):
     np.testing.assert_array_equal(on_hi[:, fail_hi], off[:, fail_hi])
 
 
+def _in_batches_of_64(tau, z, c, rs, method):
+    """The remove losses ``(3, B)`` of the draws' ladder in batches of 64 (the engine's width at n = 7200)."""
+    batches = tau.shape[1] // 64
+    out = jax.jit(lambda t, zz: jax.lax.map(lambda a: _ladder(a[0], a[1], c, rs, 9.0, method),
+                                            (t.reshape(t.shape[0], batches, 64).transpose(1, 0, 2),
+                                             zz.reshape(N, batches, 64).transpose(1, 0, 2))))(tau, z)
+    return np.asarray(out).transpose(1, 2, 0, 3)[:, 0].reshape(3, batches * 64)
+
+
 @pytest.mark.parametrize("c,method", [(MSE_LIKE, "auto"), (MSE_LIKE, "fft"), ((0.5,) * 4, "auto")],
                          ids=["decreasing", "decreasing-fft", "constant"])
 @pytest.mark.parametrize("threshold", [1.0, 3.0, 60.0])
@@ -205,14 +214,8 @@ def test_every_remove_loss_is_exact_or_a_bound_below_the_threshold(c, method, th
     threshold and at least the exact loss."""
     tau, z = _draws(512, seed=11)
     off = np.asarray(_ladder(tau, z, c, None, 9.0, method))[:, 0]
-    on = np.asarray(jax.jit(lambda t, zz: jax.lax.map(lambda a: _ladder(a[0], a[1], c, _skip(threshold), 9.0, method),
-                                                      (t.reshape(t.shape[0], 8, 64).transpose(1, 0, 2),
-                                                       zz.reshape(N, 8, 64).transpose(1, 0, 2))))(tau, z))
-    on = on.transpose(1, 2, 0, 3)[:, 0].reshape(3, 512)
-    off64 = np.asarray(jax.jit(lambda t, zz: jax.lax.map(lambda a: _ladder(a[0], a[1], c, None, 9.0, method),
-                                                         (t.reshape(t.shape[0], 8, 64).transpose(1, 0, 2),
-                                                          zz.reshape(N, 8, 64).transpose(1, 0, 2))))(tau, z))
-    off64 = off64.transpose(1, 2, 0, 3)[:, 0].reshape(3, 512)
+    on = _in_batches_of_64(tau, z, c, _skip(threshold), method)
+    off64 = _in_batches_of_64(tau, z, c, None, method)
     np.testing.assert_allclose(off64, off, rtol=1e-9, atol=1e-9)
     same = np.all(on == off64, axis=0)
     assert np.all(on[:, ~same] <= threshold) and np.all(on[:, ~same] >= off64[:, ~same] - 1e-9)
