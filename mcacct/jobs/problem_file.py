@@ -49,7 +49,9 @@ __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_d
 #: Kernel 11: the truncated scheme's sub-blocks are cache-sized at n > 2048 (other keys per sub-block there).
 #: Kernel 13: the remove skip's bound for any column and draws settled on a narrower batch (issue #39): the same
 #: sums, but skipped draws record other bounds in the histogram.
-KERNEL_VERSION = "mcacct-kernel/13"
+#: Kernel 14: on CPUs the truncated scheme's samples with a truncated round are patched at most 16 rows per round
+#: (:data:`mcacct.schemes.truncated.scheme.PATCH_ROWS_MAX`): their losses change in the last bits at chunks above 256.
+KERNEL_VERSION = "mcacct-kernel/14"
 
 #: The keys :func:`problem_to_dict` writes.
 PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "loss_kernel", "loss_kernel_resolved",

@@ -20,9 +20,14 @@ from mcacct.kernels.participation import participation_blocks_t, participation_c
 from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, participation_log_ratios_t,
                                     sliding_dot)
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, log_ratio_from_terms_t
+from mcacct.core.platform import target_platform
 from mcacct.core.precision import float64
 
-__all__ = ["TruncatedBMinSep"]
+__all__ = ["TruncatedBMinSep", "PATCH_ROWS_MAX"]
+
+#: ``platform -> rows``: the most rows of a round of mixture work (:meth:`TruncatedBMinSep._buffer`): on CPUs its cost
+#: grows with its rows, padding included (benchmarks/results/design_choices.md); on GPUs its sequential steps dominate.
+PATCH_ROWS_MAX = {"cpu": 16}
 
 
 @float64
@@ -189,9 +194,10 @@ class TruncatedBMinSep(Scheme):
     block_floor = 4096
 
     def _buffer(self, num_samples: int) -> int:
-        """Rows gathered per round of mixture work: a sixteenth of the batch (at least 8); more truncated samples
-        than that take several rounds (:meth:`_patch`)."""
-        return min(num_samples, max(8, num_samples // 16))
+        """Rows gathered per round of mixture work: a sixteenth of the batch (at least 8), at most
+        :data:`PATCH_ROWS_MAX` on its platform; more truncated samples take several rounds (:meth:`_patch`)."""
+        cap = PATCH_ROWS_MAX.get(target_platform(), num_samples)
+        return min(num_samples, max(8, min(num_samples // 16, cap)))
 
     def _sub_block(self, num_samples: int) -> int:  # keys per sub-block; cache_lanes: 64 at n = 7200 (its docstring)
         return sub_block_size(self.iterations, num_samples, cache_lanes(self.iterations))

@@ -156,3 +156,33 @@ def test_sub_blocks_are_cache_sized_at_long_blocks():
             assert sub == sub_block_size(n, 4096)
     assert TruncatedBMinSep(0.01, 256, 7200, 10**6, 2048)._sub_block(4096) == 64
     assert sub_block_size(7200, 96, 64) == 32  # a power of two that divides the samples
+
+
+def test_patch_rounds_are_capped_on_cpus_and_keep_every_loss(monkeypatch):
+    """Rows with a truncated round are patched at most ``PATCH_ROWS_MAX`` per round on CPUs (a sixteenth of the
+    batch, at least 8, elsewhere, and on CPUs up to 256 samples: the stored statistics' chunk). The round's size
+    changes neither which samples are patched nor any untruncated loss (bit for bit), and the patched losses only
+    within the loss-error bound (their recursions run on batches of another width)."""
+    import mcacct.schemes.truncated.scheme as truncated
+    p, b, n, m, bmax = CASES[1]   # about a fifth of the samples truncated: several rounds of either size
+    scheme, strategy, sigmas = TruncatedBMinSep(p, b, n, m, bmax), BandedToeplitz((1.0, 0.5)), (0.7, 1.3)
+    assert [scheme._buffer(k) for k in (4, 64, 128, 256, 512, 4096)] == [4, 8, 8, 16, 16, 16]
+    monkeypatch.setenv("MCACCT_TARGET_PLATFORM", "gpu")
+    assert [scheme._buffer(k) for k in (64, 256, 512, 4096)] == [8, 16, 32, 256]
+    monkeypatch.delenv("MCACCT_TARGET_PLATFORM")
+
+    def ladder():   # traced afresh (the method's jit cache would not see the patch)
+        fn = jax.jit(lambda k: scheme._ladder.__wrapped__(scheme, k, jnp.asarray(sigmas), strategy, 512,
+                                                          jnp.dtype(jnp.float64), "auto", "auto", None, None))
+        return np.asarray(fn(jax.random.key(8)))
+
+    capped = ladder()
+    monkeypatch.setattr(truncated, "PATCH_ROWS_MAX", {})
+    wide = ladder()
+    d = scheme.sample_t(jax.random.key(8), strategy, sigmas[0], 512, "remove", jnp.float64)
+    hit = np.any(np.asarray(d.aux) >= bmax, axis=0)
+    assert 40 < hit.sum() < 200
+    np.testing.assert_array_equal(capped[..., ~hit], wide[..., ~hit])
+    for j, sig in enumerate(sigmas):
+        eta = loss_error_bound(Problem(scheme, strategy), sig)
+        np.testing.assert_allclose(capped[j][..., hit], wide[j][..., hit], rtol=0, atol=2 * eta)
