@@ -159,17 +159,18 @@ def test_sub_blocks_are_cache_sized_at_long_blocks():
 
 
 def test_patch_rounds_are_capped_on_cpus_and_keep_every_loss(monkeypatch):
-    """Rows with a truncated round are patched at most ``PATCH_ROWS_MAX`` per round on CPUs (a sixteenth of the
-    batch, at least 8, elsewhere, and on CPUs up to 256 samples: the stored statistics' chunk). The round's size
-    changes neither which samples are patched nor any untruncated loss (bit for bit), and the patched losses only
-    within the loss-error bound (their recursions run on batches of another width)."""
+    """Rows with a truncated round are patched a sixteenth of the batch (at least 8) per round, at most
+    ``PATCH_ROWS_MAX`` (16) on CPUs: up to batches of 256 (the stored statistics' chunk) the same on every platform.
+    The round's size changes neither which samples are patched nor any untruncated loss (bit for bit), and the
+    patched losses only within the loss-error bound (their recursions run on batches of another width). The
+    platform is set, so the test means the same on a device."""
     import mcacct.schemes.truncated.scheme as truncated
     p, b, n, m, bmax = CASES[1]   # about a fifth of the samples truncated: several rounds of either size
     scheme, strategy, sigmas = TruncatedBMinSep(p, b, n, m, bmax), BandedToeplitz((1.0, 0.5)), (0.7, 1.3)
-    assert [scheme._buffer(k) for k in (4, 64, 128, 256, 512, 4096)] == [4, 8, 8, 16, 16, 16]
     monkeypatch.setenv("MCACCT_TARGET_PLATFORM", "gpu")
     assert [scheme._buffer(k) for k in (64, 256, 512, 4096)] == [8, 16, 32, 256]
-    monkeypatch.delenv("MCACCT_TARGET_PLATFORM")
+    monkeypatch.setenv("MCACCT_TARGET_PLATFORM", "cpu")
+    assert [scheme._buffer(k) for k in (4, 64, 128, 256, 512, 4096)] == [4, 8, 8, 16, 16, 16]
 
     def ladder():   # traced afresh (the method's jit cache would not see the patch)
         fn = jax.jit(lambda k: scheme._ladder.__wrapped__(scheme, k, jnp.asarray(sigmas), strategy, 512,
