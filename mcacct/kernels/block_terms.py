@@ -25,7 +25,8 @@ from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, reversed_column
 
 __all__ = ["supports_draws_bound", "block_term_maxima_t", "remove_loss_bound_from_draws_t", "mean_block_maxima_t",
-           "overlap_window_maxima", "noise_block_maxima_t", "noise_screen_error", "FFT_ERROR_PER_LEVEL"]
+           "overlap_window_maxima", "noise_block_maxima_t", "noise_screen_error", "screen_fft_size",
+           "FFT_ERROR_PER_LEVEL"]
 
 
 def supports_draws_bound(c_col: tuple[float, ...]) -> bool:
@@ -155,8 +156,21 @@ def mean_block_maxima_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tu
 
 
 #: the float32 transforms' normwise error, per unit round-off and ``log2 N + 1`` (assumption (A1) of
-#: docs/pld.md, "FFT round-off", for the real transforms of XLA; tests/kernels/test_settle.py measures it)
+#: docs/pld.md, "FFT round-off", for the real transforms of XLA, of lengths :func:`screen_fft_size` gives;
+#: tests/kernels/test_settle.py measures it)
 FFT_ERROR_PER_LEVEL = 8.0
+
+
+def screen_fft_size(iterations: int, taps: int) -> int:
+    """``N``, the length of the screen's transforms: the smallest power of two times 1, 3, 5 or 15 that is at least
+    ``n + k`` (at n = 7200, k = 256: 7680 = 15 2^9 instead of 8192, about 4 us less per draw on one core; the
+    measured errors of these lengths are as far inside (A1) as those of powers of two)."""
+    need, sizes = int(iterations) + int(taps), []
+    for m in (1, 3, 5, 15):
+        while m < need:
+            m *= 2
+        sizes.append(m)
+    return min(sizes)
 
 
 @functools.lru_cache(maxsize=32)
@@ -205,24 +219,28 @@ def noise_screen_error(c_col: tuple[float, ...], size: int) -> float:
 
 
 def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
-                         block: int = BOUND_BLOCK) -> jax.Array:
+                         block: int = BOUND_BLOCK, lanes: bool = False) -> jax.Array:
     r"""Upper bounds of the block maxima :math:`\zeta_k` of :math:`s^z_i = \sum_d c_d z_{i+d}`
     (:mod:`mcacct.kernels.bound`) from float32 sums with a certified error, for any finite column.
 
     The noise is rounded to float32 and correlated with the column by real FFTs of length :math:`N \ge n + k - 1`
-    (a power of two) along its rows, lane-major: about half the time of the float64 sums of the exact path, which
-    also transposes back. Under the normwise model of every transform (assumption (A1) of docs/pld.md, "FFT
-    round-off", here in float32; a complex product within :math:`2.5u`) the computed sums :math:`\hat s` satisfy
+    (:func:`screen_fft_size`) along its rows, lane-major: about half the time of the float64 sums of the exact
+    path, which also transposes back. Under the normwise model of every transform (assumption (A1) of docs/pld.md,
+    "FFT round-off", here in float32; a complex product within :math:`2.5u`) the computed sums :math:`\hat s` satisfy
     :math:`\|\hat s - s^z\|_2 \le e \|z\|_2` (:func:`noise_screen_error`: the transforms, the filter's rounding and
     the noise's), which bounds every row, so :math:`\zeta_k = \max_{i \in k} \hat s_i + e \|z\|_2`, the norm and the
-    sum rounded up. A bound of the exact block maxima of the float64 draws, with ``c`` as given.
+    sum rounded up. A bound of the exact block maxima of the float64 draws, with ``c`` as given. Lane-major noise
+    (``lanes``, :func:`mcacct.kernels.normal.standard_normal_lanes`) spares the transposing copy; the sums are the
+    same, the norm is summed in another order (within its rounding allowance either way).
 
     Parameters
     ----------
     z : jax.Array
-        float64 standard noise, time-major ``(n, B)``.
+        float64 standard noise, time-major ``(n, B)``, or lane-major ``(B, n)`` with ``lanes``.
     iterations, min_sep, c_col, block
         As in :func:`mean_block_maxima_t`.
+    lanes : bool, optional
+        Whether ``z`` is lane-major (default ``False``).
 
     Returns
     -------
@@ -232,19 +250,20 @@ def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tup
     Raises
     ------
     ValueError
-        If ``z`` is not float64 ``(n, B)`` or ``c_col`` is not finite.
+        If ``z`` is not float64 ``(n, B)`` (``(B, n)`` with ``lanes``) or ``c_col`` is not finite.
     """
     n, b, k = int(iterations), int(min_sep), len(c_col)
-    if z.dtype != jnp.float64 or z.ndim != 2 or z.shape[0] != n:
-        raise ValueError(f"z must be float64 of shape ({n}, B); got {z.dtype} {z.shape}")
+    if z.dtype != jnp.float64 or z.ndim != 2 or z.shape[1 if lanes else 0] != n:
+        raise ValueError(f"z must be float64 of shape {('(B, %d)' if lanes else '(%d, B)') % n}; got {z.dtype} "
+                         f"{z.shape}")
     c = _finite_column(c_col)
     s, k_blocks, k_pad, _, _ = block_layout(n, b, block)
-    size = 1 << int(math.ceil(math.log2(n + k)))
+    size = screen_fft_size(n, k)
     filt = _screen_filter(c, size)
-    v = jnp.moveaxis(z, 0, 1).astype(jnp.float32)                          # (B, n), lane-major
+    v = (z if lanes else jnp.moveaxis(z, 0, 1)).astype(jnp.float32)        # (B, n), lane-major
     sums = jnp.fft.irfft(jnp.fft.rfft(v, n=size, axis=1) * jnp.asarray(filt), n=size, axis=1)[:, :n]
     top = jax.lax.reduce_window(sums, -jnp.inf, jax.lax.max, (1, s), (1, s), ((0, 0), (k_pad * s - n, 0)))
-    norm = jnp.sqrt(jnp.sum(z * z, axis=0)) * (1.0 + 2.0**-40)             # n squares: relative n u, far below
+    norm = jnp.sqrt(jnp.sum(z * z, axis=1 if lanes else 0)) * (1.0 + 2.0**-40)   # n squares: relative n u, far below
     err = noise_screen_error(c, size) * norm
     top = top.T.astype(jnp.float64)
     zeta = top + err[None, :]

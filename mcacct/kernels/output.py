@@ -6,8 +6,9 @@ r"""Mechanism outputs under the dominating pair: ``y = C x + sigma z`` (``P``, t
 participation, from which ``m + sigma_j z`` and ``sigma_j z`` are the outputs for every noise multiplier of a
 ladder (the same key split as :func:`gaussian_output`, so the draws coincide exactly); :func:`standardised_sums_t`
 returns their sliding sums, which is all a ladder needs, and :func:`ladder_losses_from_draws_t` the ladder's losses
-from ``(tau, z)``, forming the sums only where the remove skip leaves a draw. Plain numbers in, arrays out; no scheme
-is imported.
+from ``(tau, z)``, forming the sums only where the remove skip leaves a draw (:func:`ladder_noise_lanes` says when
+it reads the noise lane-major: the same draws in the layout its screen reads). Plain numbers in, arrays out; no
+scheme is imported.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import jax.numpy as jnp
 from mcacct.kernels.block_terms import (mean_block_maxima_t, noise_block_maxima_t, remove_loss_bound_from_draws_t,
                                         supports_draws_bound)
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout, block_maxima_t, remove_loss_bound_from_maxima
-from mcacct.kernels.normal import standard_normal
+from mcacct.kernels.normal import standard_normal, standard_normal_lanes
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import ladder_losses_from_sums_t
 from mcacct.kernels.shortcuts import remove_losses_with_skip
@@ -26,7 +27,7 @@ from mcacct.kernels.sliding import (choose_dot_method, mean_shift_from_blocks_t,
                                     sliding_dot_t)
 
 __all__ = ["gaussian_output", "standardised_blocks_t", "standardised_draws_t", "standardised_sums_t", "ladder_sums_t",
-           "ladder_losses_from_draws_t"]
+           "ladder_noise_lanes", "ladder_losses_from_draws_t"]
 
 
 def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positive: bool, mean_of_key) -> jax.Array:
@@ -61,13 +62,15 @@ def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positi
 
 
 def standardised_blocks_t(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
-                          participation_rate: float, num_samples: int,
-                          dtype=jnp.float64) -> tuple[jax.Array, jax.Array]:
+                          participation_rate: float, num_samples: int, dtype=jnp.float64,
+                          lanes: bool = False) -> tuple[jax.Array, jax.Array]:
     """``(tau, z)``: the per-block participation (int32 ``(ceil(n/b), B)``) and the standard noise (time-major
-    ``(n, B)``, ``dtype``) of one block, split from ``key`` as in :func:`gaussian_output`; the arguments as in
+    ``(n, B)``, ``dtype``; its transpose, the same bits, with ``lanes``: :func:`~mcacct.kernels.normal.
+    standard_normal_lanes`) of one block, split from ``key`` as in :func:`gaussian_output`; the arguments as in
     :func:`standardised_draws_t`."""
     kx, kz = jax.random.split(key)
-    z = standard_normal(kz, (iterations, num_samples), dtype)
+    shape = (iterations, num_samples)
+    z = standard_normal_lanes(kz, shape, dtype) if lanes else standard_normal(kz, shape, dtype)
     cap = participation_cap(iterations, min_sep, participation_rate)
     return participation_blocks_t(kx, iterations, min_sep, sampling_prob, warm_start, num_samples, cap), z
 
@@ -194,10 +197,30 @@ def ladder_sums_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: int, c
             sliding_dot_t(z.astype(dtype), c_col, dot_method))
 
 
+def ladder_noise_lanes(c_col: tuple[float, ...], dtype, dot_method: str = "auto", add_bound: float | None = None,
+                       remove_skip=None) -> bool:
+    """Whether :func:`ladder_losses_from_draws_t` reads the noise lane-major: with both skips on, in float64, for a
+    column whose screen is the float32 transforms (:func:`~mcacct.kernels.block_terms.noise_block_maxima_t`). A
+    draws producer then draws it so (:func:`~mcacct.kernels.normal.standard_normal_lanes`: the same bits); the exact
+    path transposes only the batch it settles.
+
+    Parameters
+    ----------
+    c_col, dtype, dot_method, add_bound, remove_skip
+        As in :func:`ladder_losses_from_draws_t`.
+
+    Returns
+    -------
+    bool
+    """
+    return (add_bound is not None and remove_skip is not None and jnp.dtype(dtype) == jnp.float64
+            and not supports_draws_bound(c_col) and choose_dot_method(c_col, dot_method) == "fft")
+
+
 def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, sigmas: jax.Array, min_sep: int,
                                sampling_prob: float, warm_start: bool, c_col: tuple[float, ...], dtype,
                                dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None,
-                               remove_skip=None) -> jax.Array:
+                               remove_skip=None, lanes: bool = False) -> jax.Array:
     r"""``(J, 2, B)`` ladder losses from the draws: :func:`ladder_sums_t` then
     :func:`~mcacct.kernels.recursion.ladder_losses_from_sums_t`; with both skips on (``add_bound`` and
     ``remove_skip``, float64), the sliding sums only for a batch in which some draw is not skipped (every computed
@@ -216,7 +239,7 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
     ----------
     tau, z : jax.Array
         The participation per block of ``b`` rows and the standard noise, time-major ``(n, B)``
-        (:func:`standardised_blocks_t`).
+        (:func:`standardised_blocks_t`), or lane-major ``(B, n)`` with ``lanes``.
     iterations : int
         ``n``.
     sigmas : array_like
@@ -225,6 +248,9 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
         As in :func:`~mcacct.kernels.recursion.ladder_losses_from_sums_t`.
     dtype, dot_method
         As in :func:`ladder_sums_t`.
+    lanes : bool, optional
+        Whether ``z`` is lane-major (default ``False``; :func:`ladder_noise_lanes` says when it pays). Every loss is
+        the same bits either way; a skipped draw's ``U`` may move in its last bits (the norm's summation order).
 
     Returns
     -------
@@ -233,6 +259,8 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
     """
     direct = (add_bound is not None and remove_skip is not None and z.ndim == 2 and z.dtype == jnp.float64
               and jnp.dtype(dtype) == jnp.float64)
+    if lanes and not (direct and ladder_noise_lanes(c_col, dtype, dot_method, add_bound, remove_skip)):
+        z, lanes = z.T, False              # only the float32 screen reads the lanes; elsewhere the time-major draws
     if not direct:
         s_m, s_z = ladder_sums_t(tau, z, iterations, min_sep, c_col, dtype, dot_method)
         return ladder_losses_from_sums_t(s_m, s_z, sigmas, min_sep, sampling_prob, warm_start, c_col, recursion,
@@ -244,15 +272,15 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
     else:    # the mean's from a table; the noise's from float32 FFT sums and their error, or short sums as computed
         method = choose_dot_method(c_col, dot_method)
         s, _, k_pad, _, _ = block_layout(n, b, BOUND_BLOCK)
-        zeta = (noise_block_maxima_t(z, n, b, c_col) if method == "fft"
+        zeta = (noise_block_maxima_t(z, n, b, c_col, lanes=lanes) if method == "fft"
                 else block_maxima_t(sliding_dot_t(z, c_col, method), s, k_pad))
         u = remove_loss_bound_from_maxima(mean_block_maxima_t(tau, n, b, c_col), zeta, sigmas,
                                           remove_skip.term_errors, n, b, p, warm_start)
 
     def exact(tau, z, sigmas):
-        s_m, s_z = ladder_sums_t(tau, z, n, b, c_col, dtype, dot_method)
+        s_m, s_z = ladder_sums_t(tau, z.T if lanes else z, n, b, c_col, dtype, dot_method)
         return ladder_losses_from_sums_t(s_m, s_z, sigmas, b, sampling_prob, warm_start, c_col, recursion,
                                          add_bound)[:, 0]
 
-    rem = remove_losses_with_skip(u, remove_skip, exact, (tau, z), (sigmas,))
+    rem = remove_losses_with_skip(u, remove_skip, exact, (tau, z), (sigmas,), axes=(1, 0 if lanes else 1))
     return jnp.stack([rem, jnp.full_like(rem, add_bound)], axis=1)

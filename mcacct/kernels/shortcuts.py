@@ -258,8 +258,8 @@ def _thresholds(remove_skip: RemoveSkip, u: jax.Array) -> jax.Array:
     return jnp.asarray(remove_skip.thresholds, u.dtype)[:, None]
 
 
-def remove_losses_with_skip(u: jax.Array, remove_skip: RemoveSkip, exact, columns: tuple, extra: tuple = ()
-                            ) -> jax.Array:
+def remove_losses_with_skip(u: jax.Array, remove_skip: RemoveSkip, exact, columns: tuple, extra: tuple = (),
+                            axes: tuple[int, ...] | None = None) -> jax.Array:
     """``(J, B)`` remove losses of a batch from its bounds ``u``: ``U`` where every candidate's ``U`` is at most its
     threshold; if some sample's is not, the batch is settled (:func:`settle_remove_losses`), inside a
     :func:`~mcacct.kernels.control.rare_cond` that costs nothing while no sample needs it.
@@ -274,9 +274,11 @@ def remove_losses_with_skip(u: jax.Array, remove_skip: RemoveSkip, exact, column
         ``exact(*columns, *extra) -> (J, B')``: the exact remove losses of the samples in ``columns`` (the computation
         without the skip).
     columns : tuple of jax.Array
-        Per-sample arrays, samples along axis 1 (``B`` of them); the narrower batch takes their columns.
+        Per-sample arrays, samples along axis 1 (``B`` of them; ``axes``); the narrower batch takes their columns.
     extra : tuple of jax.Array, optional
         Further operands of ``exact``, passed whole.
+    axes : tuple of int, optional
+        Per column, the axis of its samples (default 1 for every column; 0 for lane-major noise).
 
     Returns
     -------
@@ -285,10 +287,11 @@ def remove_losses_with_skip(u: jax.Array, remove_skip: RemoveSkip, exact, column
     """
     need = jnp.any(~(u <= _thresholds(remove_skip, u)), axis=0)
     k = len(columns)
+    axes = (1,) * k if axes is None else tuple(axes)
 
     def settle(need, u, rs, *ops):
         cols, rest = ops[:k], ops[k:]
         return settle_remove_losses(need, u, rs, lambda: exact(*cols, *rest),
-                                    lambda idx: exact(*(jnp.take(c, idx, axis=1) for c in cols), *rest))
+                                    lambda idx: exact(*(jnp.take(c, idx, axis=a) for c, a in zip(cols, axes)), *rest))
 
     return rare_cond(jnp.any(need), settle, lambda need, u, *_: u, need, u, remove_skip, *columns, *extra)

@@ -13,7 +13,9 @@ argument changes. Plain uint32 operations, written out round by round.
 
 Not used for whole arrays. On CPU JAX lowers the block function with rolled loops (a ``while`` over the five
 groups of rounds); the unrolled form here is faster for a whole array alone but not inside the loss kernels
-(benchmarks/results/design_choices.md), so ``standard_normal`` keeps ``jax.random.bits``.
+(benchmarks/results/design_choices.md), so ``standard_normal`` keeps ``jax.random.bits``, and a whole array drawn in
+another layout (:func:`mcacct.kernels.normal.standard_normal_lanes`) hashes its counters with JAX's own block
+function (:func:`jax_block_words`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["threefry2x32", "counter_bits", "counter_word", "key_words", "counters_supported",
+__all__ = ["threefry2x32", "counter_bits", "counter_word", "jax_block_words", "key_words", "counters_supported",
            "default_counters_supported"]
+
+try:    # JAX's block function as a primitive (the public extension API)
+    from jax.extend.random import threefry2x32_p as _JAX_THREEFRY
+except ImportError:  # pragma: no cover - an older or trimmed JAX: the plain form below gives the same words
+    _JAX_THREEFRY = None
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = np.uint32(0x1BD11BDA)
@@ -108,6 +115,31 @@ def counter_word(k0, k1, flat_index: jax.Array) -> jax.Array:
     hi, lo = threefry2x32(k0, k1, (f >> np.uint64(32)).astype(jnp.uint32),
                           (f & np.uint64(0xFFFFFFFF)).astype(jnp.uint32))
     return (hi.astype(jnp.uint64) << np.uint64(32)) | lo.astype(jnp.uint64)
+
+
+def jax_block_words(key_data: jax.Array, hi: jax.Array, lo: jax.Array) -> jax.Array:
+    """uint64 words ``hi' << 32 | lo'`` of the block function of the uint32 counter pairs ``(hi, lo)``, hashed by
+    JAX's own primitive (``jax.extend.random.threefry2x32_p``, lowered as ``jax.random.bits`` lowers it), or by
+    :func:`threefry2x32` where this JAX does not export it: the same words either way.
+
+    Parameters
+    ----------
+    key_data : jax.Array
+        The key's uint32 data, shape ``(2,)``.
+    hi, lo : jax.Array
+        uint32 counters, one shape.
+
+    Returns
+    -------
+    jax.Array
+        uint64 words, the shape of ``lo``.
+    """
+    hi, lo = jnp.asarray(hi, jnp.uint32), jnp.asarray(lo, jnp.uint32)
+    if _JAX_THREEFRY is not None:
+        x0, x1 = _JAX_THREEFRY.bind(key_data[0], key_data[1], hi, lo)
+    else:
+        x0, x1 = threefry2x32(key_data[0], key_data[1], hi, lo)
+    return (x0.astype(jnp.uint64) << np.uint64(32)) | x1.astype(jnp.uint64)
 
 
 def _is_typed(key) -> bool:

@@ -21,7 +21,8 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from mcacct.kernels.output import gaussian_output, ladder_losses_from_draws_t, standardised_blocks_t
+from mcacct.kernels.output import (gaussian_output, ladder_losses_from_draws_t, ladder_noise_lanes,
+                                   standardised_blocks_t)
 from mcacct.kernels.participation import (participation_cap, participation_mask, participation_blocks_t,
                                           participation_mask_t)
 from mcacct.kernels.recursion import recursion_log_ratio, recursion_log_ratio_t
@@ -130,11 +131,12 @@ class BMinSep(MinSepAccounting):
         """
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
+        lanes = ladder_noise_lanes(strategy.c_col, dtype, dot_method, add_bound, remove_skip)
         tau, z = standardised_blocks_t(key, self.iterations, self.min_sep, self.sampling_prob, self.warm_start,
-                                       self.participation_rate, num_samples, jnp.float64)
+                                       self.participation_rate, num_samples, jnp.float64, lanes)
         return ladder_losses_from_draws_t(tau, z, self.iterations, sigmas, self.min_sep, self.sampling_prob,
                                           self.warm_start, strategy.c_col, dtype, dot_method, recursion, add_bound,
-                                          remove_skip)
+                                          remove_skip, lanes)
 
     def add_loss_bound(self) -> float:
         """``-ln`` of the probability of never participating, rounded up (:mod:`mcacct.kernels.shortcuts`)."""

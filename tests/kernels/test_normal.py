@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcacct.kernels.normal import columns_supported, log_f64, standard_normal, standard_normal_columns
+from mcacct.kernels.normal import (columns_supported, log_f64, standard_normal, standard_normal_columns,
+                                   standard_normal_lanes)
 
 
 SHAPES = [(1, 1), (7, 5), (40, 300), (3, 4096)]
@@ -30,6 +31,32 @@ def test_columns_equal_the_whole_draw(seed, cols):
     cols = jnp.asarray(cols, jnp.int32)
     for shape, (whole, got) in _both(jax.random.fold_in(jax.random.key(seed), 3), cols).items():
         np.testing.assert_array_equal(np.asarray(got), np.asarray(whole)[:, np.asarray(cols) % shape[1]])
+
+
+@jax.jit
+def _lanes(key):
+    return {shape: (standard_normal(key, shape), standard_normal_lanes(key, shape)) for shape in SHAPES}
+
+
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_lanes_are_the_transposed_draw(seed):
+    """The lane-major draw hashes the same counters in the transposed layout: the whole draw's transpose, bit for
+    bit, in one program and in its own."""
+    key = jax.random.fold_in(jax.random.key(seed), 5)
+    for shape, (whole, lanes) in _lanes(key).items():
+        np.testing.assert_array_equal(np.asarray(lanes), np.asarray(whole).T)
+    alone = jax.jit(lambda k: standard_normal_lanes(k, (40, 300)))(key)      # jitted both: an eager draw rounds
+    whole = jax.jit(lambda k: standard_normal(k, (40, 300)))(key)            # op by op (other fusions)
+    np.testing.assert_array_equal(np.asarray(alone), np.asarray(whole).T)
+
+
+def test_lanes_of_legacy_keys_and_other_generators():
+    """A legacy threefry key draws by counter too; another generator's draw is transposed (the same values)."""
+    for key in (jax.random.PRNGKey(7), jax.random.key(0, impl="rbg")):
+        lanes, whole = jax.jit(lambda k: (standard_normal_lanes(k, (6, 3)), standard_normal(k, (6, 3))))(key)
+        np.testing.assert_array_equal(np.asarray(lanes), np.asarray(whole).T)
 
 
 def test_other_generators_are_refused():

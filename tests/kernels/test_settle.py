@@ -15,9 +15,10 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from mcacct.kernels.block_terms import (mean_block_maxima_t, noise_block_maxima_t, noise_screen_error,
-                                        overlap_window_maxima)
+                                        overlap_window_maxima, screen_fft_size)
 from mcacct.kernels.bound import block_layout, block_maxima_t, remove_loss_bound_from_maxima
-from mcacct.kernels.output import ladder_losses_from_draws_t, ladder_sums_t, standardised_blocks_t
+from mcacct.kernels.output import (ladder_losses_from_draws_t, ladder_noise_lanes, ladder_sums_t,
+                                   standardised_blocks_t)
 from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio_t
 from mcacct.kernels.shortcuts import REFINE_LANES, RemoveSkip
 from mcacct.kernels.sliding import column_sq_norms, mean_shift_from_blocks_t, reversed_column
@@ -103,7 +104,8 @@ def test_the_screen_error_model_holds_with_room_at_the_production_shape():
     from mcacct.kernels.sliding import sliding_dot_t
     n, k = 7200, 256
     c = tuple(float(v) for v in 0.44 * np.exp(-np.arange(k) / 60.0) + 0.03)
-    size = 1 << int(np.ceil(np.log2(n + k)))
+    size = screen_fft_size(n, k)
+    assert size == 7680
     rng = np.random.default_rng(5)
     z = np.concatenate([rng.normal(size=(n, 6)), np.ones((n, 1)), (-1.0) ** np.arange(n)[:, None]], axis=1)
     zj = jnp.asarray(z)
@@ -115,11 +117,19 @@ def test_the_screen_error_model_holds_with_room_at_the_production_shape():
     assert np.all(ratio < 0.2), ratio
 
 
-@pytest.mark.parametrize("size", [256, 8192])
+def test_the_screen_lengths_are_the_smallest_of_their_form():
+    for n, k in [(1, 1), (96, 8), (100, 1), (2048, 256), (5000, 3), (7200, 256), (60, 64)]:
+        size = screen_fft_size(n, k)
+        forms = [m << e for m in (1, 3, 5, 15) for e in range(16)]
+        assert size >= n + k and size == min(f for f in forms if f >= n + k)
+
+
+@pytest.mark.parametrize("size", [256, 384, 640, 7680, 8192])
 def test_float32_real_transforms_within_the_normwise_model(size):
     """Assumption (A1) in float32, per transform: XLA's rfft and irfft of float32 inputs are within eps_F of the
     float64 transforms (relative, 2-norm over the half spectrum, resp. the output), with eps_F = 8 (log2 N + 1) u,
-    for Gaussian, constant and alternating inputs (measured: about a fiftieth of it)."""
+    for Gaussian, constant and alternating inputs (measured: about a fiftieth of it), at powers of two and at the
+    screen's other lengths (a factor 3, 5 or 15: :func:`~mcacct.kernels.block_terms.screen_fft_size`)."""
     from mcacct.kernels.block_terms import FFT_ERROR_PER_LEVEL
     eps_f = FFT_ERROR_PER_LEVEL * (np.log2(size) + 1) * 2.0**-24
     rng = np.random.default_rng(size)
@@ -194,6 +204,36 @@ def test_a_few_failing_draws_settle_on_a_narrower_batch(eta):
     on_hi = np.asarray(_ladder(tau, z, MSE_LIKE, _skip(thr_hi, eta)))[:, 0]
     fail_hi = u.max(axis=0) > thr_hi
     np.testing.assert_array_equal(on_hi[:, fail_hi], off[:, fail_hi])
+
+
+@functools.partial(jax.jit, static_argnums=(2, 4))
+def _ladder_lanes(tau, z_lanes, c, rs, method):
+    return ladder_losses_from_draws_t(tau, z_lanes, N, jnp.asarray([0.4, 0.7, 1.5]), B, P, True, c, jnp.float64,
+                                      method, "auto", 9.0, rs, lanes=True)
+
+
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
+@pytest.mark.parametrize("c,method", [(MSE_LIKE, "fft"), (MSE_LIKE, "direct"), ((0.5,) * 4, "auto")],
+                         ids=["screen", "short-sums", "constant"])
+@pytest.mark.parametrize("fail", ["all", "few", "none"])
+def test_lane_major_noise_gives_the_same_losses(c, method, fail):
+    """The same draws read lane-major (``lanes``: the float32 screen without a transposing copy; elsewhere
+    transposed back): every exact loss the same bits, every bound within its last bits (the norm summed in another
+    order), whether the batch is let go, settled on a narrower batch or computed whole."""
+    assert ladder_noise_lanes(c, jnp.float64, method, 9.0, _skip(1.0)) == (method == "fft")
+    assert not ladder_noise_lanes(c, jnp.float64, method, 9.0, None)
+    assert not ladder_noise_lanes(c, jnp.float32, method, 9.0, _skip(1.0))
+    tau, z = _draws(64, seed=11)
+    u_max = np.asarray(_bound_and_exact(tau, z, c)[0]).max(axis=0)     # U from the exact sums: at most the screen's
+    worst = np.sort(u_max)[::-1]
+    threshold = {"all": 1.0, "few": float(worst[REFINE_LANES - 2] + worst[REFINE_LANES - 1]) / 2, "none": 60.0}[fail]
+    settled = u_max > threshold                   # settled whole (all), on a narrower batch (few), or none
+    assert settled.sum() == {"all": 64, "few": REFINE_LANES - 1, "none": 0}[fail]
+    time_major = np.asarray(_ladder(tau, z, c, _skip(threshold), 9.0, method))
+    lane_major = np.asarray(_ladder_lanes(tau, z.T, c, _skip(threshold), method))
+    np.testing.assert_array_equal(lane_major[:, 0, settled], time_major[:, 0, settled])
+    np.testing.assert_array_equal(lane_major[:, 1], time_major[:, 1])
+    np.testing.assert_allclose(lane_major, time_major, rtol=1e-12, atol=0.0)
 
 
 def _in_batches_of_64(tau, z, c, rs, method):

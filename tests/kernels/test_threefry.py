@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jax.extend.random import threefry_2x32
 
-from mcacct.kernels.threefry import counter_bits, counters_supported, key_words, threefry2x32
+from mcacct.kernels import threefry
+from mcacct.kernels.threefry import counter_bits, counters_supported, jax_block_words, key_words, threefry2x32
 
 U32 = st.integers(0, 2**32 - 1)
 
@@ -62,3 +63,16 @@ def test_other_generators_are_not_counter_based_here():
     assert not counters_supported(jax.random.key(0, impl="rbg"))
     assert not counters_supported(jax.random.key(0, impl="unsafe_rbg"))
     assert counters_supported(jax.random.key(0))
+
+
+@pytest.mark.parametrize("primitive", [True, False], ids=["jax-primitive", "plain-rounds"])
+def test_jax_block_words_are_the_counter_words(monkeypatch, primitive):
+    """JAX's block function by its primitive, or the rounds written out where a JAX lacks it: the same words as
+    :func:`counter_bits` of the counters ``hi 2^32 + lo``."""
+    if not primitive:
+        monkeypatch.setattr(threefry, "_JAX_THREEFRY", None)
+    rng = np.random.default_rng(4)
+    hi, lo = (rng.integers(0, 2**32, (5, 7), dtype=np.uint64) for _ in range(2))
+    key = jax.random.fold_in(jax.random.key(21), 8)
+    got = jax_block_words(key_words(key), hi.astype(np.uint32), lo.astype(np.uint32))
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(counter_bits(key_words(key), (hi << 32) | lo)))

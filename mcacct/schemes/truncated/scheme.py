@@ -14,8 +14,8 @@ from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, c
 from mcacct.kernels.blocks import apply_to_flagged, cache_lanes, map_blocks, map_sub_blocks, sub_block_size
 from mcacct.schemes.truncated.counts import count_tables, exact_tables, other_counts_t, virtual_plan
 from mcacct.schemes.truncated.screen import CountDraws, active_screen_plan, count_draws
-from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns
-from mcacct.kernels.output import ladder_losses_from_draws_t
+from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns, standard_normal_lanes
+from mcacct.kernels.output import ladder_losses_from_draws_t, ladder_noise_lanes
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, participation_log_ratios_t,
                                     sliding_dot)
@@ -120,8 +120,7 @@ class TruncatedBMinSep(Scheme):
         float
         """
         self.check_strategy(strategy)
-        factor = 3.0 if self.can_truncate else 1.0
-        return factor * strategy.worst_case_sensitivity(self.iterations, self.min_sep)
+        return (3.0 if self.can_truncate else 1.0) * strategy.worst_case_sensitivity(self.iterations, self.min_sep)
 
     def sample_other_counts(self, key: jax.Array, num_samples: int) -> jax.Array:
         """``r``: the numbers of other examples drawn per iteration, shape ``(num_samples, n)``, int32: the chain of
@@ -144,9 +143,7 @@ class TruncatedBMinSep(Scheme):
     def count_sampler(self) -> str:
         """How the counts are drawn on this platform: ``"screened"`` (:mod:`mcacct.schemes.truncated.screen`), ``"chain"``
         (every sample's chain; :data:`~mcacct.schemes.truncated.screen.AUTO_SCREEN`) or ``"none"`` (``M <= B_max``)."""
-        if not self.can_truncate:
-            return "none"
-        return "chain" if self._screen(None) is None else "screened"
+        return "none" if not self.can_truncate else "chain" if self._screen(None) is None else "screened"
 
     def _screen(self, screen: bool | None = True):
         """The screening plan where it applies (``screen=None``: only where this platform screens by default)."""
@@ -207,12 +204,12 @@ class TruncatedBMinSep(Scheme):
         return count_draws(key, self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start,
                            self.iterations, self.max_batch_size, num_samples, dense)
 
-    def _block_draws(self, key, j, sub: int):
-        """Sub-block ``j``'s per-block participation ``tau`` and standard noise (time-major)."""
+    def _block_draws(self, key, j, sub: int, lanes: bool = False):
+        """Sub-block ``j``'s per-block participation ``tau`` and standard noise (time-major; ``lanes``: lane-major)."""
         (k_x, k_z), n = self._block_keys(key, j), self.iterations
         cap = participation_cap(n, self.min_sep, self.base.participation_rate)
         tau = participation_blocks_t(k_x, n, self.min_sep, self.sampling_prob, self.warm_start, sub, cap)
-        return tau, standard_normal(k_z, (n, sub), jnp.float64)
+        return tau, (standard_normal_lanes if lanes else standard_normal)(k_z, (n, sub), jnp.float64)
 
     def _mean(self, tau, strategy):  # the output mean C x (amplitude 1) of the participation tau, time-major
         return mean_shift_from_blocks_t(tau, self.iterations, self.min_sep, strategy.c_col, jnp.float64)
@@ -250,11 +247,12 @@ class TruncatedBMinSep(Scheme):
         amp_q = jnp.where(x & trunc & survives, -1.0, 0.0)
         return mean_shift_amplitudes(amp_p, strategy.c_col), mean_shift_amplitudes(amp_q, strategy.c_col), r
 
-    def _draw_blocks(self, key, strategy, num_samples: int, per_block, dense: bool = False):
+    def _draw_blocks(self, key, strategy, num_samples: int, per_block, dense: bool = False, lanes: bool = False):
         """The common random numbers of one engine block and a per-sub-block computation on them:
-        ``per_block(tau, z_t)`` of each sub-block's participation (per block of ``b`` rounds) and standard noise,
-        joined. Returns ``(out, counts, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples
-        with a truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) and counts;
+        ``per_block(tau, z_t)`` of each sub-block's participation (per block of ``b`` rounds) and standard noise
+        (lane-major with ``lanes``, only where :func:`columns_supported`: the noise is then not kept), joined.
+        Returns ``(out, counts, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples with a
+        truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) and counts;
         ``counts`` (:class:`~mcacct.schemes.truncated.screen.CountDraws`) holds every sample's counts if ``dense``."""
         k_r, k_b, k_s = jax.random.split(key, 3)
         counts = self._count_draws(k_r, num_samples, dense)
@@ -263,7 +261,7 @@ class TruncatedBMinSep(Scheme):
         keep_noise = not columns_supported(k_b)
 
         def block(j):
-            tau, z_t = self._block_draws(k_b, j, sub)
+            tau, z_t = self._block_draws(k_b, j, sub, lanes)
             return (per_block(tau, z_t), tau) + ((z_t,) if keep_noise else ())
 
         out, tau_all, *kept = map_sub_blocks(block, num_samples, sub)
@@ -366,12 +364,14 @@ class TruncatedBMinSep(Scheme):
 
     @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion", "add_bound")
     def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound, remove_skip):
+        lanes = ladder_noise_lanes(strategy.c_col, dtype, dot_method, add_bound, remove_skip) and columns_supported(key)
+
         def per_block(tau, z_t):
             return ladder_losses_from_draws_t(tau, z_t, self.iterations, sigmas, self.min_sep, self.sampling_prob,
                                               self.warm_start, strategy.c_col, dtype, dot_method, recursion,
-                                              add_bound, remove_skip)
+                                              add_bound, remove_skip, lanes)
 
-        out, _, patch = self._draw_blocks(key, strategy, num_samples, per_block)
+        out, _, patch = self._draw_blocks(key, strategy, num_samples, per_block, lanes=lanes)
 
         def fix(idx, out, mixture):
             def one(sig):
