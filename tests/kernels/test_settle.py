@@ -263,3 +263,21 @@ def test_every_remove_loss_is_exact_or_a_bound_below_the_threshold(c, method, th
         assert (~same).mean() > 0.5
     if threshold == 1.0:
         assert same.any()
+
+
+def test_lane_major_ladder_lowers_for_cuda():
+    """The lane-major draws (JAX's threefry primitive by counter) and the screen at a length of the form 15 2^k
+    (here 320) lower for an NVIDIA GPU, checked without one (``jax.export``); #38's device run executes them."""
+    from jax import export
+    n, b = 300, 20
+    c = tuple(0.5 / (1.0 + i) ** 0.5 for i in range(b))
+    assert screen_fft_size(n, b) == 320
+
+    def fn(key):
+        tau, z = standardised_blocks_t(key, n, b, P, True, expected_participation_rate(P, b), 64, lanes=True)
+        return ladder_losses_from_draws_t(tau, z, n, jnp.asarray([0.6, 0.9]), b, P, True, c, jnp.float64, "fft",
+                                          "auto", 3.0, RemoveSkip(jnp.full(2, 5.0), jnp.zeros(2), jnp.full(2, 1e-9)),
+                                          lanes=True)
+
+    module = export.export(jax.jit(fn), platforms=["cuda"])(jax.random.key(0)).mlir_module()
+    assert "stablehlo.fft" in module
