@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mcacct.core.validate import check_sigma_range
+from mcacct.kernels.fft_size import sliding_fft_size
 
 __all__ = ["SystematicBound", "systematic_bound", "loss_error_bound", "term_error_bound", "normal_coupling_delta", 
            "participation_mismatch_bound", "applied_loss_shift", "NORMAL_COUPLING_L1", "NORMAL_MAX_ABS",
@@ -153,7 +154,7 @@ def _term_error(problem, sigma: float) -> tuple[float, float]:
     m_inf = output_coordinate_bound(scheme, strategy)
     y_max = NORMAL_MAX_ABS * sigma + m_inf
     lam = (c1 * y_max + 0.5 * c2sq) / sigma**2
-    size = 1 << int(math.ceil(math.log2(n + k)))
+    size = sliding_fft_size(n, k)   # the exact path's transforms (kernels.sliding.sliding_dot_t)
     e_dot = max((3 * k + 4) * c1 * y_max, 10.0 * math.log2(size) * math.sqrt(c2sq * n) * y_max) * u
     e_dot += 2.0 * u * c1 * y_max
     return e_dot / sigma**2 + 4.0 * u * lam, lam

@@ -52,7 +52,7 @@ __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_d
 #: Kernel 14: on CPUs the truncated scheme's samples with a truncated round are patched at most 16 rows per round
 #: (:data:`mcacct.schemes.truncated.scheme.PATCH_ROWS_MAX`): their losses change in the last bits at chunks above 256.
 #: Kernel 15: the ladder's float32 screen reads the noise lane-major (the same draws) with transforms of length
-#: :func:`mcacct.kernels.block_terms.screen_fft_size` (7680, not 8192, at §7.4): the same sums, but skipped draws
+#: :func:`mcacct.kernels.fft_size.screen_fft_size` (7680, not 8192, at §7.4): the same sums, but skipped draws
 #: record bounds that differ in their last bits.
 KERNEL_VERSION = "mcacct-kernel/15"
 

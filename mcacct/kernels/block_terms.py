@@ -20,13 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout, remove_loss_bound_from_maxima
+from mcacct.kernels.fft_size import screen_fft_size
 from mcacct.kernels.participation import NO_PARTICIPATION
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, reversed_column
 
 __all__ = ["supports_draws_bound", "block_term_maxima_t", "remove_loss_bound_from_draws_t", "mean_block_maxima_t",
-           "overlap_window_maxima", "noise_block_maxima_t", "noise_screen_error", "screen_fft_size",
-           "FFT_ERROR_PER_LEVEL"]
+           "overlap_window_maxima", "noise_block_maxima_t", "noise_screen_error", "FFT_ERROR_PER_LEVEL"]
 
 
 def supports_draws_bound(c_col: tuple[float, ...]) -> bool:
@@ -156,21 +156,9 @@ def mean_block_maxima_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tu
 
 
 #: the float32 transforms' normwise error, per unit round-off and ``log2 N + 1`` (assumption (A1) of
-#: docs/pld.md, "FFT round-off", for the real transforms of XLA, of lengths :func:`screen_fft_size` gives;
-#: tests/kernels/test_settle.py measures it)
+#: docs/pld.md, "FFT round-off", for the real transforms of XLA, of the lengths of
+#: :func:`~mcacct.kernels.fft_size.screen_fft_size`; tests/kernels/test_settle.py measures it)
 FFT_ERROR_PER_LEVEL = 8.0
-
-
-def screen_fft_size(iterations: int, taps: int) -> int:
-    """``N``, the length of the screen's transforms: the smallest power of two times 1, 3, 5 or 15 that is at least
-    ``n + k`` (at n = 7200, k = 256: 7680 = 15 2^9 instead of 8192, about 4 us less per draw on one core; the
-    measured errors of these lengths are as far inside (A1) as those of powers of two)."""
-    need, sizes = int(iterations) + int(taps), []
-    for m in (1, 3, 5, 15):
-        while m < need:
-            m *= 2
-        sizes.append(m)
-    return min(sizes)
 
 
 @functools.lru_cache(maxsize=32)
@@ -224,14 +212,15 @@ def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tup
     (:mod:`mcacct.kernels.bound`) from float32 sums with a certified error, for any finite column.
 
     The noise is rounded to float32 and correlated with the column by real FFTs of length :math:`N \ge n + k - 1`
-    (:func:`screen_fft_size`) along its rows, lane-major: about half the time of the float64 sums of the exact
-    path, which also transposes back. Under the normwise model of every transform (assumption (A1) of docs/pld.md,
-    "FFT round-off", here in float32; a complex product within :math:`2.5u`) the computed sums :math:`\hat s` satisfy
-    :math:`\|\hat s - s^z\|_2 \le e \|z\|_2` (:func:`noise_screen_error`: the transforms, the filter's rounding and
-    the noise's), which bounds every row, so :math:`\zeta_k = \max_{i \in k} \hat s_i + e \|z\|_2`, the norm and the
-    sum rounded up. A bound of the exact block maxima of the float64 draws, with ``c`` as given. Lane-major noise
-    (``lanes``, :func:`mcacct.kernels.normal.standard_normal_lanes`) spares the transposing copy; the sums are the
-    same, the norm is summed in another order (within its rounding allowance either way).
+    (:func:`~mcacct.kernels.fft_size.screen_fft_size`) along its rows, lane-major: about half the time of the
+    float64 sums of the exact path, which also transposes back. Under the normwise model of every transform
+    (assumption (A1) of docs/pld.md, "FFT round-off", here in float32; a complex product within :math:`2.5u`) the
+    computed sums :math:`\hat s` satisfy :math:`\|\hat s - s^z\|_2 \le e \|z\|_2` (:func:`noise_screen_error`: the
+    transforms, the filter's rounding and the noise's), which bounds every row, so
+    :math:`\zeta_k = \max_{i \in k} \hat s_i + e \|z\|_2`, the norm and the sum rounded up. A bound of the exact
+    block maxima of the float64 draws, with ``c`` as given. Lane-major noise (``lanes``,
+    :func:`mcacct.kernels.normal.standard_normal_lanes`) spares the transposing copy; the sums are the same, the norm
+    is summed in another order (within its rounding allowance either way).
 
     Parameters
     ----------

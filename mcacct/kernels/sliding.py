@@ -20,12 +20,12 @@ Functions with the suffix ``_t`` work along axis 0 (time-major ``(n, ...)``, the
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.fft_size import sliding_fft_size
 from mcacct.kernels.participation import NO_PARTICIPATION
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.core.validate import DOT_METHODS
@@ -123,7 +123,7 @@ def sliding_dot_t(y_t: jax.Array, c_col: tuple[float, ...], method: str = "auto"
                 out = out + yp[d:d + n] * jnp.asarray(c_col[d], dtype)
         return out
     # fft: correlation = convolution with the reversed filter
-    size = 1 << int(math.ceil(math.log2(n + k)))
+    size = sliding_fft_size(n, k)
     cf = jnp.fft.rfft(jnp.asarray(reversed_column(c_col, size), dtype))
     # transformed along the last axis: faster on XLA:CPU than along axis 0 of the time-major block, the same
     # values bit for bit (benchmarks/results/design_choices.md)

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from mcacct.kernels.block_terms import (mean_block_maxima_t, noise_block_maxima_t, noise_screen_error,
-                                        overlap_window_maxima, screen_fft_size)
+                                        overlap_window_maxima)
+from mcacct.kernels.fft_size import screen_fft_size, sliding_fft_size
 from mcacct.kernels.bound import block_layout, block_maxima_t, remove_loss_bound_from_maxima
 from mcacct.kernels.output import (ladder_losses_from_draws_t, ladder_noise_lanes, ladder_sums_t,
                                    standardised_blocks_t)
@@ -117,11 +118,12 @@ def test_the_screen_error_model_holds_with_room_at_the_production_shape():
     assert np.all(ratio < 0.2), ratio
 
 
-def test_the_screen_lengths_are_the_smallest_of_their_form():
+def test_the_transform_lengths_are_the_smallest_of_their_form():
     for n, k in [(1, 1), (96, 8), (100, 1), (2048, 256), (5000, 3), (7200, 256), (60, 64)]:
         size = screen_fft_size(n, k)
         forms = [m << e for m in (1, 3, 5, 15) for e in range(16)]
         assert size >= n + k and size == min(f for f in forms if f >= n + k)
+        assert sliding_fft_size(n, k) == min(1 << e for e in range(16) if 1 << e >= n + k)
 
 
 @pytest.mark.parametrize("size", [256, 384, 640, 7680, 8192])
@@ -129,7 +131,7 @@ def test_float32_real_transforms_within_the_normwise_model(size):
     """Assumption (A1) in float32, per transform: XLA's rfft and irfft of float32 inputs are within eps_F of the
     float64 transforms (relative, 2-norm over the half spectrum, resp. the output), with eps_F = 8 (log2 N + 1) u,
     for Gaussian, constant and alternating inputs (measured: about a fiftieth of it), at powers of two and at the
-    screen's other lengths (a factor 3, 5 or 15: :func:`~mcacct.kernels.block_terms.screen_fft_size`)."""
+    screen's other lengths (a factor 3, 5 or 15: :func:`~mcacct.kernels.fft_size.screen_fft_size`)."""
     from mcacct.kernels.block_terms import FFT_ERROR_PER_LEVEL
     eps_f = FFT_ERROR_PER_LEVEL * (np.log2(size) + 1) * 2.0**-24
     rng = np.random.default_rng(size)
