@@ -250,7 +250,7 @@ class TruncatedBMinSep(Scheme):
     def _draw_blocks(self, key, strategy, num_samples: int, per_block, dense: bool = False, lanes: bool = False):
         """The common random numbers of one engine block and a per-sub-block computation on them:
         ``per_block(tau, z_t)`` of each sub-block's participation (per block of ``b`` rounds) and standard noise
-        (lane-major with ``lanes``, only where :func:`columns_supported`: the noise is then not kept), joined.
+        (lane-major with ``lanes``; a kept noise is stored time-major whatever ``lanes``), joined.
         Returns ``(out, counts, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples with a
         truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) and counts;
         ``counts`` (:class:`~mcacct.schemes.truncated.screen.CountDraws`) holds every sample's counts if ``dense``."""
@@ -262,7 +262,7 @@ class TruncatedBMinSep(Scheme):
 
         def block(j):
             tau, z_t = self._block_draws(k_b, j, sub, lanes)
-            return (per_block(tau, z_t), tau) + ((z_t,) if keep_noise else ())
+            return (per_block(tau, z_t), tau) + (((z_t.T if lanes else z_t),) if keep_noise else ())
 
         out, tau_all, *kept = map_sub_blocks(block, num_samples, sub)
         z_all = kept[0] if keep_noise else None
@@ -364,7 +364,7 @@ class TruncatedBMinSep(Scheme):
 
     @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion", "add_bound")
     def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound, remove_skip):
-        lanes = ladder_noise_lanes(strategy.c_col, dtype, dot_method, add_bound, remove_skip) and columns_supported(key)
+        lanes = ladder_noise_lanes(strategy.c_col, dtype, dot_method, add_bound, remove_skip)
 
         def per_block(tau, z_t):
             return ladder_losses_from_draws_t(tau, z_t, self.iterations, sigmas, self.min_sep, self.sampling_prob,

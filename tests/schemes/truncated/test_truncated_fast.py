@@ -187,3 +187,26 @@ def test_patch_rounds_are_capped_on_cpus_and_keep_every_loss(monkeypatch):
     for j, sig in enumerate(sigmas):
         eta = loss_error_bound(Problem(scheme, strategy), sig)
         np.testing.assert_allclose(capped[j][..., hit], wide[j][..., hit], rtol=0, atol=2 * eta)
+
+
+@pytest.mark.parametrize("impl", ["threefry2x32", "rbg"])
+def test_lane_major_ladder_patches_the_same_noise(monkeypatch, impl):
+    """With both skips and a screened column the ladder draws its noise lane-major; the samples with a truncated
+    round are patched from the same noise, redrawn by columns (threefry) or kept (another generator, stored
+    time-major): every loss as with time-major noise, bounds within their last bits."""
+    import mcacct.schemes.truncated.scheme as truncated
+    from mcacct.kernels.shortcuts import RemoveSkip
+    p, b, n, m, bmax = CASES[1]
+    scheme, sigmas = TruncatedBMinSep(p, b, n, m, bmax), (0.7, 1.3)
+    strategy = BandedToeplitz((0.6, 0.45, 0.3, 0.2)[:b])
+    skip = RemoveSkip(jnp.full(2, 2.0), jnp.zeros(2), jnp.full(2, 1e-9))
+    assert truncated.ladder_noise_lanes(strategy.c_col, jnp.float64, "fft", 9.0, skip)
+
+    def ladder():   # traced afresh (the method's jit cache would not see the patch)
+        fn = jax.jit(lambda k: scheme._ladder.__wrapped__(scheme, k, jnp.asarray(sigmas), strategy, 512,
+                                                          jnp.dtype(jnp.float64), "fft", "auto", 9.0, skip))
+        return np.asarray(fn(jax.random.key(8, impl=impl)))
+
+    lanes = ladder()
+    monkeypatch.setattr(truncated, "ladder_noise_lanes", lambda *args: False)
+    np.testing.assert_allclose(lanes, ladder(), rtol=1e-12, atol=1e-12)
