@@ -525,18 +525,26 @@ def _single_fn(problem, chunk: int, sigma: float):
     return lambda key: chunk_losses(key, sigma, problem, chunk, "remove")
 
 
-def _ladder_fn(problem, chunk: int, sigmas):
-    """The engine's chunk program of the shared-draw ladder, as calibrate's verification runs it."""
+def _ladder_fn(problem, chunk: int, sigmas, epsilons=EPSILONS, skips: bool = False):
+    """The engine's chunk program of the shared-draw ladder, as calibrate's verification runs it; with ``skips``,
+    with the provably zero contributions at ``epsilons`` skipped as the runner does (``skip_bound``,
+    ``remove_skip_arrays``; on accelerators the blocks that need the exact recursions are gathered)."""
     import jax.numpy as jnp
 
-    from mcacct.engine.runner import ladder_chunk_statistics
+    from mcacct.engine.runner import ladder_chunk_statistics, remove_skip_arrays, skip_bound
     from mcacct.evr.calibrate import verification_spec
+    from mcacct.kernels.shortcuts import RemoveSkip
     spec = verification_spec()
+    add_bound = skip_bound(problem, list(sigmas), list(epsilons)) if skips else None
+    arrays = remove_skip_arrays(problem, list(sigmas), list(epsilons)) if skips else None
+    if skips and (add_bound is None or arrays is None):
+        raise AssertionError(f"the skips do not apply at epsilons {list(epsilons)}")
+    rskip = None if arrays is None else RemoveSkip(*jnp.asarray(arrays, jnp.float64).T)
 
     def fn(key):
         sig = jnp.asarray(sigmas, jnp.float64)
         return ladder_chunk_statistics(key, sig, jnp.zeros_like(sig), jnp.asarray(chunk, jnp.int32),
-                                       jnp.asarray(EPSILONS, jnp.float64), problem, chunk, spec)
+                                       jnp.asarray(epsilons, jnp.float64), problem, chunk, spec, add_bound, rskip)
     return fn
 
 
@@ -547,10 +555,13 @@ def _measure_single(problem, chunk: int, seconds: float, sigma: float = SIGMA) -
     return out
 
 
-def _measure_ladder(problem, chunk: int, seconds: float, sigmas=LADDER) -> dict:
-    out = _with_oom_retry(lambda ch: _timed(lambda: _ladder_fn(problem, ch, sigmas), ch, seconds, "draws"), chunk)
+def _measure_ladder(problem, chunk: int, seconds: float, sigmas=LADDER, epsilons=EPSILONS,
+                    skips: bool = False) -> dict:
+    out = _with_oom_retry(lambda ch: _timed(lambda: _ladder_fn(problem, ch, sigmas, epsilons, skips), ch, seconds,
+                                            "draws"), chunk)
     out["evaluations_per_s"] = out["draws_per_s"] * 2 * len(sigmas)
     out["sigmas"] = list(sigmas)
+    out["epsilons"], out["skips"] = list(epsilons), bool(skips)
     return out
 
 
@@ -751,7 +762,10 @@ def part_production(res: Results, args) -> dict:
     part["notes"] = {
         "engine_ladder": ("draws/s of the 4-sigma ladder over both directions on shared draws by the engine's chunk "
                           "program (ladder_chunk_statistics: vmap over blocks on accelerators), the program "
-                          "calibrate runs; evaluations/s = draws/s x 8"),
+                          "calibrate runs, every loss computed; evaluations/s = draws/s x 8"),
+        "engine_ladder_skips": ("the same program with the provably zero contributions at epsilon 10 skipped, as "
+                                "the runner does at that epsilon (both directions; on accelerators the blocks whose "
+                                "draws need the exact recursions are gathered: kernels.control.rare_cond)"),
         "production_ladder": "production.py's _mcacct_ladder (lax.map over the chunk's blocks), for comparison",
         "single": "production.py's _mcacct_single: sigma 0.47, direction remove",
         "reference_truncated": "jax-privacy's NumPy reference on the host CPU (production.py's _reference)",
@@ -794,7 +808,7 @@ def part_production(res: Results, args) -> dict:
                 row["skipped"] = "the part's time budget was spent; run the part again"
                 continue
             row.pop("skipped", None)
-            keys = (("engine_ladder", "reference_truncated") if stage == "ladder"
+            keys = (("engine_ladder", "engine_ladder_skips", "reference_truncated") if stage == "ladder"
                     else ("single", "production_ladder"))
             if all(isinstance(row.get(k), dict) and not ({"skipped", "status"} & set(row[k])) for k in keys):
                 continue                                     # measured in an earlier run
@@ -802,6 +816,9 @@ def part_production(res: Results, args) -> dict:
             if stage == "ladder":
                 _entry(res, row, "engine_ladder", budget, need,
                        lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER), f"{kind} engine_ladder")
+                _entry(res, row, "engine_ladder_skips", budget, need,
+                       lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER, (prod.EPSILON,), True),
+                       f"{kind} engine_ladder_skips")
                 _entry(res, row, "reference_truncated", budget, seconds + 10,
                        lambda: prod._reference(p, c, True, 1, min(seconds, 3.0), 4 if args.quick else 16),
                        f"{kind} reference_truncated")
@@ -818,9 +835,10 @@ def part_production(res: Results, args) -> dict:
                                                                 "form (engine_ladder) is the one calibrate runs"}
             row["estimate_7_4_one_device"] = _production_estimate(prod, row)
             res.save()
-    best = rows.get("ones", {}).get("estimate_7_4_one_device", {}).get("engine_ladder")
+    ests = rows.get("ones", {}).get("estimate_7_4_one_device", {})
+    best = [ests[k]["hours"] for k in ("engine_ladder", "engine_ladder_skips") if k in ests]
     if best:
-        part["estimate_hours_one_device"] = best["hours"]
+        part["estimate_hours_one_device"] = min(best)
     part["complete"] = not _has_skips({k: rows.get(k) for k in kinds}) and not _has_skips(chain)
     part["finished_at"] = _now()
     part["wall_s"] = time.monotonic() - budget.t0
@@ -832,7 +850,7 @@ def _production_estimate(prod, row: dict) -> dict:
     """The §7.4 verification's time on one device from a row's measured ladders, and the engine ladder's draws/s
     against the reference running the ladder's ``2 J`` jobs."""
     est = {}
-    for key in ("engine_ladder", "production_ladder"):
+    for key in ("engine_ladder", "engine_ladder_skips", "production_ladder"):
         draws = row.get(key, {}).get("draws_per_s") if isinstance(row.get(key), dict) else None
         if draws:
             est[key] = {"seconds": prod.SAMPLES_7_4 / draws, "hours": prod.SAMPLES_7_4 / draws / 3600.0,

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.core.platform import target_platform
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout, remove_loss_bound_from_maxima
 from mcacct.kernels.fft_size import screen_fft_size
 from mcacct.kernels.participation import NO_PARTICIPATION
@@ -247,7 +248,7 @@ def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tup
                          f"{z.shape}")
     c = _finite_column(c_col)
     s, k_blocks, k_pad, _, _ = block_layout(n, b, block)
-    size = screen_fft_size(n, k)
+    size = screen_fft_size(n, k, radix2=target_platform() != "cpu")   # (A1) measured for XLA:CPU's lengths only
     filt = _screen_filter(c, size)
     v = (z if lanes else jnp.moveaxis(z, 0, 1)).astype(jnp.float32)        # (B, n), lane-major
     sums = jnp.fft.irfft(jnp.fft.rfft(v, n=size, axis=1) * jnp.asarray(filt), n=size, axis=1)[:, :n]

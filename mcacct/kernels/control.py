@@ -10,8 +10,16 @@ accelerator's common case, and it cost the unfused kernel most of its speed ther
 
 :func:`rare_cond` is ``lax.cond`` for one element. For a batch it evaluates the common branch for the whole
 batch, and the rare branch only when some element takes it (one ``lax.cond`` on ``any``), selecting per element:
-the values of the ``select`` form, bit for bit, at the cost of the common branch while no element is rare.
-Nested ``vmap`` levels each add one such ``any``.
+the values of the ``select`` form, at the cost of the common branch while no element is rare. Where at most
+:func:`compact_capacity` elements (a quarter of the batch) are rare, the rare branch runs on those alone: their
+operands are gathered into a buffer of that many elements, the branch is ``vmap``ped over the buffer, and its
+results are scattered back (one more ``lax.cond``, on the count); with more, on the whole batch. Nested ``vmap``
+levels each add one such ``any``.
+
+The gathered elements run the same per-element program, batched over another number of elements. Whether that
+keeps every bit is the compiler's affair: ``tests/kernels/test_control.py`` checks it for exact products, and
+``tests/engine/test_skip_zero.py`` for the engine's exact recursions of gathered blocks, on the platform the
+suite runs on.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-__all__ = ["rare_cond"]
+__all__ = ["rare_cond", "COMPACT_DIVISOR", "compact_capacity"]
 
 
 def rare_cond(rare: jax.Array, rare_fn: Callable[..., Any], common_fn: Callable[..., Any], *operands: Any) -> Any:
@@ -46,9 +54,21 @@ def rare_cond(rare: jax.Array, rare_fn: Callable[..., Any], common_fn: Callable[
     pytree of arrays
         The chosen branch's output. Under ``vmap`` with a batched ``rare``:
         :math:`\mathrm{out}_i = \mathrm{rare}_i\ ?\ \mathrm{rare\_fn}(x_i) : \mathrm{common\_fn}(x_i)`, where
-        ``rare_fn`` is evaluated (for the whole batch) only if :math:`\exists i: \mathrm{rare}_i`.
+        ``rare_fn`` is evaluated only if :math:`\exists i: \mathrm{rare}_i`: for the rare elements gathered where
+        they are at most :func:`compact_capacity` of the batch, else for the whole batch.
     """
     return _batched_cond(rare_fn, common_fn)(jnp.asarray(rare, bool), *operands)
+
+
+#: under ``vmap``, the rare branch runs on a gathered buffer of ``max(1, batch // COMPACT_DIVISOR)`` elements when
+#: no more are rare, instead of on the whole batch (:func:`rare_cond`)
+COMPACT_DIVISOR = 4
+
+
+def compact_capacity(axis_size: int) -> int:
+    """Elements of a batch of ``axis_size`` that :func:`rare_cond` gathers for its rare branch (at most a
+    :data:`COMPACT_DIVISOR`-th of the batch, at least one)."""
+    return max(1, int(axis_size) // COMPACT_DIVISOR)
 
 
 def _batched_cond(rare_fn, common_fn):
@@ -64,15 +84,31 @@ def _batched_cond(rare_fn, common_fn):
         v_common = jax.vmap(common_fn, in_axes=axes, axis_size=axis_size)
         if not rare_batched:
             out = rare_cond(rare, v_rare, v_common, *operands)
-        else:
-            common = v_common(*operands)
+            return out, jax.tree.map(lambda _: True, out)
+        common = v_common(*operands)
+        size = compact_capacity(axis_size)
 
-            def pick(rare, common, *operands):
-                picked = v_rare(*operands)
-                return jax.tree.map(lambda r, c: jnp.where(rare.reshape((-1,) + (1,) * (c.ndim - 1)), r, c),
-                                    picked, common)
+        def whole(rare, common, *operands):
+            picked = v_rare(*operands)
+            return jax.tree.map(lambda r, c: jnp.where(rare.reshape((-1,) + (1,) * (c.ndim - 1)), r, c),
+                                picked, common)
 
-            out = rare_cond(jnp.any(rare), pick, lambda rare, common, *operands: common, rare, common, *operands)
+        def gathered(rare, common, *operands):
+            # the first `size` rare elements (all of them: at most `size` are rare here), their operands gathered
+            idx = jnp.nonzero(rare, size=size, fill_value=axis_size)[0]
+            take = jnp.minimum(idx, axis_size - 1)
+            sub = tuple(jax.tree.map(lambda x, b: jnp.take(x, take, axis=0) if b else x, op, ob)
+                        for op, ob in zip(operands, operands_batched))
+            picked = jax.vmap(rare_fn, in_axes=axes, axis_size=size)(*sub)
+            # padded slots hold the index `axis_size`: they scatter nowhere
+            return jax.tree.map(lambda c, r: c.at[idx].set(r, mode="drop"), common, picked)
+
+        def some(rare, common, *operands):
+            if size >= axis_size:
+                return whole(rare, common, *operands)
+            return rare_cond(jnp.sum(rare.astype(jnp.int32)) > size, whole, gathered, rare, common, *operands)
+
+        out = rare_cond(jnp.any(rare), some, lambda rare, common, *operands: common, rare, common, *operands)
         return out, jax.tree.map(lambda _: True, out)
 
     return cond

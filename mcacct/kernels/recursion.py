@@ -339,7 +339,7 @@ def ladder_losses_from_sums_t(s_m: jax.Array, s_z: jax.Array, sigmas: jax.Array,
     dtype = s_z.dtype
     half_sq = jnp.asarray(0.5 * column_sq_norms(c_col, n), dtype).reshape((n,) + (1,) * (s_z.ndim - 1))
 
-    def rem_one(s_m, s_z, sig):
+    def rem_one(s_m, s_z, sig, half_sq=half_sq):
         sig = sig.astype(dtype)
         return recursion_log_ratio_t((s_m + (sig * s_z - half_sq)) * (1.0 / sig**2), min_sep, sampling_prob,
                                      warm_start, recursion)
@@ -357,7 +357,7 @@ def ladder_losses_from_sums_t(s_m: jax.Array, s_z: jax.Array, sigmas: jax.Array,
 
         return jax.lax.map(one, sigmas)
     rem = _remove_with_skip(s_m, s_z, half_sq, sigmas, remove_skip, min_sep, float(sampling_prob), warm_start,
-                            lambda sm, sz: jax.lax.map(lambda sig: rem_one(sm, sz, sig), sigmas))
+                            lambda sm, sz, sigs, hs: jax.lax.map(lambda sig: rem_one(sm, sz, sig, hs), sigs))
     add = (jnp.full_like(rem, add_bound) if add_bound is not None
            else jax.lax.map(lambda sig: add_one(s_z, sig), sigmas))
     return jnp.stack([rem, add], axis=1)
@@ -368,7 +368,7 @@ def _remove_with_skip(s_m, s_z, half_sq, sigmas, remove_skip, min_sep, p, warm_s
     (:func:`~mcacct.kernels.shortcuts.remove_losses_with_skip`): a few samples on a narrower batch, or ``exact`` for
     the whole batch, at its full width (the same program as without the skip, so the same bits)."""
     u = remove_loss_bound_from_sums_t(s_m, s_z, half_sq, sigmas, remove_skip.term_errors, min_sep, p, warm_start)
-    return remove_losses_with_skip(u, remove_skip, exact, (s_m, s_z))
+    return remove_losses_with_skip(u, remove_skip, exact, (s_m, s_z), (sigmas, half_sq))
 
 
 def shift_mixture_log_ratio(ell: jax.Array, period: int, sampling_prob: float, random_phase: bool) -> jax.Array:

@@ -192,7 +192,8 @@ def remove_thresholds(epsilons: Sequence[float], etas: Sequence[float]) -> list[
     return [eps_min - 2.0 * float(eta) - SKIP_MARGIN - 1e-15 * abs(eps_min) for eta in etas]
 
 
-def settle_remove_losses(need: jax.Array, u: jax.Array, remove_skip: RemoveSkip, exact_all, exact_rows,
+def settle_remove_losses(need: jax.Array, u: jax.Array, remove_skip: RemoveSkip, exact, columns: tuple,
+                         extra: tuple = (), axes: tuple[int, ...] | None = None,
                          lanes: int = REFINE_LANES) -> jax.Array:
     r"""``(J, B)`` remove losses of a batch in which some sample's bound ``U`` fails (``need``): each sample's ``U``,
     a second bound at most every threshold, or the exact loss, bit for bit.
@@ -202,13 +203,15 @@ def settle_remove_losses(need: jax.Array, u: jax.Array, remove_skip: RemoveSkip,
     recomputing the whole batch for it is costly (the exact path's bits depend on the batch's width: XLA:CPU fuses
     some multiply-adds of a narrower batch otherwise; figures in benchmarks/results/design_choices.md). Here, where
     at most ``lanes`` samples need it, their losses :math:`\hat L_j` are first computed on a batch of
-    ``lanes`` columns (``exact_rows``). Every loss kernel of the engine is within :math:`\eta_j` of the exact loss
+    ``lanes`` columns. Every loss kernel of the engine is within :math:`\eta_j` of the exact loss
     whatever the batch (``docs/soundness.md``, "Floating-point error of the loss"), so
     :math:`U'_j = \hat L_j + \eta_j`, rounded up, bounds the exact loss as ``U`` does. If every such sample's
     :math:`U'_j` is at most every candidate's threshold, their contributions are provably 0 and they keep
     :math:`U'` (in the histogram, a bound above the exact loss, as ``U``); otherwise, or with more than ``lanes``
-    samples, the whole batch is computed as without the skip (``exact_all``) and every sample in ``need`` takes its
-    exact loss, bit for bit. A non-finite :math:`\hat L` never passes.
+    samples, the whole batch is computed as without the skip and every sample in ``need`` takes its
+    exact loss, bit for bit. A non-finite :math:`\hat L` never passes. The whole batch's computation is a
+    :func:`~mcacct.kernels.control.rare_cond` branch: batched (the engine's blocks on an accelerator), it runs
+    only for the batches that need it, gathered.
 
     Parameters
     ----------
@@ -218,30 +221,38 @@ def settle_remove_losses(need: jax.Array, u: jax.Array, remove_skip: RemoveSkip,
         float64 ``(J, B)``: ``U``.
     remove_skip : RemoveSkip
         The thresholds and the loss-error bounds ``eta_j``.
-    exact_all : callable
-        ``() -> (J, B)``: the batch's exact remove losses (the computation without the skip).
-    exact_rows : callable
-        ``idx -> (J, lanes)``: the remove losses of the samples ``idx`` (int ``(lanes,)``), by any of the engine's
-        loss kernels.
+    exact : callable
+        ``exact(*columns, *extra) -> (J, B')``: the exact remove losses of the samples in ``columns`` (the computation
+        without the skip), by any of the engine's loss kernels; it must not close over traced values.
+    columns : tuple of jax.Array
+        Per-sample arrays, samples along ``axes`` (``B`` of them); the narrower batch takes their columns.
+    extra : tuple of jax.Array, optional
+        Further operands of ``exact``, passed whole.
+    axes : tuple of int, optional
+        Per column, the axis of its samples (default 1 for every column).
     lanes : int, optional
-        The narrower batch's width (default :data:`REFINE_LANES`); ``0``: always ``exact_all``.
+        The narrower batch's width (default :data:`REFINE_LANES`); ``0``: always the whole batch.
 
     Returns
     -------
     jax.Array
         float64 ``(J, B)``.
     """
-    width = need.shape[0]
+    width, k = need.shape[0], len(columns)
+    axes = (1,) * k if axes is None else tuple(axes)
     thr = _thresholds(remove_skip, u)
-    full = lambda: jnp.where(need, exact_all(), u)  # noqa: E731
+
+    def full(need, u, up, target, *ops):
+        return jnp.where(need, exact(*ops), u)
+
     if lanes <= 0 or width <= lanes:
-        return full()
+        return full(need, u, None, None, *columns, *extra)
     count = jnp.sum(need.astype(jnp.int32))
     idx = jnp.nonzero(need, size=lanes, fill_value=0)[0]
     valid = jnp.arange(lanes) < count
 
     def refined():
-        loss = exact_rows(idx)
+        loss = exact(*(jnp.take(c, idx, axis=a) for c, a in zip(columns, axes)), *extra)
         eta = jnp.asarray(remove_skip.loss_errors, u.dtype)[:, None]
         up = (loss + eta) + (2.0**-50 * (jnp.abs(loss) + eta) + 2.0**-1000)   # rounded up: the sum's and its own
         up = jnp.where(jnp.isfinite(up), up, jnp.inf)
@@ -251,7 +262,8 @@ def settle_remove_losses(need: jax.Array, u: jax.Array, remove_skip: RemoveSkip,
                           lambda: (jnp.asarray(False), jnp.full((u.shape[0], lanes), jnp.inf, u.dtype)))
     # invalid slots scatter nowhere (an index past the batch, dropped)
     target = jnp.where(valid, idx, width)
-    return jax.lax.cond(ok, lambda: u.at[:, target].set(up, mode="drop"), full)
+    kept = lambda need, u, up, target, *ops: u.at[:, target].set(up, mode="drop")  # noqa: E731
+    return rare_cond(~ok, full, kept, need, u, up, target, *columns, *extra)
 
 
 def _thresholds(remove_skip: RemoveSkip, u: jax.Array) -> jax.Array:
@@ -290,8 +302,6 @@ def remove_losses_with_skip(u: jax.Array, remove_skip: RemoveSkip, exact, column
     axes = (1,) * k if axes is None else tuple(axes)
 
     def settle(need, u, rs, *ops):
-        cols, rest = ops[:k], ops[k:]
-        return settle_remove_losses(need, u, rs, lambda: exact(*cols, *rest),
-                                    lambda idx: exact(*(jnp.take(c, idx, axis=a) for c, a in zip(cols, axes)), *rest))
+        return settle_remove_losses(need, u, rs, exact, ops[:k], ops[k:], axes)
 
     return rare_cond(jnp.any(need), settle, lambda need, u, *_: u, need, u, remove_skip, *columns, *extra)

@@ -196,3 +196,71 @@ def test_remove_skip_for_any_column_same_sums(method, eps):
             assert_moved_up_only(a.hist, b.hist)
         moved += int(np.sum(np.abs(off.stats[j]["remove"].hist - on.stats[j]["remove"].hist)))
     assert moved > 0   # the skip ran
+
+
+# blocks under vmap, as the engine runs them on accelerators: the blocks whose draws fail the bound are gathered
+# (mcacct.kernels.control.rare_cond), and their exact losses must keep the bits of the full computation. The case
+# is section 7.4's kind (truncated, a decreasing column screened in float32, epsilon 10: both skips on)
+D4 = mcacct.BandedToeplitz((0.6, 0.45, 0.3, 0.22))
+TRUNC = mcacct.TruncatedBMinSep(0.05, 4, 48, 60, 8, True)
+
+
+def _vmapped_blocks(scheme, strategy, eps, skip, sig=(0.5, 2.0), blocks=8, size=128):
+    from mcacct.engine.runner import block_ladder_losses, remove_skip_arrays
+    from mcacct.kernels.shortcuts import RemoveSkip
+    problem = Problem(scheme, strategy, dot_method="fft", skip_zero=skip)
+    arrays = remove_skip_arrays(problem, list(sig), eps)
+    rs = None if arrays is None else RemoveSkip(*jnp.asarray(arrays).T)
+    ab = skip_bound(problem, list(sig), eps)
+    fn = jax.vmap(lambda k: block_ladder_losses(k, jnp.asarray(sig), problem, size, ab, rs))
+    return problem, arrays, ab, fn, jax.random.split(jax.random.key(11), blocks)
+
+
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
+def test_remove_skip_on_vmapped_blocks_keeps_the_exact_losses(monkeypatch):
+    """32 blocks of 16 draws at sigma 0.45: a few blocks hold a draw whose exact loss exceeds the threshold, fewer
+    than a quarter of them fail the narrower batch's bound, so the whole-block recursions run on those gathered."""
+    import mcacct.kernels.control as control
+    ran = []                                   # per rare branch run: its name, once per element of its batch
+    batched = control._batched_cond
+
+    def counted(rare_fn, common_fn):
+        def rare(*ops):
+            jax.debug.callback(lambda leaf: ran.append(rare_fn.__name__), jax.tree.leaves(ops)[0])
+            return rare_fn(*ops)
+        return batched(rare, common_fn)
+
+    monkeypatch.setattr(control, "_batched_cond", counted)
+    sig, eps = (0.45, 2.0), (10.0, 11.0, 12.0)
+    problem, arrays, ab, on_fn, _ = _vmapped_blocks(TRUNC, D4, eps, True, sig, 32, 16)
+    off_fn = jax.jit(_vmapped_blocks(TRUNC, D4, eps, False, sig, 32, 16)[3])
+    on_fn = jax.jit(on_fn)
+    assert arrays is not None and ab is not None
+    eta = np.asarray([loss_error_bound(problem, s) for s in sig])[None, :, None]
+    thresholds = {0: arrays[:, 0][None, :, None], 1: np.full((1, 2, 1), ab)}
+    exact_blocks = 0
+    for seed in (6, 7, 9):
+        keys = jax.random.split(jax.random.key(seed), 32)
+        ran.clear()
+        on, off = np.asarray(on_fn(keys)), np.asarray(off_fn(keys))
+        assert 0 < ran.count("full") < 32, seed        # the whole-block recursions ran on gathered blocks
+        for d in range(2):
+            a, b = on[:, :, d], off[:, :, d]
+            counts = b > thresholds[d] - 2 * eta            # draws whose contribution may not be 0
+            np.testing.assert_array_equal(a[counts], b[counts])
+            assert np.all(a >= b - eta), d                 # the rest: a bound of the exact loss
+        assert np.any(on[:, :, 0] != off[:, :, 0])         # the skip ran
+        exact_blocks += int(np.any(off[:, :, 0] > thresholds[0], axis=(1, 2)).sum())
+    assert exact_blocks >= 2                               # and exact losses above the threshold were kept
+
+
+@pytest.mark.parametrize("scheme,strategy", [(mcacct.BMinSep(0.05, 4, 48, False), C4), (TRUNC, C4), (TRUNC, D4)],
+                         ids=["cold", "truncated", "truncated-fft"])
+@pytest.mark.parametrize("eps", [(10.0, 11.0, 12.0), (2.0, 3.0, 4.0)], ids=["eps10", "eps2-4"])
+def test_the_remove_skip_traces_on_vmapped_blocks(scheme, strategy, eps):
+    """Every branch the gathered blocks run passes its arrays as operands (a custom_vmap branch may not close
+    over traced values): traced only, nothing compiled."""
+    _, arrays, _, fn, keys = _vmapped_blocks(scheme, strategy, eps, True, blocks=4, size=64)
+    assert arrays is not None
+    out = jax.eval_shape(fn, keys)
+    assert out.shape == (4, 2, 2, 64)

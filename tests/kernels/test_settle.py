@@ -177,6 +177,7 @@ def _skip(threshold, eta=0.0):
     return RemoveSkip(jnp.full(3, threshold), jnp.zeros(3), jnp.full(3, eta))
 
 
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
 @pytest.mark.parametrize("eta", [0.0, 0.25])
 def test_a_few_failing_draws_settle_on_a_narrower_batch(eta):
     """Where U fails for at most REFINE_LANES draws whose losses are below the threshold, they keep their loss from a

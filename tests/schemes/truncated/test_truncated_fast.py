@@ -189,6 +189,7 @@ def test_patch_rounds_are_capped_on_cpus_and_keep_every_loss(monkeypatch):
         np.testing.assert_allclose(capped[j][..., hit], wide[j][..., hit], rtol=0, atol=2 * eta)
 
 
+@pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
 @pytest.mark.parametrize("impl", ["threefry2x32", "rbg"])
 def test_lane_major_ladder_patches_the_same_noise(monkeypatch, impl):
     """With both skips and a screened column the ladder draws its noise lane-major; the samples with a truncated
