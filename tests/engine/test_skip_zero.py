@@ -264,3 +264,44 @@ def test_the_remove_skip_traces_on_vmapped_blocks(scheme, strategy, eps):
     assert arrays is not None
     out = jax.eval_shape(fn, keys)
     assert out.shape == (4, 2, 2, 64)
+
+
+_GPU_EXPORT = r"""
+import re, jax, jax.numpy as jnp
+from jax import export
+import mcacct
+from mcacct.core.precision import x64_scope
+from mcacct.engine.problem import Problem
+from mcacct.engine.runner import block_ladder_losses, ladder_chunk_statistics, remove_skip_arrays, skip_bound
+from mcacct.evr.calibrate import verification_spec
+from mcacct.kernels.shortcuts import RemoveSkip
+with x64_scope():
+    p = Problem(mcacct.TruncatedBMinSep(0.05, 4, 48, 60, 8, True), mcacct.BandedToeplitz((0.6, 0.45, 0.3, 0.22)),
+                dot_method="fft")
+    sig, eps = [0.5, 2.0], [10.0, 11.0, 12.0]
+    rs = RemoveSkip(*jnp.asarray(remove_skip_arrays(p, sig, eps)).T)
+    ab = skip_bound(p, sig, eps)
+    fn = lambda key: ladder_chunk_statistics(key, jnp.asarray(sig), jnp.zeros(2), 1024, jnp.asarray(eps), p, 1024,
+                                             verification_spec(), ab, rs)
+    text = export.export(jax.jit(fn), platforms=["cuda"])(jax.random.key(0)).mlir_module()
+    # eight blocks under vmap (at n = 48 a chunk is one block): the gathered branches lower too
+    blocks = jax.vmap(lambda k: block_ladder_losses(k, jnp.asarray(sig), p, 64, ab, rs))
+    export.export(jax.jit(blocks), platforms=["cuda"])(jax.random.split(jax.random.key(0), 8))
+print(sorted(set(int(v) for v in re.findall(r"type = RFFT, length = \[(\d+)\] : \(tensor<[0-9x]*xf32>", text))))
+"""
+
+
+def test_the_skips_lower_for_cuda_with_gathered_blocks():
+    """The engine's chunk program with both skips, traced for a GPU (blocks under vmap, the settle gathered), lowers
+    for an NVIDIA GPU without one (jax.export); its float32 screen takes a power of two (64, where the CPU's is 60)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from mcacct.kernels.fft_size import screen_fft_size
+    assert screen_fft_size(48, 4) == 60 and screen_fft_size(48, 4, radix2=True) == 64
+    env = dict(os.environ, MCACCT_TARGET_PLATFORM="gpu", JAX_PLATFORMS="cpu")
+    res = subprocess.run([sys.executable, "-c", _GPU_EXPORT], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    lengths = json.loads(res.stdout.strip().splitlines()[-1])
+    assert lengths == [64], lengths                       # the float32 screen's transforms
