@@ -10,11 +10,13 @@ accelerator's common case, and it cost the unfused kernel most of its speed ther
 
 :func:`rare_cond` is ``lax.cond`` for one element. For a batch it evaluates the common branch for the whole
 batch, and the rare branch only when some element takes it (one ``lax.cond`` on ``any``), selecting per element:
-the values of the ``select`` form, at the cost of the common branch while no element is rare. Where at most
-:func:`compact_capacity` elements (a quarter of the batch) are rare, the rare branch runs on those alone: their
-operands are gathered into a buffer of that many elements, the branch is ``vmap``ped over the buffer, and its
-results are scattered back (one more ``lax.cond``, on the count); with more, on the whole batch. Nested ``vmap``
-levels each add one such ``any``.
+the values of the ``select`` form, at the cost of the common branch while no element is rare. In a batch of at
+least :data:`COMPACT_MIN_BATCH` where at most :func:`compact_capacity` elements (a quarter of the batch) are rare,
+the rare branch runs on those alone: their operands are gathered into a buffer of that many elements, the branch is
+``vmap``ped over the buffer, and its results are scattered back (one more ``lax.cond``, on the count); with more, on
+the whole batch. That compiles the rare branch twice (gathered and whole) per such level, hence the minimum: the
+engine's few blocks per chunk are not worth a second copy, its 64-lane sub-blocks are (figures in
+benchmarks/results/design_choices.md). Nested ``vmap`` levels each add one such ``any``.
 
 The gathered elements run the same per-element program, batched over another number of elements. Whether that
 keeps every bit is the compiler's affair: ``tests/kernels/test_control.py`` checks it for exact products, and
@@ -29,7 +31,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-__all__ = ["rare_cond", "COMPACT_DIVISOR", "compact_capacity"]
+__all__ = ["rare_cond", "COMPACT_DIVISOR", "COMPACT_MIN_BATCH", "compact_capacity"]
 
 
 def rare_cond(rare: jax.Array, rare_fn: Callable[..., Any], common_fn: Callable[..., Any], *operands: Any) -> Any:
@@ -61,14 +63,19 @@ def rare_cond(rare: jax.Array, rare_fn: Callable[..., Any], common_fn: Callable[
 
 
 #: under ``vmap``, the rare branch runs on a gathered buffer of ``max(1, batch // COMPACT_DIVISOR)`` elements when
-#: no more are rare, instead of on the whole batch (:func:`rare_cond`)
+#: no more are rare, instead of on the whole batch (:func:`rare_cond`); batches below :data:`COMPACT_MIN_BATCH` whole
 COMPACT_DIVISOR = 4
 
 
+#: batches smaller than this run the rare branch whole (gathering would compile a second copy of it for little)
+COMPACT_MIN_BATCH = 8
+
+
 def compact_capacity(axis_size: int) -> int:
-    """Elements of a batch of ``axis_size`` that :func:`rare_cond` gathers for its rare branch (at most a
-    :data:`COMPACT_DIVISOR`-th of the batch, at least one)."""
-    return max(1, int(axis_size) // COMPACT_DIVISOR)
+    """Elements of a batch of ``axis_size`` that :func:`rare_cond` gathers for its rare branch (a
+    :data:`COMPACT_DIVISOR`-th of the batch; the whole batch below :data:`COMPACT_MIN_BATCH`)."""
+    axis_size = int(axis_size)
+    return axis_size if axis_size < COMPACT_MIN_BATCH else max(1, axis_size // COMPACT_DIVISOR)
 
 
 def _batched_cond(rare_fn, common_fn):

@@ -130,8 +130,8 @@ def test_gpu_programs_keep_the_exact_scan_in_a_branch():
 
 def test_the_rare_branch_runs_on_the_rare_elements_gathered():
     """Batched, with at most a quarter of the batch rare, the rare branch runs on a gathered buffer of a quarter
-    of the batch (the rare elements and padding), not on the whole batch; with more, on the whole batch. The
-    values are lax.cond's either way."""
+    of the batch (the rare elements and padding), not on the whole batch; with more, on the whole batch. Also
+    nested (an outer vmap of 3). The values are lax.cond's either way."""
     from mcacct.kernels.control import compact_capacity
     widths = []
 
@@ -142,11 +142,18 @@ def test_the_rare_branch_runs_on_the_rare_elements_gathered():
     f = jax.jit(jax.vmap(lambda x, y: rare_cond(jnp.any(x > 5.0), rare, _common, x, y), in_axes=(0, None)))
     g = jax.vmap(lambda x, y: jax.lax.cond(jnp.any(x > 5.0), _rare, _common, x, y), in_axes=(0, None))
     y = jnp.arange(3.0)
-    assert compact_capacity(16) == 4 and compact_capacity(3) == 1
-    for rows, width in (((), None), ((2, 9, 15), 4), ((0, 1, 2, 3, 4), 16), (tuple(range(16)), 16)):
+    assert compact_capacity(16) == 4 and compact_capacity(8) == 2 and compact_capacity(7) == 7
+    for rows, width in (((), None), ((2, 9, 15), 4), ((0, 1, 2, 3), 4), ((0, 1, 2, 3, 4), 16),
+                        (tuple(range(16)), 16)):
         widths.clear()
         x = jnp.zeros((16, 3)).at[jnp.asarray(rows, int), 1].set(7.0) if rows else jnp.zeros((16, 3))
         out = f(x, y)
         jax.block_until_ready(out)
         np.testing.assert_array_equal(out, g(x, y))
         assert len(widths) == (width or 0), (rows, widths)
+
+    # nested: three batches of 16, the inner level gathers where its batch has at most 4 rare elements
+    x = jnp.zeros((3, 16, 3)).at[0, 2, 1].set(7.0).at[2, jnp.arange(6), 0].set(9.0)
+    nested = jax.jit(jax.vmap(jax.vmap(lambda x, y: rare_cond(jnp.any(x > 5.0), _rare, _common, x, y),
+                                       in_axes=(0, None)), in_axes=(0, None)))
+    np.testing.assert_array_equal(nested(x, y), jax.vmap(g, in_axes=(0, None))(x, y))
