@@ -44,7 +44,7 @@ from mcacct.statistics.accumulators import (DIRECTIONS, DirectionStats, Histogra
                                       nonfinite_loss_message)
 from mcacct.engine.systematic import applied_loss_shift, loss_error_bound, term_error_bound
 from mcacct.kernels.shortcuts import RemoveSkip, add_skip_bound, remove_thresholds
-from mcacct.core.platform import ensure_compilation_cache
+from mcacct.core.platform import ensure_compilation_cache, target_platform
 from mcacct.core.precision import float64
 
 __all__ = ["LadderStats", "block_ladder_losses", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width",
@@ -143,9 +143,10 @@ def remove_skip_arrays(problem: Problem, sigmas: Sequence[float], epsilons: Sequ
     the terms' error bound (:func:`mcacct.engine.systematic.term_error_bound`) and the loss-error bound
     (:func:`mcacct.engine.systematic.loss_error_bound`), the fields of a
     :class:`~mcacct.kernels.shortcuts.RemoveSkip`; or ``None`` where the remove
-    skip does not run (as :func:`skip_bound`, or a scheme that does not :attr:`bounds_remove_losses`). On an
-    accelerator the engine batches its blocks with ``vmap``; the blocks in which some sample's bound fails are then
-    gathered, and the exact recursions run for those only (:func:`mcacct.kernels.control.rare_cond`).
+    skip does not run (as :func:`skip_bound`, a scheme that does not :attr:`bounds_remove_losses`, or a TPU, whose
+    float32 transforms the screen's error model has not been checked on). On a GPU the engine batches its blocks
+    with ``vmap``; the blocks in which some sample's bound fails are then gathered, and the exact recursions run for
+    those only (:func:`mcacct.kernels.control.rare_cond`).
 
     Parameters
     ----------
@@ -160,7 +161,8 @@ def remove_skip_arrays(problem: Problem, sigmas: Sequence[float], epsilons: Sequ
         float64 ``(J, 3)``: column 0 the threshold, column 1 the term error bound, column 2 the loss error bound;
         or ``None``.
     """
-    if not _skips(problem) or not problem.mechanism().bounds_remove_losses or not len(epsilons):
+    if (not _skips(problem) or not problem.mechanism().bounds_remove_losses or not len(epsilons)
+            or target_platform() not in ("cpu", "gpu")):
         return None
     etas = [loss_error_bound(problem, s) for s in sigmas]
     return np.stack([np.asarray(remove_thresholds(epsilons, etas), np.float64),

@@ -54,7 +54,7 @@ __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_d
 #: Kernel 15: the ladder's float32 screen reads the noise lane-major (the same draws) with transforms of length
 #: :func:`mcacct.kernels.fft_size.screen_fft_size` (7680, not 8192, at §7.4): the same sums, but skipped draws
 #: record bounds that differ in their last bits.
-#: Kernel 16: on accelerators the remove skip runs (the blocks that need the exact recursions gathered:
+#: Kernel 16: on GPUs the remove skip runs (the blocks that need the exact recursions gathered:
 #: :func:`mcacct.kernels.control.rare_cond`) with a float32 screen of power-of-two length: the same sums, but
 #: skipped draws record bounds in the histogram there. CPU results are those of kernel 15, bit for bit.
 KERNEL_VERSION = "mcacct-kernel/16"

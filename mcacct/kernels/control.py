@@ -103,7 +103,9 @@ def _batched_cond(rare_fn, common_fn):
         def gathered(rare, common, *operands):
             # the first `size` rare elements (all of them: at most `size` are rare here), their operands gathered
             idx = jnp.nonzero(rare, size=size, fill_value=axis_size)[0]
-            take = jnp.minimum(idx, axis_size - 1)
+            # padded slots read an element that is not rare (one exists: at most `size < axis_size` are), so that
+            # a rare_cond nested in the branch does not count copies of a rare element as rare too
+            take = jnp.where(idx < axis_size, idx, jnp.argmin(rare))
             sub = tuple(jax.tree.map(lambda x, b: jnp.take(x, take, axis=0) if b else x, op, ob)
                         for op, ob in zip(operands, operands_batched))
             picked = jax.vmap(rare_fn, in_axes=axes, axis_size=size)(*sub)

@@ -29,6 +29,7 @@ def screen_fft_size(iterations: int, taps: int, radix2: bool = False) -> int:
     """``N`` of the float32 screen (:func:`mcacct.kernels.block_terms.noise_block_maxima_t`): the smallest power of
     two times 1, 3, 5 or 15 that is at least ``n + k`` (at n = 7200, k = 256: 7680 = 15 2^9 instead of 8192, about
     4 us less per draw on one core; the measured errors of XLA:CPU's transforms of these lengths are as far inside
-    (A1) as those of powers of two, tests/kernels/test_settle.py); with ``radix2``, the smallest power of two (what
-    Higham's theorem covers whatever the FFT library: the engine's choice on accelerators)."""
+    (A1) as those of powers of two, tests/kernels/test_settle.py); with ``radix2``, the smallest power of two (the
+    engine's choice on GPUs: the lengths Higham's theorem covers for a radix-2 transform, and those the suite's
+    measurement checks on the device; another library may split them into other radices)."""
     return _smallest(int(iterations) + int(taps), (1,) if radix2 else (1, 3, 5, 15))

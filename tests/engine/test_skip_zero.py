@@ -305,3 +305,12 @@ def test_the_skips_lower_for_cuda_with_gathered_blocks():
     assert res.returncode == 0, res.stderr[-3000:]
     lengths = json.loads(res.stdout.strip().splitlines()[-1])
     assert lengths == [64], lengths                       # the float32 screen's transforms
+
+
+def test_the_remove_skip_runs_on_cpus_and_gpus_only(monkeypatch):
+    """TPUs keep every remove loss: the float32 screen's error model is not checked for their transforms."""
+    from mcacct.engine.runner import remove_skip_arrays
+    problem = Problem(mcacct.BMinSep(0.05, 4, 48, True), C4, skip_zero=True)
+    for platform, runs in (("cpu", True), ("gpu", True), ("cuda", True), ("tpu", False)):
+        monkeypatch.setenv("MCACCT_TARGET_PLATFORM", platform)
+        assert (remove_skip_arrays(problem, [0.5, 2.0], (10.0, 11.0, 12.0)) is not None) == runs, platform

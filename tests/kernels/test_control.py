@@ -157,3 +157,26 @@ def test_the_rare_branch_runs_on_the_rare_elements_gathered():
     nested = jax.jit(jax.vmap(jax.vmap(lambda x, y: rare_cond(jnp.any(x > 5.0), _rare, _common, x, y),
                                        in_axes=(0, None)), in_axes=(0, None)))
     np.testing.assert_array_equal(nested(x, y), jax.vmap(g, in_axes=(0, None))(x, y))
+
+
+def test_a_nested_rare_branch_sees_no_copies_of_a_rare_element():
+    """The gathered buffer's padded slots read an element that is not rare, wherever the rare one sits (the last
+    element included): a rare_cond nested in the rare branch, as the settle's whole-block recomputation, then
+    counts one rare element, not the padded copies, and gathers it (2 of the 8 gathered slots)."""
+    calls = []
+
+    def expensive(x):
+        jax.debug.callback(lambda v: calls.append(1), x)
+        return x * 2.0
+
+    def cheap(x):
+        return x + 1.0
+
+    f = jax.jit(jax.vmap(lambda x: rare_cond(x > -1.0, lambda v: rare_cond(v > 0.0, expensive, cheap, v), cheap, x)))
+    for pos in (0, 13, 31):
+        calls.clear()
+        x = jnp.full(32, -5.0).at[pos].set(1.0)
+        out = f(x)
+        jax.block_until_ready(out)
+        np.testing.assert_array_equal(out, jnp.where(jnp.arange(32) == pos, 2.0, -4.0))
+        assert len(calls) == 2, (pos, len(calls))
