@@ -284,7 +284,7 @@ def remove_losses_with_skip(u: jax.Array, remove_skip: RemoveSkip, exact, column
         The thresholds and the loss-error bounds.
     exact : callable
         ``exact(*columns, *extra) -> (J, B')``: the exact remove losses of the samples in ``columns`` (the computation
-        without the skip).
+        without the skip); it must not close over traced values (pass them in ``extra``).
     columns : tuple of jax.Array
         Per-sample arrays, samples along axis 1 (``B`` of them; ``axes``); the narrower batch takes their columns.
     extra : tuple of jax.Array, optional
@@ -299,7 +299,6 @@ def remove_losses_with_skip(u: jax.Array, remove_skip: RemoveSkip, exact, column
     """
     need = jnp.any(~(u <= _thresholds(remove_skip, u)), axis=0)
     k = len(columns)
-    axes = (1,) * k if axes is None else tuple(axes)
 
     def settle(need, u, rs, *ops):
         return settle_remove_losses(need, u, rs, exact, ops[:k], ops[k:], axes)
