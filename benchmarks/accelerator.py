@@ -795,6 +795,10 @@ def part_production(res: Results, args) -> dict:
         "single": "production.py's _mcacct_single: sigma 0.47, direction remove",
         "reference_truncated": "jax-privacy's NumPy reference on the host CPU (production.py's _reference)",
         "estimate": "SAMPLES_7_4 / engine ladder draws/s on one device (every candidate to the end)",
+        "screened_counts": ("samples/s of the screened counts alone (schemes.truncated.screen.count_draws, warm "
+                            "start, the chunk's engine blocks under vmap as the engine runs them, the truncated "
+                            "flags summed): block_pass_true draws each block of b - 1 rounds without a branch per "
+                            "round, block_pass_false round by round (SCREEN_BLOCK_PASS); the same counts"),
         "count_chain": ("samples/s of the law of r alone (kernels.counts.other_counts_t, warm start, one (n, chunk) "
                         "batch) per unroll of its lookup rounds' scan (kernels.counts.COUNT_CHAIN_UNROLL)"),
     }
@@ -827,6 +831,13 @@ def part_production(res: Results, args) -> dict:
     need = seconds + (5 if args.quick else 60)
     # the ladders (what calibrate runs) and the reference of both c first, then the single-sigma figures
     for stage in ("ladder", "single"):
+        if stage == "single":   # after the ladders: the screened counts alone, round by round and by blocks
+            screened = part.setdefault("screened_counts", {})
+            for block_pass in (True, False):
+                _entry(res, screened, f"block_pass_{str(block_pass).lower()}", budget,
+                       seconds + (5 if args.quick else 40),
+                       lambda block_pass=block_pass: _measure_screened_counts(prod, p, chunk, seconds, block_pass),
+                       f"screened counts block_pass={block_pass}")
         for kind in kinds:
             row = rows.setdefault(kind, {})
             if kind == "mse" and stage == "ladder" and "c" not in row and budget.left() < 0.4 * args.part_seconds:
@@ -906,6 +917,40 @@ def _measure_count_chain(prod, p: float, chunk: int, seconds: float, unroll: int
 
     out = _with_oom_retry(lambda ch: _timed(lambda: make(ch), ch, seconds, "samples"), chunk)
     out["unroll"] = unroll
+    return out
+
+
+def _measure_screened_counts(prod, p: float, chunk: int, seconds: float, block_pass: bool) -> dict:
+    """Samples/s of the screened counts alone at the §7.4 shape (warm start): the chunk's engine blocks (4096
+    samples, fewer in a smaller chunk) under ``vmap``, ``screened_counts_t`` by blocks or round by round."""
+    import jax
+
+    from mcacct.core.platform import target_platform
+    from mcacct.schemes.truncated import screen
+    plat = target_platform()
+    before = screen.SCREEN_BLOCK_PASS.get(plat)
+    screen.SCREEN_BLOCK_PASS[plat] = bool(block_pass)
+    jax.clear_caches()
+
+    def make(ch):
+        size = min(4096, ch)
+
+        def fn(key):
+            def one(k):
+                return screen.count_draws(k, prod.M - 1, prod.B, p, True, prod.N, prod.BMAX, size,
+                                          screen=True).truncated
+            return jax.vmap(one)(jax.random.split(key, ch // size)).sum()
+        return fn
+
+    try:
+        out = _with_oom_retry(lambda ch: _timed(lambda: make(ch), ch, seconds, "samples"), chunk)
+    finally:
+        if before is None:
+            screen.SCREEN_BLOCK_PASS.pop(plat, None)
+        else:
+            screen.SCREEN_BLOCK_PASS[plat] = before
+        jax.clear_caches()
+    out["block_pass"] = bool(block_pass)
     return out
 
 

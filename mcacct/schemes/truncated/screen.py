@@ -60,13 +60,14 @@ import numpy as np
 from mcacct.kernels.alias import FRAC, alias_table, pmf_weights, u64
 from mcacct.kernels.blocks import apply_to_flagged
 from mcacct.kernels.control import rare_cond
-from mcacct.schemes.truncated.counts import (CountTables, band_tables, count_tables, draw_counts, other_counts_t, table_lookup,
-                                   virtual_history, window_band)
+from mcacct.schemes.truncated.hypergeometric import hypergeometric_draw, hypergeometric_tv, hypergeometric_weights
+from mcacct.schemes.truncated.counts import (COUNT_CHAIN_UNROLL, CountTables, band_tables, count_tables, draw_counts,
+                                             other_counts_t, table_lookup, virtual_history, window_band)
 from mcacct.core.platform import target_platform
 
 __all__ = ["MAX_FLAG_PROB", "ScreenPlan", "screen_plan", "screen_taus", "screened_counts_t", "hypergeometric_draw",
            "hypergeometric_weights", "hypergeometric_tv", "chain_buffer", "CountDraws", "count_draws", "AUTO_SCREEN",
-           "screens_by_default", "active_screen_plan"]
+           "SCREEN_BLOCK_PASS", "screens_by_default", "active_screen_plan"]
 
 #: screening is used where at most this fraction of the samples is flagged (else every sample runs the chain)
 MAX_FLAG_PROB = 0.125
@@ -81,8 +82,11 @@ AUTO_SCREEN = {
                    "at 79,412 draws/s with it on an H200 (kernel 6, accelerator_nvidia_h200.json)"),
     "tpu": (False, "no TPU measurement; as on GPUs (a sequential chain over every sample of a block)"),
 }
+#: ``platform -> block_pass`` of :func:`screened_counts_t` (the same counts either way): CPU round by round (its
+#: branches cost little there), accelerators by blocks, where each branch of a round is a host round trip (to
+#: measure: ``benchmarks/accelerator.py --part production``, ``screened_counts``)
+SCREEN_BLOCK_PASS = {"cpu": False, "gpu": True, "tpu": True}
 _MAX_WINDOW = 4097   # hypergeometric inversion window (values)
-_U53 = 2.0 ** -53
 
 
 class ScreenPlan(NamedTuple):
@@ -101,13 +105,6 @@ class ScreenPlan(NamedTuple):
     flag_prob: float
     half: int
     tv: float
-
-
-def hypergeometric_tv(half: int, s_max: int) -> float:
-    """Bound of :func:`hypergeometric_draw`'s total variation for draws of at most ``s_max`` (its docstring)."""
-    k = 2 * half + 1
-    return 4 * half * _U53 * 1.01 + 2.0 * k * (1 << (k - 1).bit_length()) * 2.0 ** -62 \
-        + 2.0 * math.exp(-2.0 * (half - 1) ** 2 / max(1, s_max))
 
 
 @functools.lru_cache(maxsize=32)
@@ -171,74 +168,6 @@ def screen_taus(key: jax.Array, plan: ScreenPlan, num_samples: int) -> jax.Array
     return jnp.searchsorted(jnp.asarray(plan.thresholds), words, side="right").astype(jnp.int32)
 
 
-def hypergeometric_weights(total: int, marked: jax.Array, draws: jax.Array, half: int):
-    """The integer cumulative weights :func:`hypergeometric_draw` inverts: ``(lowest, cum, x_min, x_max)`` with
-    ``cum`` ``(2 half + 1,) + shape`` uint64 (value ``lowest + j`` has weight ``cum[j] - cum[j - 1]``) and the
-    support ``[x_min, x_max]``."""
-    f64 = jnp.float64
-    w, s = jnp.asarray(marked).astype(jnp.int64), jnp.asarray(draws).astype(jnp.int64)
-    x_min = jnp.maximum(0, s - (total - w))
-    x_max = jnp.minimum(w, s)
-    mode = jnp.clip((s + 1) * (w + 1) // (total + 2), x_min, x_max)
-    d = jnp.arange(1, half + 1).reshape((half,) + (1,) * mode.ndim)
-
-    def num(y):   # (W - y)(s - y)
-        return ((w - y) * (s - y)).astype(f64)
-
-    def den(y):   # (y + 1)(N - W - s + y + 1)
-        return ((y + 1) * (total - w - s + y + 1)).astype(f64)
-
-    y_up, y_down = mode + d - 1, mode - d
-    up = jnp.cumprod(jnp.where(y_up + 1 <= x_max, num(y_up) / den(y_up), 0.0), axis=0)
-    down = jnp.cumprod(jnp.where(y_down >= x_min, den(y_down) / num(y_down), 0.0), axis=0)
-    k = 2 * half + 1
-    scale = 2.0 ** (62 - (k - 1).bit_length())
-    weights = jnp.concatenate([down[::-1], jnp.ones((1,) + mode.shape, f64), up]) * scale
-    cum = jnp.cumsum(jnp.floor(weights).astype(jnp.int64), axis=0).astype(jnp.uint64)   # exact integers
-    return mode - half, cum, x_min, x_max
-
-
-def hypergeometric_draw(keys: jax.Array, total: int, marked: jax.Array, draws: jax.Array, half: int) -> jax.Array:
-    r"""``Hypergeom(total, marked, draws)`` (successes among ``draws`` of ``total`` items of which ``marked`` are
-    successes), one per key of ``keys`` (1-d), int32.
-
-    Weights on the window ``mode ± half`` relative to the mode's, by the ratio
-    :math:`\rho(y) = (W - y)(s - y) / ((y + 1)(N - W - s + y + 1))`: numerators and denominators are exact
-    integers in float64 (``(N + 2)(s + 2) < 2^52``), each weight a product of at most ``half`` rounded ratios, so
-    within relative ``2 half u`` (``u = 2^-53``, any order of the products). They are scaled by ``S = 2^(62 -
-    ceil(log2 K))`` (``K = 2 half + 1`` cells) and rounded down to integers ``w_j`` (sum below ``2^62``), and the
-    draw inverts their integer cumulative sums with a uniform integer below ``sum w`` (a 64-bit word taken modulo
-    the sum, redrawn above the largest multiple of it: exact). The law drawn is ``w / sum w`` exactly; it is within
-    total variation ``4 half u + 2 K / S`` of the exact law on the window, whose outside mass is at most
-    ``2 exp(-2 (half - 1)^2 / s)`` (Hoeffding 1963, Thm. 4, draws without replacement; the mean is within 1 of the
-    mode) (:func:`hypergeometric_tv`).
-
-    Parameters
-    ----------
-    keys, total, marked, draws, half : jax.Array, int, jax.Array, jax.Array, int
-        One key per draw, ``N``, ``W`` and ``s`` (per draw) and the window's half-width.
-
-    Returns
-    -------
-    jax.Array
-        int32, one draw per key, clipped to the support.
-    """
-    lowest, cum, x_min, x_max = hypergeometric_weights(total, marked, draws, half)
-    tot = cum[-1]
-    limit = (u64(2 ** 64 - 1) // tot) * tot
-
-    def attempt(carry):
-        a, target, bad = carry
-        word = jax.vmap(lambda key: jax.random.bits(jax.random.fold_in(key, a), (), jnp.uint64))(keys)
-        target = jnp.where(bad, word % tot, target)
-        return a + 1, target, bad & (word >= limit)
-
-    _, target, _ = jax.lax.while_loop(lambda c: jnp.any(c[2]), attempt,
-                                      (jnp.int32(0), jnp.zeros_like(tot), jnp.ones(tot.shape, bool)))
-    index = jnp.sum(cum <= target, axis=0)
-    return jnp.clip(lowest + index, x_min, x_max).astype(jnp.int32)
-
-
 def _tail_pick(word: jax.Array, plan: ScreenPlan) -> jax.Array:
     """``Binom(N, p)`` conditioned on ``>= B_max`` from one 64-bit word: the top ``L`` bits pick a cell, the other
     ``64 - L`` are compared with its threshold in full (exact)."""
@@ -251,11 +180,20 @@ def _tail_pick(word: jax.Array, plan: ScreenPlan) -> jax.Array:
 
 
 def screened_counts_t(key: jax.Array, lanes: jax.Array, taus: jax.Array, others: int, min_sep: int,
-                      sampling_prob: float, warm_start: bool, iterations: int, max_batch: int, plan: ScreenPlan
-                      ) -> jax.Array:
+                      sampling_prob: float, warm_start: bool, iterations: int, max_batch: int, plan: ScreenPlan,
+                      block_pass: bool | None = None) -> jax.Array:
     """The counts ``r`` of the samples ``lanes`` (their indices in the block; ``taus`` theirs from
     :func:`screen_taus`), time-major ``(n, len(lanes))`` int32, by the sampler of the module docstring. Sample
     ``j`` reads only ``fold_in(key, j)``.
+
+    The rounds run in blocks of ``b - 1``. Round by round, a round's rare paths (a tie or an off-band lookup, a
+    rejected pair before ``tau``, the hypergeometric draw at ``tau``) each sit behind a branch of that round. With
+    ``block_pass`` (default :data:`SCREEN_BLOCK_PASS` of the platform) a block is first drawn without a branch per
+    round: a pass of lookups gives each lane's blocked count ``W`` at its ``tau`` when ``tau`` falls in the block,
+    the hypergeometric draws of those lanes follow (a buffer at a time), and a second pass of lookups runs the
+    block with them, redrawing a rejected pair once from the words of attempt 1 (drawn for every lane). Where no
+    lane tied, left its band or needed a second redraw, every count equals the round-by-round one (same words,
+    same keys, each lane's draws its own); otherwise the block is replayed round by round (one branch per block).
 
     Parameters
     ----------
@@ -263,6 +201,8 @@ def screened_counts_t(key: jax.Array, lanes: jax.Array, taus: jax.Array, others:
         The block's key, the samples' indices and their ``tau``.
     others, min_sep, sampling_prob, warm_start, iterations, max_batch, plan
         ``N``, ``b``, ``p``, the start, ``n``, ``B_max`` and :func:`screen_plan`'s plan.
+    block_pass : bool, optional
+        As above; the counts do not depend on it.
 
     Returns
     -------
@@ -270,6 +210,9 @@ def screened_counts_t(key: jax.Array, lanes: jax.Array, taus: jax.Array, others:
     """
     n_oth, b, p, n, bmax = int(others), int(min_sep), float(sampling_prob), int(iterations), int(max_batch)
     tables, blocked, m = count_tables(n_oth, b, p), plan.blocked, b - 1
+    platform = target_platform()
+    pass_blocks = SCREEN_BLOCK_PASS.get(platform, True) if block_pass is None else bool(block_pass)
+    unroll = max(1, int(COUNT_CHAIN_UNROLL.get(platform, 1)))
     keys = jax.vmap(lambda j: jax.random.split(jax.random.fold_in(key, j), 6))(lanes)
     k_init, k_words, k_rare_r, k_rare_e, k_redraw, k_special = (keys[:, c] for c in range(6))
     width = lanes.shape[0]
@@ -312,28 +255,82 @@ def screened_counts_t(key: jax.Array, lanes: jax.Array, taus: jax.Array, others:
 
         return apply_to_flagged(at, min(width, 4), some, r)
 
-    def step(window, xs):
-        leaving, u_r, u_e, i = xs
-        avail = jnp.maximum(n_oth - window, 0)
-        held = n_oth - avail
-        look_r, look_e = table_lookup(avail, u_r, tables), table_lookup(held, u_e, blocked)
-        pre, at = i < taus, i == taus
-        redo = look_r.tie | look_r.outside | (pre & (look_e.tie | look_e.outside | (look_r.fast + look_e.fast >= bmax)))
+    def exact_block(window, prev, u_r, u_e, rounds, taus, k_rare_r, k_rare_e, k_redraw, s_special, k_hyper):
+        """The block round by round, every rare path behind a branch of its round (the reference the block pass
+        must equal)."""
+        def step(window, xs):
+            leaving, u_r, u_e, i = xs
+            avail = jnp.maximum(n_oth - window, 0)
+            held = n_oth - avail
+            look_r, look_e = table_lookup(avail, u_r, tables), table_lookup(held, u_e, blocked)
+            pre, at = i < taus, i == taus
+            redo = look_r.tie | look_r.outside | (pre & (look_e.tie | look_e.outside
+                                                         | (look_r.fast + look_e.fast >= bmax)))
 
-        def rare_round(fast, redo, at, i, avail, held, u_r, u_e, pre, *keys):  # one branch per round when common
-            r = rare_cond(jnp.any(redo), lambda f, *ops: exact_round(*ops), lambda f, *ops: f,
-                          fast, i, avail, held, u_r, u_e, pre, *keys[:3])
-            return rare_cond(jnp.any(at), tau_round, lambda r, *ops: r, r, at, held, *keys[3:])
+            def rare_round(fast, redo, at, i, avail, held, u_r, u_e, pre, *keys):  # one branch per round
+                r = rare_cond(jnp.any(redo), lambda f, *ops: exact_round(*ops), lambda f, *ops: f,
+                              fast, i, avail, held, u_r, u_e, pre, *keys[:3])
+                return rare_cond(jnp.any(at), tau_round, lambda r, *ops: r, r, at, held, *keys[3:])
 
-        r = rare_cond(jnp.any(redo | at), rare_round, lambda fast, *ops: fast, look_r.fast, redo, at, i, avail,
-                      held, u_r, u_e, pre, k_rare_r, k_rare_e, k_redraw, s_special, k_hyper)
-        return window - leaving + r, r
+            r = rare_cond(jnp.any(redo | at), rare_round, lambda fast, *ops: fast, look_r.fast, redo, at, i,
+                          avail, held, u_r, u_e, pre, k_rare_r, k_rare_e, k_redraw, s_special, k_hyper)
+            return window - leaving + r, r
+
+        return jax.lax.scan(step, window, (prev, u_r, u_e, rounds))
+
+    def counts_at_tau(held_tau, rounds):
+        """``r_tau = s - e`` of the lanes whose ``tau`` is in the block, ``e ~ Hypergeom(N, W, s)`` from their
+        keys (:func:`hypergeometric_draw`, as the round-by-round block draws it), a buffer of them at a time."""
+        here = (taus >= rounds[0]) & (taus <= rounds[-1])
+
+        def some(idx, r_tau):
+            s = jnp.take(s_special, idx, mode="clip")
+            e = hypergeometric_draw(k_hyper[jnp.clip(idx, 0, width - 1)], n_oth, jnp.take(held_tau, idx, mode="clip"),
+                                    s, plan.half)
+            return r_tau.at[idx].set(s - e, mode="drop")
+
+        return apply_to_flagged(here, chain_buffer(width, m / n), some, jnp.zeros((width,), jnp.int32))
+
+    def block_pass(window, prev, u_r, u_e, rounds, r_tau):
+        """The block by lookups, with each lane's count at ``tau`` given (``r_tau``) and a rejected pair redrawn
+        once from the words of attempt 1 (drawn for every lane and round, no branch); ``bad`` marks the lanes where
+        a lookup tied, left its band, or the redraw was rejected again or tied: there the block is replayed. Also
+        each lane's blocked count ``W`` at its ``tau``, which does not depend on ``r_tau`` (pass 1 reads it)."""
+        def one(carry, xs):
+            window, bad, held_tau = carry
+            leaving, ur, ue, i = xs
+            avail = jnp.maximum(n_oth - window, 0)
+            held = n_oth - avail
+            look_r, look_e = table_lookup(avail, ur, tables), table_lookup(held, ue, blocked)
+            pre = i < taus
+            rejected = pre & (look_r.fast + look_e.fast >= bmax)
+            fresh = jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(jax.random.fold_in(k, i), 1), (2,),
+                                                       jnp.uint64))(k_redraw)
+            again_r, again_e = table_lookup(avail, fresh[:, 0], tables), table_lookup(held, fresh[:, 1], blocked)
+            r = jnp.where(i == taus, r_tau, jnp.where(rejected, again_r.fast, look_r.fast))
+            bad = bad | look_r.tie | look_r.outside | (pre & (look_e.tie | look_e.outside)) | (rejected & (
+                again_r.tie | again_r.outside | again_e.tie | again_e.outside | (again_r.fast + again_e.fast >= bmax)))
+            return (window - leaving + r, bad, jnp.where(i == taus, held, held_tau)), r
+
+        init = (window, jnp.zeros(window.shape, bool), jnp.zeros_like(window))
+        (window, bad, held_tau), new = jax.lax.scan(one, init, (prev, u_r, u_e, rounds), unroll=min(unroll, m))
+        return window, new, bad, held_tau
+
+    def replay_block(w_fast, new_fast, *ops):
+        return exact_block(*ops)
 
     def block(window_prev, t):
         window, prev = window_prev
         words = jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, t), (2, m), jnp.uint64))(k_words)
         words = jnp.moveaxis(words, 0, -1)                                            # (2, m, F)
-        window, new = jax.lax.scan(step, window, (prev, words[0], words[1], t * m + jnp.arange(m)))
+        rounds = t * m + jnp.arange(m)
+        ops = (window, prev, words[0], words[1], rounds, taus, k_rare_r, k_rare_e, k_redraw, s_special, k_hyper)
+        if not pass_blocks:
+            window, new = exact_block(*ops)
+            return (window, new), new
+        held_tau = block_pass(window, prev, words[0], words[1], rounds, jnp.zeros_like(window))[3]   # pass 1
+        w_fast, new_fast, bad, _ = block_pass(window, prev, words[0], words[1], rounds, counts_at_tau(held_tau, rounds))
+        window, new = rare_cond(jnp.any(bad), replay_block, lambda wf, nf, *o: (wf, nf), w_fast, new_fast, *ops)
         return (window, new), new
 
     blocks = -(-n // m)

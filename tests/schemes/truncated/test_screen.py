@@ -5,7 +5,9 @@
 * per-sample randomness: the buffered chain (several rounds of a small buffer) gives the dense draws' values;
 * the host-built pieces deterministically against exact values: ``tau``'s thresholds, the conditioned tail table,
   and the hypergeometric inversion's integer weights (hypothesis over small cases, and the §7.4 scale);
-* the platform table: CPUs screen, accelerators run every sample's chain, and the scheme charges the larger bound.
+* the platform table: CPUs screen, accelerators run every sample's chain, and the scheme charges the larger bound;
+* the block pass (no branch per round) gives the round-by-round counts bit for bit, also under ``vmap``, and
+  replays only the blocks with a rare lane.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ def test_platform_table_chooses_the_sampler(monkeypatch):
     others, b, p, n, bmax = CASES[0]
     key, samples = jax.random.key(9), 64
     assert set(screen.AUTO_SCREEN) == {"cpu", "gpu", "tpu"} and all(why for _, why in screen.AUTO_SCREEN.values())
+    assert set(screen.SCREEN_BLOCK_PASS) == {"cpu", "gpu", "tpu"} and not screen.SCREEN_BLOCK_PASS["cpu"]
     scheme = TruncatedBMinSep(p, b, n, others + 1, bmax, True)
     problem = Problem(scheme, BandedToeplitz((1.0, 0.5)))
     assert TruncatedBMinSep(p, b, n, bmax, bmax, True).count_sampler == "none"   # M <= B_max: r is not drawn
@@ -182,3 +185,72 @@ def test_hypergeometric_draws_have_the_exact_law():
     stat = float(np.sum((obs - exp_) ** 2 / exp_))
     df = len(obs) - 1
     assert stat <= df + 6 * math.sqrt(2 * df) + 12, (stat, df)
+
+
+def _replays_counted(monkeypatch):
+    """Count, at run time, the blocks :func:`screened_counts_t`'s block pass sends to the round-by-round replay."""
+    calls, plain = [], screen.rare_cond
+
+    def spy(rare, rare_fn, common_fn, *ops):
+        if getattr(rare_fn, "__name__", "") == "replay_block":
+            def counted(*o):
+                jax.debug.callback(lambda: calls.append(1))
+                return rare_fn(*o)
+            return plain(rare, counted, common_fn, *ops)
+        return plain(rare, rare_fn, common_fn, *ops)
+
+    monkeypatch.setattr(screen, "rare_cond", spy)
+    return calls
+
+
+@pytest.mark.parametrize("case,warm,replays", [
+    ((999, 2, 0.02, 10, 31), True, 0),         # a rejected pair in about 1 round in 80: redrawn within the pass
+    ((399, 8, 0.03, 60, 26), False, 1),        # cold start: the first block leaves the band, it alone is replayed
+    ((5000, 32, 0.002, 400, 24), True, 0),     # long blocks (31 rounds)
+])
+def test_block_pass_gives_the_round_by_round_counts(monkeypatch, case, warm, replays):
+    """The counts drawn by blocks (``block_pass``) equal the round-by-round ones bit for bit, and the blocks are
+    replayed only where a lane tied, left its band or was rejected twice: none in the warm cases, where hundreds of
+    lanes reach their ``tau`` and (first case) dozens of pairs are rejected and redrawn without a replay."""
+    others, b, p, n, bmax = case
+    plan = screen_plan(others, b, p, n, bmax)
+    k_tau, k_chain = jax.random.split(jax.random.key(7))
+    taus = screen.screen_taus(k_tau, plan, 2048)
+    flagged = int(jnp.sum(taus < n))
+    lanes = jnp.nonzero(taus < n, size=flagged)[0]
+    calls = _replays_counted(monkeypatch)
+
+    def counts(block_pass):
+        return np.asarray(jax.jit(lambda k, l, t: screen.screened_counts_t(k, l, t, others, b, p, warm, n, bmax, plan,
+                                                                           block_pass))(k_chain, lanes, taus[lanes]))
+
+    rounds = counts(False)
+    assert not calls
+    np.testing.assert_array_equal(counts(True), rounds)
+    assert len(calls) == replays and -(-n // (b - 1)) >= 8
+    q = 1.0 - (1.0 - plan.flag_prob) ** (1.0 / n)       # P[r' >= B_max] per round
+    if case[0] == 999:
+        assert q * float(jnp.sum(taus[lanes])) > 10      # expected rejected pairs before tau
+    if warm:   # samples with a truncated round among the flagged ones
+        assert 0 < int(np.sum(np.any(rounds >= bmax, axis=0))) < flagged
+
+
+def test_block_pass_under_vmap_gives_the_same_counts(monkeypatch):
+    """As the engine runs it on an accelerator (blocks under ``vmap``): the truncated flags and the rows asked for
+    are the same by blocks and round by round."""
+    others, b, p, n, bmax = CASES[1]
+    keys = jax.random.split(jax.random.key(5), 3)
+    idx = jnp.asarray([0, 17, 255, 300])
+
+    def run(block_pass):
+        monkeypatch.setitem(screen.SCREEN_BLOCK_PASS, "cpu", block_pass)
+
+        def one(k):
+            d = count_draws(k, others, b, p, True, n, bmax, 512, screen=True)
+            return d.truncated, d.rows_t(idx)
+        return [np.asarray(a) for a in jax.jit(jax.vmap(one))(keys)]
+
+    (t_rounds, r_rounds), (t_blocks, r_blocks) = run(False), run(True)
+    np.testing.assert_array_equal(t_blocks, t_rounds)
+    np.testing.assert_array_equal(r_blocks, r_rounds)
+    assert 0 < int(t_rounds.sum())
