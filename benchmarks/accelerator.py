@@ -791,11 +791,16 @@ def part_production(res: Results, args) -> dict:
         "engine_ladder_skips_screened": ("accelerators only: engine_ladder_skips with the counts screened as on CPUs "
                                          "(schemes.truncated.screen; AUTO_SCREEN says every sample's chain there): "
                                          "the A/B of that choice since rare_cond gathers rare elements (kernel 16)"),
+        "engine_ladder_skips_screened_big": ("accelerators only: engine_ladder_skips_screened at a chunk of 2^20 "
+                                             "(4x in --quick): the counts of all its blocks are drawn ahead in one "
+                                             "batch (one chain for all their flagged samples), then the losses 16 "
+                                             "blocks at a time (engine.runner.map_chunk_blocks, engine.problem."
+                                             "BATCH_ELEMENTS)"),
         "production_ladder": "production.py's _mcacct_ladder (lax.map over the chunk's blocks), for comparison",
         "single": "production.py's _mcacct_single: sigma 0.47, direction remove",
         "reference_truncated": "jax-privacy's NumPy reference on the host CPU (production.py's _reference)",
         "estimate": "SAMPLES_7_4 / engine ladder draws/s on one device (every candidate to the end)",
-        "screened_counts": ("samples/s of the screened counts alone (schemes.truncated.screen.count_draws, warm "
+        "screened_counts": ("samples/s of the screened counts alone (schemes.truncated.block_counts.count_draws, warm "
                             "start, the chunk's engine blocks under vmap as the engine runs them, the truncated "
                             "flags summed): block_pass_true draws each block of b - 1 rounds without a branch per "
                             "round, block_pass_false round by round (SCREEN_BLOCK_PASS); the same counts"),
@@ -829,6 +834,7 @@ def part_production(res: Results, args) -> dict:
         return problems[kind]
 
     need = seconds + (5 if args.quick else 60)
+    big_chunk = 4 * chunk if args.quick else max(chunk, 1 << 20)   # counts of all its blocks drawn ahead at once
     # the ladders (what calibrate runs) and the reference of both c first, then the single-sigma figures
     for stage in ("ladder", "single"):
         if stage == "single":   # after the ladders: the screened counts alone, round by round and by blocks
@@ -847,7 +853,7 @@ def part_production(res: Results, args) -> dict:
             keys = (("engine_ladder", "engine_ladder_skips", "reference_truncated") if stage == "ladder"
                     else ("single", "production_ladder"))
             if stage == "ladder" and target_platform() != "cpu":
-                keys += ("engine_ladder_skips_screened",)
+                keys += ("engine_ladder_skips_screened", "engine_ladder_skips_screened_big")
             if all(isinstance(row.get(k), dict) and not ({"skipped", "status"} & set(row[k])) for k in keys):
                 continue                                     # measured in an earlier run
             c, trunc = problem_of(kind)
@@ -863,6 +869,10 @@ def part_production(res: Results, args) -> dict:
                            lambda: _screened(lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER,
                                                                      (prod.EPSILON,), True)),
                            f"{kind} engine_ladder_skips_screened")
+                    _entry(res, row, "engine_ladder_skips_screened_big", budget, need,
+                           lambda: _screened(lambda: _measure_ladder(trunc, big_chunk, seconds, prod.LADDER,
+                                                                     (prod.EPSILON,), True)),
+                           f"{kind} engine_ladder_skips_screened_big (chunk {big_chunk})")
                 _entry(res, row, "reference_truncated", budget, seconds + 10,
                        lambda: prod._reference(p, c, True, 1, min(seconds, 3.0), 4 if args.quick else 16),
                        f"{kind} reference_truncated")
@@ -880,8 +890,8 @@ def part_production(res: Results, args) -> dict:
             row["estimate_7_4_one_device"] = _production_estimate(prod, row)
             res.save()
     ests = rows.get("ones", {}).get("estimate_7_4_one_device", {})
-    best = [ests[k]["hours"] for k in ("engine_ladder", "engine_ladder_skips", "engine_ladder_skips_screened")
-            if k in ests]
+    best = [ests[k]["hours"] for k in ("engine_ladder", "engine_ladder_skips", "engine_ladder_skips_screened",
+                                       "engine_ladder_skips_screened_big") if k in ests]
     if best:
         part["estimate_hours_one_device"] = min(best)
     part["complete"] = not _has_skips({k: rows.get(k) for k in kinds}) and not _has_skips(chain)
@@ -895,7 +905,8 @@ def _production_estimate(prod, row: dict) -> dict:
     """The §7.4 verification's time on one device from a row's measured ladders, and the engine ladder's draws/s
     against the reference running the ladder's ``2 J`` jobs."""
     est = {}
-    for key in ("engine_ladder", "engine_ladder_skips", "engine_ladder_skips_screened", "production_ladder"):
+    for key in ("engine_ladder", "engine_ladder_skips", "engine_ladder_skips_screened",
+                "engine_ladder_skips_screened_big", "production_ladder"):
         draws = row.get(key, {}).get("draws_per_s") if isinstance(row.get(key), dict) else None
         if draws:
             est[key] = {"seconds": prod.SAMPLES_7_4 / draws, "hours": prod.SAMPLES_7_4 / draws / 3600.0,
@@ -927,6 +938,7 @@ def _measure_screened_counts(prod, p: float, chunk: int, seconds: float, block_p
 
     from mcacct.core.platform import target_platform
     from mcacct.schemes.truncated import screen
+    from mcacct.schemes.truncated.block_counts import count_draws
     plat = target_platform()
     before = screen.SCREEN_BLOCK_PASS.get(plat)
     screen.SCREEN_BLOCK_PASS[plat] = bool(block_pass)
@@ -937,8 +949,7 @@ def _measure_screened_counts(prod, p: float, chunk: int, seconds: float, block_p
 
         def fn(key):
             def one(k):
-                return screen.count_draws(k, prod.M - 1, prod.B, p, True, prod.N, prod.BMAX, size,
-                                          screen=True).truncated
+                return count_draws(k, prod.M - 1, prod.B, p, True, prod.N, prod.BMAX, size, screen=True).truncated
             return jax.vmap(one)(jax.random.split(key, ch // size)).sum()
         return fn
 

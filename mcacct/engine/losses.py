@@ -45,7 +45,7 @@ def direction_losses(mechanism: Mechanism, key, sigma, num_samples: int, directi
 
 
 def ladder_losses(mechanism: Mechanism, key, sigmas, num_samples: int, add_bound: float | None = None,
-                  remove_skip=None) -> jax.Array:
+                  remove_skip=None, prepared=None) -> jax.Array:
     """Losses of every noise multiplier of a ladder and both directions on the draws of ``key``.
 
     Parameters
@@ -64,6 +64,8 @@ def ladder_losses(mechanism: Mechanism, key, sigmas, num_samples: int, add_bound
     remove_skip : RemoveSkip or None
         The remove direction's skip (:class:`~mcacct.kernels.shortcuts.RemoveSkip`); only for a mechanism that
         ``bounds_remove_losses``.
+    prepared : pytree or None
+        The block's draws made ahead by ``mechanism.prepare`` (only for a mechanism with one and a ``ladder``).
 
     Returns
     -------
@@ -79,8 +81,11 @@ def ladder_losses(mechanism: Mechanism, key, sigmas, num_samples: int, add_bound
     """
     if remove_skip is not None and not mechanism.bounds_remove_losses:
         raise ValueError("this scheme's mechanism has no remove-loss bound (remove_skip must be None)")
+    if prepared is not None and (mechanism.prepare is None or mechanism.ladder is None):
+        raise ValueError("this scheme's mechanism prepares no draws ahead (prepared must be None)")
     if mechanism.ladder is not None:
-        return mechanism.ladder(key, sigmas, num_samples, add_bound, remove_skip)
+        return mechanism.ladder(key, sigmas, num_samples, add_bound, remove_skip,
+                                **({} if prepared is None else {"prepared": prepared}))
     if add_bound is not None:
         raise ValueError("this scheme's mechanism has no add-loss shortcut (add_bound must be None)")
 

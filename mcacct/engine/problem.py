@@ -25,6 +25,7 @@ from mcacct.core.precision import float64
 from mcacct.core.validate import LOSS_KERNELS, check_choice, check_int
 
 __all__ = ["Problem", "check_problem", "MAX_ITERATIONS", "DEFAULT_CHUNK_SIZE", "auto_chunk_size", "block_size",
+           "batch_blocks", "BATCH_ELEMENTS",
            "block_keys", "chunk_losses",
            "rng_identity"]
 
@@ -44,6 +45,10 @@ AUTO_CHUNK_MAX = 131072
 #: largest single buffer seen (72.8 GiB at chunk 262144, n = 7200, the truncated 4-sigma ladder on an H200, which
 #: ran out of memory there; 41 bytes per element).
 AUTO_CHUNK_BYTES_PER_ELEMENT = 128
+#: Elements (samples x rounds) of the blocks whose losses an accelerator computes in one batch where the mechanism
+#: draws part of a block ahead (:func:`mcacct.engine.runner.map_chunk_blocks`): 2^29, about the chunk
+#: :func:`auto_chunk_size` gives an H100 at n = 7200 (65,536 samples)
+BATCH_ELEMENTS = 1 << 29
 
 
 @float64
@@ -148,6 +153,25 @@ def block_size(problem: Problem, chunk_size: int) -> int:
     """
     target = max(lanes_target(problem.scheme.iterations), int(problem.mechanism().block_floor))
     return min(1 << (target.bit_length() - 1), chunk_size)
+
+
+def batch_blocks(problem: Problem, bsize: int) -> int:
+    """Blocks of ``bsize`` samples per batch of :func:`mcacct.engine.runner.map_chunk_blocks`: the largest power of
+    two ``k`` with ``k n bsize <= BATCH_ELEMENTS`` (at least 1). Depends only on the problem and the block size.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem (its horizon ``n``).
+    bsize : int
+        Samples per block.
+
+    Returns
+    -------
+    int
+    """
+    fits = max(1, BATCH_ELEMENTS // (problem.scheme.iterations * int(bsize)))
+    return 1 << (fits.bit_length() - 1)
 
 
 @float64

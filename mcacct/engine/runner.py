@@ -36,7 +36,7 @@ from mcacct.engine.compile_notice import CompileNotice
 from mcacct.engine.distributed import allreduce_stats
 from mcacct.engine.kernel_choice import fused_block_ladder, resolve_loss_kernel
 from mcacct.engine.losses import ladder_losses
-from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, block_keys, block_size
+from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, batch_blocks, block_keys, block_size
 from mcacct.kernels.blocks import map_blocks
 from mcacct.engine.progress import Progress
 from mcacct.engine.widths import GroupClock, Programs, next_width, padded_width
@@ -78,7 +78,7 @@ def local_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
 
 
 def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bound: float | None = None,
-                        remove_skip: RemoveSkip | None = None) -> jax.Array:
+                        remove_skip: RemoveSkip | None = None, prepared=None) -> jax.Array:
     """``(J, 2, num_samples)`` losses of one block: the fused kernel where ``problem.loss_kernel`` resolves to it
     (:func:`mcacct.engine.kernel_choice.resolve_loss_kernel`), else :func:`mcacct.engine.losses.ladder_losses`
     (with ``add_bound``: :func:`skip_bound`; ``remove_skip``: :func:`remove_skip_arrays`).
@@ -97,6 +97,8 @@ def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bou
         As above; ``None`` computes every add loss.
     remove_skip : RemoveSkip, optional
         As above; ``None`` computes every remove loss.
+    prepared : pytree, optional
+        The block's draws made ahead by the mechanism's ``prepare`` (:func:`map_chunk_blocks`).
 
     Returns
     -------
@@ -105,7 +107,22 @@ def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bou
     """
     if resolve_loss_kernel(problem).kernel == "fused":
         return fused_block_ladder(problem, key, sigmas, num_samples)
-    return ladder_losses(problem.mechanism(), key, sigmas, num_samples, add_bound, remove_skip)
+    return ladder_losses(problem.mechanism(), key, sigmas, num_samples, add_bound, remove_skip, prepared)
+
+
+def map_chunk_blocks(per_block: Callable, keys: jax.Array, problem: Problem, bsize: int):
+    """``per_block(key, prepared=...)`` over a chunk's block keys, stacked: on CPU one block after another
+    (:func:`mcacct.kernels.blocks.map_blocks`); on accelerators batched, and where the mechanism draws part of a
+    block ahead (``Mechanism.prepare``, e.g. the truncated scheme's counts: a sequential chain) that part for every
+    block of the chunk in one batch first, then the blocks' losses :func:`~mcacct.engine.problem.batch_blocks` at
+    a time (``lax.map`` over batches). The same draws either way: a chunk may then be larger than the losses'
+    memory allows at once, and the chain's rounds run once for all its blocks."""
+    mech = problem.mechanism()
+    if target_platform() == "cpu" or mech.prepare is None or resolve_loss_kernel(problem).kernel == "fused":
+        return map_blocks(lambda k: per_block(k), keys)
+    prepared = jax.vmap(lambda k: mech.prepare(k, bsize))(keys)
+    return jax.lax.map(lambda kp: per_block(kp[0], prepared=kp[1]), (keys, prepared),
+                       batch_size=min(keys.shape[0], batch_blocks(problem, bsize)))
 
 
 def _skips(problem: Problem) -> bool:
@@ -206,7 +223,7 @@ def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Probl
     keys = block_keys(key, problem, chunk_size)
     per_block = partial(block_ladder_losses, sigmas=sigmas, problem=problem, num_samples=bsize, add_bound=add_bound,
                         remove_skip=remove_skip)
-    out = map_blocks(lambda k: per_block(k), keys)
+    out = map_chunk_blocks(per_block, keys, problem, bsize)
     losses = jnp.moveaxis(out, 0, 2).reshape(out.shape[1], 2, -1)[:, :, :chunk_size]  # (J, 2, chunk)
 
     # candidate by candidate (lax.map, not vmap): each candidate's reductions then run the same program

@@ -215,6 +215,8 @@ class Scheme:
     bounds_remove_losses = False
     #: the smallest engine block (samples) the scheme wants (:func:`mcacct.engine.problem.block_size`)
     block_floor = 16
+    #: ``(key, num_samples) -> pytree``: draws the engine may make ahead for many blocks (``Mechanism.prepare``)
+    prepare_draws = None
 
     # -- public, checked ---------------------------------------------------------------------------------
     def sample(self, key, strategy, sigma, num_samples: int, direction: str = "remove",
@@ -318,12 +320,16 @@ class Scheme:
         def losses(key, sigma, num_samples, direction):
             return self.losses_t(key, strategy, sigma, num_samples, direction, dtype, dot, rec)
 
-        def ladder(key, sigmas, num_samples, add_bound=None, remove_skip=None):
-            return self.ladder_losses(key, strategy, sigmas, num_samples, dtype, dot, rec, add_bound, remove_skip)
+        def ladder(key, sigmas, num_samples, add_bound=None, remove_skip=None, prepared=None):
+            extra = {} if prepared is None else {"prepared": prepared}
+            return self.ladder_losses(key, strategy, sigmas, num_samples, dtype, dot, rec, add_bound, remove_skip,
+                                      **extra)
 
-        return Mechanism(sample, log_ratio, losses, ladder if self.shares_ladder_work else None,
-                         self.add_loss_bound(), bool(self.bounds_remove_losses), self.fused_ladder_args(strategy),
-                         int(self.block_floor))
+        shared = self.shares_ladder_work
+        prepare = self.prepare_draws if shared else None
+        return Mechanism(sample, log_ratio, losses, ladder if shared else None, self.add_loss_bound(),
+                         bool(self.bounds_remove_losses), self.fused_ladder_args(strategy), int(self.block_floor),
+                         prepare)
 
     def check_aux(self, aux, y) -> None:
         """Refuse auxiliary data for a scheme that has none (schemes with ``aux`` override this)."""

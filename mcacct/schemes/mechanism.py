@@ -30,7 +30,10 @@ For the adjacent pair ``(P, Q)`` of the scheme at noise multiplier :math:`\sigma
 * ``bounds_remove_losses``: whether ``ladder`` takes a ``remove_skip`` (:mod:`mcacct.kernels.bound`);
 * ``fused_args`` (optional): keyword arguments of :func:`mcacct.kernels.fused.fused_ladder_losses` whose losses
   are ``ladder``'s on the same draws up to float rounding;
-* ``block_floor``: the smallest engine block (samples) the scheme's draws vectorise over.
+* ``block_floor``: the smallest engine block (samples) the scheme's draws vectorise over;
+* ``prepare`` (optional): ``(key, num_samples) -> pytree``, the part of a block's draws the engine may draw ahead
+  for many blocks in one batch (e.g. a sequential chain that vectorises across blocks), which
+  ``ladder(..., prepared=...)`` then reads instead of drawing it: the same losses.
 
 The shape follows the pure-function records of the JAX ecosystem: the scheme's data stays hashable and
 static, and everything traced is a function of arrays.
@@ -77,7 +80,7 @@ class Mechanism(NamedTuple):
     losses : callable
         ``(key, sigma, num_samples, direction) -> (num_samples,)`` array: the engine's signed losses of one block.
     ladder : callable or None
-        ``(key, sigmas, num_samples, add_bound, remove_skip) -> (J, 2, num_samples)`` array, or ``None``.
+        ``(key, sigmas, num_samples, add_bound, remove_skip, prepared) -> (J, 2, num_samples)`` array, or ``None``.
     add_loss_bound : float or None
         The proven bound of the add losses ``ladder`` computes by the untruncated recursion, or ``None``.
     bounds_remove_losses : bool
@@ -86,6 +89,8 @@ class Mechanism(NamedTuple):
         Keyword arguments of the fused kernel, or ``None``.
     block_floor : int
         The smallest number of samples per engine block.
+    prepare : callable or None
+        ``(key, num_samples) -> pytree`` of draws made ahead, or ``None``.
     """
 
     sample: Callable[..., Any]
@@ -96,3 +101,4 @@ class Mechanism(NamedTuple):
     bounds_remove_losses: bool = False
     fused_args: dict | None = None
     block_floor: int = 16
+    prepare: Callable[..., Any] | None = None

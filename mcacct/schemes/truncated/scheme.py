@@ -13,7 +13,8 @@ from mcacct.core.validate import check_bool, check_call, check_count, check_coun
 from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.kernels.blocks import apply_to_flagged, cache_lanes, map_blocks, map_sub_blocks, sub_block_size
 from mcacct.schemes.truncated.counts import count_tables, exact_tables, other_counts_t, virtual_plan
-from mcacct.schemes.truncated.screen import CountDraws, active_screen_plan, count_draws
+from mcacct.schemes.truncated.block_counts import (CountDraws, active_screen_plan, count_draws, counts_from_prepared,
+                                                   prepare_counts)
 from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns, standard_normal_lanes
 from mcacct.kernels.output import ladder_losses_from_draws_t, ladder_noise_lanes
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
@@ -123,21 +124,11 @@ class TruncatedBMinSep(Scheme):
         return (3.0 if self.can_truncate else 1.0) * strategy.worst_case_sensitivity(self.iterations, self.min_sep)
 
     def sample_other_counts(self, key: jax.Array, num_samples: int) -> jax.Array:
-        """``r``: the numbers of other examples drawn per iteration, shape ``(num_samples, n)``, int32: the chain of
-        :func:`mcacct.schemes.truncated.counts.other_counts_t` (the engine screens it, :mod:`mcacct.schemes.truncated.screen`).
-
-        Parameters
-        ----------
-        key, num_samples : jax.Array, int
-            The key and the rows (``>= 1``; ``ValueError`` naming ``num_samples`` otherwise).
-
-        Returns
-        -------
-        jax.Array
-        """
+        """``r``: the numbers of other examples drawn per iteration, ``(num_samples, n)`` int32 (``num_samples >=
+        1``, else ``ValueError``), by :func:`mcacct.schemes.truncated.counts.other_counts_t`'s chain (the engine
+        screens it, :mod:`mcacct.schemes.truncated.screen`)."""
         check_call(self, num_samples=num_samples)
-        return other_counts_t(key, self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start,
-                              self.iterations, num_samples).T
+        return other_counts_t(key, *self._count_args()[:5], num_samples).T
 
     @property
     def count_sampler(self) -> str:
@@ -147,21 +138,16 @@ class TruncatedBMinSep(Scheme):
 
     def _screen(self, screen: bool | None = True):
         """The screening plan where it applies (``screen=None``: only where this platform screens by default)."""
-        return active_screen_plan(self.dataset_size - 1, self.min_sep, self.sampling_prob, self.iterations,
-                                  self.max_batch_size, screen)
+        args = self._count_args()
+        return active_screen_plan(*args[:3], *args[4:], screen)
 
     def draw_law_tv(self) -> float:
         """Total-variation bound of one sample's counts ``r`` against their exact law, whichever sampler the
         platform uses (:data:`mcacct.schemes.truncated.screen.AUTO_SCREEN`): the larger of the screened sampler's
         :attr:`~mcacct.schemes.truncated.screen.ScreenPlan.tv` and ``n`` draws of :func:`~mcacct.schemes.truncated.counts.count_tables`
         (band and digit tables) or of the digit tables alone; plus the warm start's virtual history
-        (:attr:`~mcacct.schemes.truncated.virtual.VirtualPlan.tv`); 0 when truncation is impossible. docs/soundness.md
-        lists every discrete draw.
-
-        Returns
-        -------
-        float
-        """
+        (:attr:`~mcacct.schemes.truncated.virtual.VirtualPlan.tv`); 0 when truncation is impossible (a float).
+        docs/soundness.md lists every discrete draw."""
         if not self.can_truncate:
             return 0.0
         plan, others = self._screen(), self.dataset_size - 1
@@ -185,24 +171,32 @@ class TruncatedBMinSep(Scheme):
         y_t, r_t = self._sample_t(key, sigma, strategy, num_samples, direction == "remove", jnp.dtype(dtype))
         return Draws(y_t, r_t)
 
-    #: the engine's blocks for this scheme hold at least this many samples: the count chain is sequential in
-    #: the rounds and vectorises over the samples of a block, the screened chain over its flagged samples
-    #: (:func:`mcacct.engine.problem.block_size`)
+    #: the engine's blocks hold at least this many samples (:func:`mcacct.engine.problem.block_size`): the count
+    #: chain is sequential in the rounds and vectorises over a block's samples (screened: its flagged samples)
     block_floor = 4096
 
     def _buffer(self, num_samples: int) -> int:
-        """Rows gathered per round of mixture work: a sixteenth of the batch (at least 8), at most
-        :data:`PATCH_ROWS_MAX` on its platform; more truncated samples take several rounds (:meth:`_patch`)."""
+        """Rows per round of mixture work (:meth:`_patch`): a sixteenth of the batch, at least 8, at most
+        :data:`PATCH_ROWS_MAX`."""
         cap = PATCH_ROWS_MAX.get(target_platform(), num_samples)
         return min(num_samples, max(8, min(num_samples // 16, cap)))
 
     def _sub_block(self, num_samples: int) -> int:  # keys per sub-block; cache_lanes: 64 at n = 7200 (its docstring)
         return sub_block_size(self.iterations, num_samples, cache_lanes(self.iterations))
 
-    def _count_draws(self, key, num_samples: int, dense: bool) -> CountDraws:
-        """The block's counts (:func:`mcacct.schemes.truncated.screen.count_draws`)."""
-        return count_draws(key, self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start,
-                           self.iterations, self.max_batch_size, num_samples, dense)
+    def _count_args(self) -> tuple:  # N, b, p, the start, n, B_max
+        return self.dataset_size - 1, self.min_sep, self.sampling_prob, self.warm_start, self.iterations, \
+            self.max_batch_size
+
+    def _count_draws(self, key, num_samples: int, dense: bool, prepared=None) -> CountDraws:
+        """The block's counts (:mod:`mcacct.schemes.truncated.block_counts`), or those ``prepared`` ahead."""
+        return (count_draws(key, *self._count_args(), num_samples, dense) if prepared is None
+                else counts_from_prepared(prepared, key, *self._count_args(), num_samples))
+
+    def prepare_draws(self, key, num_samples: int):
+        """The counts of the engine block of ``key`` drawn ahead, as data (``PreparedCounts``), for
+        :meth:`ladder_losses`' ``prepared`` (the same losses as without)."""
+        return prepare_counts(jax.random.split(key, 3)[0], *self._count_args(), num_samples)
 
     def _block_draws(self, key, j, sub: int, lanes: bool = False):
         """Sub-block ``j``'s per-block participation ``tau`` and standard noise (time-major; ``lanes``: lane-major)."""
@@ -247,15 +241,16 @@ class TruncatedBMinSep(Scheme):
         amp_q = jnp.where(x & trunc & survives, -1.0, 0.0)
         return mean_shift_amplitudes(amp_p, strategy.c_col), mean_shift_amplitudes(amp_q, strategy.c_col), r
 
-    def _draw_blocks(self, key, strategy, num_samples: int, per_block, dense: bool = False, lanes: bool = False):
+    def _draw_blocks(self, key, strategy, num_samples: int, per_block, dense: bool = False, lanes: bool = False,
+                     prepared=None):
         """The common random numbers of one engine block and a per-sub-block computation on them:
         ``per_block(tau, z_t)`` of each sub-block's participation (per block of ``b`` rounds) and standard noise
         (lane-major with ``lanes``; a kept noise is stored time-major whatever ``lanes``), joined.
         Returns ``(out, counts, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples with a
         truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) and counts;
-        ``counts`` (:class:`~mcacct.schemes.truncated.screen.CountDraws`) holds every sample's counts if ``dense``."""
+        ``counts`` (:class:`~mcacct.schemes.truncated.block_counts.CountDraws`) holds every sample's counts if ``dense``."""
         k_r, k_b, k_s = jax.random.split(key, 3)
-        counts = self._count_draws(k_r, num_samples, dense)
+        counts = self._count_draws(k_r, num_samples, dense, prepared)
         sub = self._sub_block(num_samples)
         # the flagged samples' noise is redrawn, not kept: keeping it wrote the whole chunk's noise once more
         keep_noise = not columns_supported(k_b)
@@ -349,21 +344,22 @@ class TruncatedBMinSep(Scheme):
     bounds_remove_losses = True  # the untruncated draws' (mcacct.kernels.bound); truncated ones stay exact
 
     def ladder_losses(self, key, strategy, sigmas, num_samples: int, dtype, dot_method: str = "auto",
-                      recursion: str = "auto", add_bound: float | None = None, remove_skip=None):
+                      recursion: str = "auto", add_bound: float | None = None, remove_skip=None, prepared=None):
         """``(J, 2, num_samples)`` losses for every ``sigmas`` and both directions on the draws of :meth:`sample_t`:
         counts, participation, coins and noise once; the untruncated ladder (:func:`~mcacct.kernels.output.
         ladder_losses_from_draws_t`) for every sample, the mixture recursions only for those with a truncated round."""
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
         return self._ladder(key, jnp.asarray(sigmas), strategy, num_samples, jnp.dtype(dtype), dot_method,
-                            recursion, add_bound, remove_skip)
+                            recursion, add_bound, remove_skip, prepared)
 
     def add_loss_bound(self) -> float:
         """The base scheme's (untruncated draws); a truncated sample keeps its exact loss in both directions."""
         return self.base.add_loss_bound()
 
     @jit_method("strategy", "num_samples", "dtype", "dot_method", "recursion", "add_bound")
-    def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound, remove_skip):
+    def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound, remove_skip,
+                prepared=None):
         lanes = ladder_noise_lanes(strategy.c_col, dtype, dot_method, add_bound, remove_skip)
 
         def per_block(tau, z_t):
@@ -371,7 +367,7 @@ class TruncatedBMinSep(Scheme):
                                               self.warm_start, strategy.c_col, dtype, dot_method, recursion,
                                               add_bound, remove_skip, lanes)
 
-        out, _, patch = self._draw_blocks(key, strategy, num_samples, per_block, lanes=lanes)
+        out, _, patch = self._draw_blocks(key, strategy, num_samples, per_block, lanes=lanes, prepared=prepared)
 
         def fix(idx, out, mixture):
             def one(sig):

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -62,12 +62,11 @@ from mcacct.kernels.blocks import apply_to_flagged
 from mcacct.kernels.control import rare_cond
 from mcacct.schemes.truncated.hypergeometric import hypergeometric_draw, hypergeometric_tv, hypergeometric_weights
 from mcacct.schemes.truncated.counts import (COUNT_CHAIN_UNROLL, CountTables, band_tables, count_tables, draw_counts,
-                                             other_counts_t, table_lookup, virtual_history, window_band)
+                                             table_lookup, virtual_history, window_band)
 from mcacct.core.platform import target_platform
 
 __all__ = ["MAX_FLAG_PROB", "ScreenPlan", "screen_plan", "screen_taus", "screened_counts_t", "hypergeometric_draw",
-           "hypergeometric_weights", "hypergeometric_tv", "chain_buffer", "CountDraws", "count_draws", "AUTO_SCREEN",
-           "SCREEN_BLOCK_PASS", "screens_by_default", "active_screen_plan"]
+           "hypergeometric_weights", "hypergeometric_tv", "chain_buffer", "AUTO_SCREEN", "SCREEN_BLOCK_PASS"]
 
 #: screening is used where at most this fraction of the samples is flagged (else every sample runs the chain)
 MAX_FLAG_PROB = 0.125
@@ -354,87 +353,3 @@ def chain_buffer(num_samples: int, flag_prob: float) -> int:
     """
     mean = num_samples * flag_prob
     return min(num_samples, 8 * math.ceil((mean + 3.5 * math.sqrt(mean) + 4.0) / 8.0))
-
-
-class CountDraws(NamedTuple):
-    """The counts of one block as the engine reads them: ``truncated`` ``(B,)`` bool, the samples with a round
-    ``r_i >= B_max``; ``rows_t(idx)`` the counts of the samples ``idx``, time-major ``(n, len(idx))`` int32;
-    ``dense_t`` every sample's counts ``(n, B)`` when asked for (else ``None``)."""
-
-    truncated: jax.Array
-    rows_t: Callable[[jax.Array], jax.Array]
-    dense_t: jax.Array | None
-
-
-def screens_by_default() -> bool:
-    """Whether :func:`count_draws` screens on the platform being traced for (:data:`AUTO_SCREEN`)."""
-    return AUTO_SCREEN.get(target_platform(), (False, ""))[0]
-
-
-def active_screen_plan(others: int, min_sep: int, sampling_prob: float, iterations: int, max_batch: int,
-                       screen: bool | None = None) -> ScreenPlan | None:
-    """The plan :func:`count_draws` screens with, or ``None`` where it runs every sample's chain: ``screen``
-    (``None``: :func:`screens_by_default`) and :func:`screen_plan` applies.
-
-    Parameters
-    ----------
-    others, min_sep, sampling_prob, iterations, max_batch, screen
-        As :func:`screen_plan`, and whether to screen (``None``: the platform's default).
-
-    Returns
-    -------
-    ScreenPlan or None
-    """
-    screen = screens_by_default() if screen is None else bool(screen)
-    return screen_plan(others, min_sep, sampling_prob, iterations, max_batch) if screen else None
-
-
-def _from_dense(r_t: jax.Array, max_batch: int, keep: bool) -> CountDraws:
-    """Counts read from every sample's draws ``r_t`` (kept as ``dense_t`` if ``keep``)."""
-    return CountDraws(jnp.any(r_t >= max_batch, axis=0), lambda idx: jnp.take(r_t, idx, axis=1, mode="clip"),
-                      r_t if keep else None)
-
-
-def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float, warm_start: bool, iterations: int,
-                max_batch: int, num_samples: int, dense: bool = False, screen: bool | None = None) -> CountDraws:
-    """The counts of a block of ``num_samples`` samples (zeros, not drawn, when ``B_max > N``): screened
-    (:func:`screen_plan`; the chain runs, a buffer (:func:`chain_buffer`) at a time, only for the samples with
-    ``tau < n``, and again for the rows asked of ``rows_t``), or every sample's chain
-    (:func:`mcacct.schemes.truncated.counts.other_counts_t`) where screening does not apply or ``screen`` is false (``None``:
-    :func:`screens_by_default`). ``dense``: also every sample's counts (``rows_t`` then reads them: the same
-    values).
-
-    Parameters
-    ----------
-    key, others, min_sep, sampling_prob, warm_start, iterations, max_batch, num_samples
-        The block's key, ``N``, ``b``, ``p``, the start, ``n``, ``B_max`` and ``B``.
-    dense, screen : bool, bool or None
-        As above.
-
-    Returns
-    -------
-    CountDraws
-    """
-    args = (int(others), int(min_sep), float(sampling_prob), bool(warm_start), int(iterations), int(max_batch))
-    if max_batch > others:  # r <= N < B_max: no round can be truncated, r is not drawn (zeros)
-        n = int(iterations)
-        return CountDraws(jnp.zeros((num_samples,), bool), lambda idx: jnp.zeros((n, idx.shape[0]), jnp.int32),
-                          jnp.zeros((n, num_samples), jnp.int32) if dense else None)
-    plan = active_screen_plan(args[0], args[1], args[2], args[4], args[5], screen)
-    if plan is None:
-        return _from_dense(other_counts_t(key, *args[:5], num_samples), max_batch, dense)
-    k_tau, k_chain = jax.random.split(key)
-    taus = screen_taus(k_tau, plan, num_samples)
-
-    def rows_t(idx):
-        return screened_counts_t(k_chain, idx, jnp.take(taus, idx, mode="clip"), *args, plan)
-
-    if dense:  # the same values as rows_t, read from the dense draws
-        return _from_dense(rows_t(jnp.arange(num_samples)), max_batch, True)
-
-    def flag(idx, truncated):
-        return truncated.at[idx].set(jnp.any(rows_t(idx) >= max_batch, axis=0), mode="drop")
-
-    size = chain_buffer(num_samples, plan.flag_prob)
-    truncated = apply_to_flagged(taus < iterations, size, flag, jnp.zeros((num_samples,), bool))
-    return CountDraws(truncated, rows_t, None)

@@ -28,8 +28,9 @@ from mcacct.cli.flags import scheme_json
 from mcacct.engine.problem import Problem
 from mcacct.strategies.banded import BandedToeplitz
 from mcacct.schemes.truncated import TruncatedBMinSep
-from mcacct.schemes.truncated.screen import (count_draws, hypergeometric_draw, hypergeometric_tv, hypergeometric_weights,
-                                   screen_plan)
+from mcacct.schemes.truncated import block_counts
+from mcacct.schemes.truncated.block_counts import count_draws
+from mcacct.schemes.truncated.screen import hypergeometric_draw, hypergeometric_tv, hypergeometric_weights, screen_plan
 
 from helpers import simulate_examples, table_weights, two_sample_chi2
 
@@ -102,13 +103,13 @@ def test_platform_table_chooses_the_sampler(monkeypatch):
     assert TruncatedBMinSep(p, b, n, bmax, bmax, True).count_sampler == "none"   # M <= B_max: r is not drawn
     for platform in ("gpu", "tpu"):
         monkeypatch.setenv(PLATFORM_ENV, platform)
-        assert not screen.screens_by_default()
+        assert not block_counts.screens_by_default()
         assert scheme.count_sampler == "chain" and scheme_json(problem)["count_sampler"] == "chain"
         chain = np.asarray(other_counts_t(key, others, b, p, True, n, samples))
         np.testing.assert_array_equal(np.asarray(count_draws(key, others, b, p, True, n, bmax, samples,
                                                              dense=True).dense_t), chain)
     monkeypatch.setenv(PLATFORM_ENV, "cpu")
-    assert screen.screens_by_default()
+    assert block_counts.screens_by_default()
     assert scheme.count_sampler == "screened" and scheme_json(problem)["count_sampler"] == "screened"
     got = np.asarray(count_draws(key, others, b, p, True, n, bmax, samples, dense=True).dense_t)
     np.testing.assert_array_equal(got, np.asarray(count_draws(key, others, b, p, True, n, bmax, samples, dense=True,
