@@ -858,21 +858,23 @@ def part_production(res: Results, args) -> dict:
                 continue                                     # measured in an earlier run
             c, trunc = problem_of(kind)
             if stage == "ladder":
-                # the default first (both skips at epsilon 10, as calibrate runs section 7.4), then its A/Bs
+                # the default first (both skips at epsilon 10, as calibrate runs section 7.4), then on accelerators
+                # its likeliest successor (screened counts drawn ahead for a chunk of 2^20), then the other A/Bs
                 _entry(res, row, "engine_ladder_skips", budget, need,
                        lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER, (prod.EPSILON,), True),
                        f"{kind} engine_ladder_skips")
-                _entry(res, row, "engine_ladder", budget, need,
-                       lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER), f"{kind} engine_ladder")
                 if target_platform() != "cpu":   # the counts screened as on CPUs (AUTO_SCREEN's other choice)
-                    _entry(res, row, "engine_ladder_skips_screened", budget, need,
-                           lambda: _screened(lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER,
-                                                                     (prod.EPSILON,), True)),
-                           f"{kind} engine_ladder_skips_screened")
                     _entry(res, row, "engine_ladder_skips_screened_big", budget, need,
                            lambda: _screened(lambda: _measure_ladder(trunc, big_chunk, seconds, prod.LADDER,
                                                                      (prod.EPSILON,), True)),
                            f"{kind} engine_ladder_skips_screened_big (chunk {big_chunk})")
+                _entry(res, row, "engine_ladder", budget, need,
+                       lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER), f"{kind} engine_ladder")
+                if target_platform() != "cpu":
+                    _entry(res, row, "engine_ladder_skips_screened", budget, need,
+                           lambda: _screened(lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER,
+                                                                     (prod.EPSILON,), True)),
+                           f"{kind} engine_ladder_skips_screened")
                 _entry(res, row, "reference_truncated", budget, seconds + 10,
                        lambda: prod._reference(p, c, True, 1, min(seconds, 3.0), 4 if args.quick else 16),
                        f"{kind} reference_truncated")
