@@ -565,26 +565,34 @@ def _measure_ladder(problem, chunk: int, seconds: float, sigmas=LADDER, epsilons
     return out
 
 
-def _screened(measure) -> dict:
-    """``measure()`` with the truncated scheme's counts screened on this platform, whatever
-    ``schemes.truncated.screen.AUTO_SCREEN`` says for it (an A/B of that choice; jit caches cleared before and after,
-    so that no program of the other choice is reused)."""
+@contextlib.contextmanager
+def _platform_setting(table: dict, value):
+    """``table[platform] = value`` for the platform being traced for, jit caches cleared on entry and exit (the
+    tables are read at trace time), the entry restored after."""
     import jax
 
     from mcacct.core.platform import target_platform
-    from mcacct.schemes.truncated import screen
     plat = target_platform()
-    before = screen.AUTO_SCREEN.get(plat)
-    screen.AUTO_SCREEN[plat] = (True, "benchmarks/accelerator.py: screened for an A/B measurement")
+    before = table.get(plat)
+    table[plat] = value
     jax.clear_caches()
     try:
-        return dict(measure(), count_sampler="screened")
+        yield
     finally:
         if before is None:
-            screen.AUTO_SCREEN.pop(plat, None)
+            table.pop(plat, None)
         else:
-            screen.AUTO_SCREEN[plat] = before
+            table[plat] = before
         jax.clear_caches()
+
+
+def _screened(measure) -> dict:
+    """``measure()`` with the truncated scheme's counts screened on this platform, whatever
+    ``schemes.truncated.screen.AUTO_SCREEN`` says for it (an A/B of that choice; no program of the other choice is
+    reused)."""
+    from mcacct.schemes.truncated import screen
+    with _platform_setting(screen.AUTO_SCREEN, (True, "benchmarks/accelerator.py: screened for an A/B measurement")):
+        return dict(measure(), count_sampler="screened")
 
 
 def fused_counted_bytes(iterations: int, min_sep: int, num_sigmas: int, c_len: int, tile: int) -> dict:
@@ -938,13 +946,8 @@ def _measure_screened_counts(prod, p: float, chunk: int, seconds: float, block_p
     samples, fewer in a smaller chunk) under ``vmap``, ``screened_counts_t`` by blocks or round by round."""
     import jax
 
-    from mcacct.core.platform import target_platform
     from mcacct.schemes.truncated import screen
     from mcacct.schemes.truncated.block_counts import count_draws
-    plat = target_platform()
-    before = screen.SCREEN_BLOCK_PASS.get(plat)
-    screen.SCREEN_BLOCK_PASS[plat] = bool(block_pass)
-    jax.clear_caches()
 
     def make(ch):
         size = min(4096, ch)
@@ -955,14 +958,8 @@ def _measure_screened_counts(prod, p: float, chunk: int, seconds: float, block_p
             return jax.vmap(one)(jax.random.split(key, ch // size)).sum()
         return fn
 
-    try:
+    with _platform_setting(screen.SCREEN_BLOCK_PASS, bool(block_pass)):
         out = _with_oom_retry(lambda ch: _timed(lambda: make(ch), ch, seconds, "samples"), chunk)
-    finally:
-        if before is None:
-            screen.SCREEN_BLOCK_PASS.pop(plat, None)
-        else:
-            screen.SCREEN_BLOCK_PASS[plat] = before
-        jax.clear_caches()
     out["block_pass"] = bool(block_pass)
     return out
 
