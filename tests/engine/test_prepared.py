@@ -1,5 +1,6 @@
-"""Draws made ahead (``Mechanism.prepare``): on accelerators the engine draws the truncated scheme's counts for every
-block of a chunk in one batch, then the blocks' losses a batch at a time (:func:`mcacct.engine.runner.map_chunk_blocks`).
+"""Draws made ahead (``Mechanism.prepare``): on accelerators the engine draws the truncated scheme's counts for
+every block of a chunk in one batch, then the blocks' losses a batch at a time
+(:func:`mcacct.engine.runner.map_chunk_blocks`).
 
 The losses are those of the blocks drawn whole, with the counts of every sampler (every sample's chain; screened,
 round by round and by blocks of rounds), where a block holds more truncated samples than the rows kept

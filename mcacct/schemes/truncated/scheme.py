@@ -248,7 +248,7 @@ class TruncatedBMinSep(Scheme):
         (lane-major with ``lanes``; a kept noise is stored time-major whatever ``lanes``), joined.
         Returns ``(out, counts, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples with a
         truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) and counts;
-        ``counts`` (:class:`~mcacct.schemes.truncated.block_counts.CountDraws`) holds every sample's counts if ``dense``."""
+        ``counts`` (``block_counts.CountDraws``) holds every sample's counts if ``dense``."""
         k_r, k_b, k_s = jax.random.split(key, 3)
         counts = self._count_draws(k_r, num_samples, dense, prepared)
         sub = self._sub_block(num_samples)

@@ -24,14 +24,15 @@ Sampler. Let ``tau`` be the first round (0-based) with ``r'_i >= B_max``, ``n`` 
 
 A sample with ``tau = n`` (probability ``(1 - q)^n``: 0.977 at the §7.4 shape) has no truncated round, and its
 privacy loss does not depend on ``r``: the engine draws ``tau`` for every sample (one 64-bit word) and runs the
-chain only for the others (:func:`count_draws`), a buffer of them at a time.
+chain only for the others (``block_counts.count_draws``), a buffer of them at a time.
 
 Platforms. Screening pays on CPUs, where the chain's cost is per sample; on GPUs the chain is latency-bound (its
 rounds are sequential; benchmarks/results/design_choices.md), while the screened round's
 rejection loop and rare branches each cost a host synchronisation (the likely cause of its measured cost there).
-:data:`AUTO_SCREEN` says, per platform, which sampler :func:`count_draws` uses unless told, and why
-(:func:`active_screen_plan`). Both draw the same law (within their stated total variations), from independent keys
-per block, so blocks of either kind may be pooled.
+:data:`AUTO_SCREEN` says, per platform, which sampler ``block_counts.count_draws`` uses unless told, and
+why (``block_counts.active_screen_plan``). Both draw the same law (within their stated total variations), from
+independent keys per block, so blocks of either kind may be pooled. Accelerators draw a block's rounds by blocks
+of ``b - 1`` (:data:`SCREEN_BLOCK_PASS`, :func:`screened_counts_t`).
 
 Per-sample randomness. Sample ``j`` of a block draws everything from ``fold_in(key, j)``, so its counts are the
 same whichever other samples run beside it: the buffered chain of the engine and the dense draws of
@@ -42,7 +43,7 @@ thresholds of 64 bits from a 128-bit fixed-point recursion of ``(1 - q)^t``, ``q
 weights of :func:`mcacct.kernels.alias.pmf_weights`; ``s``: an alias table of the conditioned weights; the
 counts and ``e``: the alias tables of :mod:`mcacct.schemes.truncated.counts` (a conditioned law is within
 ``3 (tv_r + tv_e)`` of its exact form when the condition has probability at least 2/3); the hypergeometric:
-inversion of float64 weights (:func:`hypergeometric_inverse`, bound in its docstring).
+inversion of float64 weights (:mod:`mcacct.schemes.truncated.hypergeometric`, bound in its docstring).
 
 Everything here takes numbers and arrays; no scheme is imported.
 """
@@ -70,7 +71,8 @@ __all__ = ["MAX_FLAG_PROB", "ScreenPlan", "screen_plan", "screen_taus", "screene
 
 #: screening is used where at most this fraction of the samples is flagged (else every sample runs the chain)
 MAX_FLAG_PROB = 0.125
-#: ``platform -> (screen, evidence)``: whether :func:`count_draws` screens by default, and the measurement behind it
+#: ``platform -> (screen, evidence)``: whether ``block_counts.count_draws`` screens by default, and the
+#: measurement behind it
 AUTO_SCREEN = {
     "cpu": (True, "benchmarks/results/production_cpu.json (2-core box, kernel 7): the 7.4 truncated ladder at "
                   "2,356 / 1,917 draws/s (c = ones / MSE c) against 1,394 / 1,132 with every sample's chain (kernel 6, "
