@@ -113,10 +113,10 @@ def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bou
 def map_chunk_blocks(per_block: Callable, keys: jax.Array, problem: Problem, bsize: int):
     """``per_block(key, prepared=...)`` over a chunk's block keys, stacked: on CPU one block after another
     (:func:`mcacct.kernels.blocks.map_blocks`); on accelerators batched, and where the mechanism draws part of a
-    block ahead (``Mechanism.prepare``, e.g. the truncated scheme's counts: a sequential chain) that part for every
-    block of the chunk in one batch first, then the blocks' losses :func:`~mcacct.engine.problem.batch_blocks` at
-    a time (``lax.map`` over batches). The same draws either way: a chunk may then be larger than the losses'
-    memory allows at once, and the chain's rounds run once for all its blocks."""
+    block ahead (``Mechanism.prepare``, e.g. the truncated scheme's screened counts: a sequential chain) that part
+    for every block of the chunk in one batch first, then the blocks' losses :func:`~mcacct.engine.problem.
+    batch_blocks` at a time (``lax.map`` over batches). The same draws either way: a chunk may then be larger than
+    the losses' memory allows at once, and the chain's rounds run once for all its blocks' flagged samples."""
     mech = problem.mechanism()
     if target_platform() == "cpu" or mech.prepare is None or resolve_loss_kernel(problem).kernel == "fused":
         return map_blocks(lambda k: per_block(k), keys)

@@ -215,7 +215,7 @@ class Scheme:
     bounds_remove_losses = False
     #: the smallest engine block (samples) the scheme wants (:func:`mcacct.engine.problem.block_size`)
     block_floor = 16
-    #: ``(key, num_samples) -> pytree``: draws the engine may make ahead for many blocks (``Mechanism.prepare``)
+    #: ``(key, num_samples) -> pytree`` or ``None``: draws the engine may make ahead for many blocks (``Mechanism.prepare``)
     prepare_draws = None
 
     # -- public, checked ---------------------------------------------------------------------------------

@@ -2,10 +2,10 @@
 every block of a chunk in one batch, then the blocks' losses a batch at a time
 (:func:`mcacct.engine.runner.map_chunk_blocks`).
 
-The losses are those of the blocks drawn whole, with the counts of every sampler (every sample's chain; screened,
-round by round and by blocks of rounds), where a block holds more truncated samples than the rows kept
-(:data:`~mcacct.schemes.truncated.block_counts.KEPT_ROWS`: the others are drawn again) and where it holds fewer.
-Traced for a GPU on the CPU (``MCACCT_TARGET_PLATFORM``), as the engine runs on one.
+The losses are those of the blocks drawn whole, with the screened counts (round by round and by blocks of rounds),
+where a block holds more truncated samples than the rows kept (:data:`~mcacct.schemes.truncated.block_counts.
+KEPT_ROWS`: the others are drawn again) and where it holds fewer. Traced for a GPU on the CPU
+(``MCACCT_TARGET_PLATFORM``), as the engine runs on one. With every sample's chain nothing is prepared.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ def fresh_programs():
 
 
 @pytest.mark.parametrize("sampler,max_batch", [   # B_max 32: about 3% of samples truncated (beyond the kept rows)
-    ("chain", 32), ("screened_rounds", 40), ("screened_blocks", 32)])
+    ("screened_rounds", 40), ("screened_blocks", 32)])
 def test_counts_drawn_ahead_give_the_same_losses(monkeypatch, fresh_programs, sampler, max_batch):
     monkeypatch.setenv(PLATFORM_ENV, "gpu")
-    monkeypatch.setitem(screen.AUTO_SCREEN, "gpu", (sampler != "chain", "test"))
+    monkeypatch.setitem(screen.AUTO_SCREEN, "gpu", (True, "test"))
     monkeypatch.setitem(screen.SCREEN_BLOCK_PASS, "gpu", sampler == "screened_blocks")
     monkeypatch.setattr(runner, "batch_blocks", lambda problem, bsize: 1)   # one block per batch of losses
     problem = Problem(TruncatedBMinSep(0.05, 3, 20, 400, max_batch, True), BandedToeplitz((1.0, 0.5)))
@@ -65,8 +65,13 @@ def test_counts_drawn_ahead_give_the_same_losses(monkeypatch, fresh_programs, sa
         assert truncated.max() <= 4
 
 
-def test_prepared_draws_are_refused_by_a_mechanism_without_them():
+def test_prepared_draws_are_refused_by_a_mechanism_without_them(monkeypatch):
     mech = Problem(BMinSep(0.1, 2, 8), BandedToeplitz((1.0, 0.5))).mechanism()
     assert mech.prepare is None
+    # every sample's chain (the GPU default): each block draws its own counts, nothing is prepared
+    monkeypatch.setenv(PLATFORM_ENV, "gpu")
+    monkeypatch.setitem(screen.AUTO_SCREEN, "gpu", (False, "test"))
+    truncated = Problem(TruncatedBMinSep(0.05, 3, 20, 400, 32, True), BandedToeplitz((1.0, 0.5)))
+    assert truncated.scheme.count_sampler == "chain" and truncated.mechanism().prepare is None
     with pytest.raises(ValueError, match="prepared must be None"):
         ladder_losses(mech, jax.random.key(0), SIGMAS, 16, prepared={"x": np.zeros(3)})

@@ -204,7 +204,9 @@ def counts_from_prepared(prepared: PreparedCounts, key: jax.Array, others: int, 
     Returns
     -------
     CountDraws
-        The values of :func:`count_draws`'s (``dense_t`` ``None``).
+        The values of :func:`count_draws`'s for every sample of the block (an index ``>= num_samples``, a
+        buffer's padding, reads a placeholder row), ``dense_t`` ``None``. With every sample's chain a row not kept
+        draws the block's whole chain again: prepare counts ahead where they are screened.
     """
     args = _args(others, min_sep, sampling_prob, warm_start, iterations, max_batch)
     if args[5] > args[0]:   # no draw: zeros, as count_draws

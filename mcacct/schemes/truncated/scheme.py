@@ -193,9 +193,13 @@ class TruncatedBMinSep(Scheme):
         return (count_draws(key, *self._count_args(), num_samples, dense) if prepared is None
                 else counts_from_prepared(prepared, key, *self._count_args(), num_samples))
 
-    def prepare_draws(self, key, num_samples: int):
-        """The counts of the engine block of ``key`` drawn ahead, as data (``PreparedCounts``), for
-        :meth:`ladder_losses`' ``prepared`` (the same losses as without)."""
+    @property
+    def prepare_draws(self):
+        """``Mechanism.prepare`` where the counts are screened (one chain for all the flagged samples of a chunk's
+        blocks), else ``None`` (every sample's chain: each block draws its own)."""
+        return self._prepare_counts if self.count_sampler == "screened" else None
+
+    def _prepare_counts(self, key, num_samples: int):  # the block's counts as data, for ladder_losses' prepared
         return prepare_counts(jax.random.split(key, 3)[0], *self._count_args(), num_samples)
 
     def _block_draws(self, key, j, sub: int, lanes: bool = False):
