@@ -84,20 +84,38 @@ def _from_dense(r_t: jax.Array, max_batch: int, keep: bool) -> CountDraws:
 
 
 def _sampler(key, args: tuple, num_samples: int, screen: bool | None):
-    """``(taus, rows_t)`` of the screened sampler, ``(None, r_t)`` of every sample's chain (dense), or ``None``
-    where ``B_max > N`` (no draw)."""
+    """``(taus, rows_t, plan)`` of the screened sampler, ``(None, r_t, None)`` of every sample's chain (dense), or
+    ``None`` where ``B_max > N`` (no draw)."""
     if args[5] > args[0]:
         return None
     plan = active_screen_plan(args[0], args[1], args[2], args[4], args[5], screen)
     if plan is None:
-        return None, other_counts_t(key, *args[:5], num_samples)
+        return None, other_counts_t(key, *args[:5], num_samples), None
     k_tau, k_chain = jax.random.split(key)
     taus = screen_taus(k_tau, plan, num_samples)
 
     def rows_t(idx):
         return screened_counts_t(k_chain, idx, jnp.take(taus, idx, mode="clip"), *args, plan)
 
-    return taus, rows_t
+    return taus, rows_t, plan
+
+
+def _flag_screened(taus, rows_t, plan, args: tuple, num_samples: int, kept: int) -> PreparedCounts:
+    """The screened sampler's flags (the chain run for the samples with ``tau < n``, a buffer at a time) and the
+    rows of the first ``kept`` truncated samples."""
+    n, max_batch, big = args[4], args[5], jnp.int32(num_samples)
+
+    def flag(idx, out):
+        rows = rows_t(idx)
+        hit = jnp.any(rows >= max_batch, axis=0) & (idx < num_samples)
+        slot = jnp.where(hit, jnp.sum(out.kept_idx != big) + jnp.cumsum(hit) - 1, kept)
+        slot = jnp.where(slot < kept, slot, kept)
+        return PreparedCounts(out.truncated.at[idx].set(hit, mode="drop"),
+                              out.kept_idx.at[slot].set(idx.astype(jnp.int32), mode="drop"),
+                              out.kept_rows.at[:, slot].set(rows, mode="drop"))
+
+    empty = PreparedCounts(jnp.zeros((num_samples,), bool), jnp.full((kept,), big), jnp.zeros((n, kept), jnp.int32))
+    return apply_to_flagged(taus < n, chain_buffer(num_samples, plan.flag_prob), flag, empty)
 
 
 def _args(others, min_sep, sampling_prob, warm_start, iterations, max_batch) -> tuple:
@@ -131,18 +149,12 @@ def count_draws(key: jax.Array, others: int, min_sep: int, sampling_prob: float,
         n = args[4]
         return CountDraws(jnp.zeros((num_samples,), bool), lambda idx: jnp.zeros((n, idx.shape[0]), jnp.int32),
                           jnp.zeros((n, num_samples), jnp.int32) if dense else None)
-    taus, rows_t = sampler
+    taus, rows_t, plan = sampler
     if taus is None:
         return _from_dense(rows_t, max_batch, dense)
     if dense:  # the same values as rows_t, read from the dense draws
         return _from_dense(rows_t(jnp.arange(num_samples)), max_batch, True)
-
-    def flag(idx, truncated):
-        return truncated.at[idx].set(jnp.any(rows_t(idx) >= max_batch, axis=0), mode="drop")
-
-    size = chain_buffer(num_samples, screen_plan(*args[:3], args[4], args[5]).flag_prob)
-    truncated = apply_to_flagged(taus < iterations, size, flag, jnp.zeros((num_samples,), bool))
-    return CountDraws(truncated, rows_t, None)
+    return CountDraws(_flag_screened(taus, rows_t, plan, args, num_samples, 0).truncated, rows_t, None)
 
 
 def prepare_counts(key: jax.Array, others: int, min_sep: int, sampling_prob: float, warm_start: bool,
@@ -163,28 +175,16 @@ def prepare_counts(key: jax.Array, others: int, min_sep: int, sampling_prob: flo
         The flags equal :func:`count_draws`'s, and each kept row its ``rows_t``'s.
     """
     args = _args(others, min_sep, sampling_prob, warm_start, iterations, max_batch)
-    n, big = args[4], jnp.int32(num_samples)
-    empty = PreparedCounts(jnp.zeros((num_samples,), bool), jnp.full((kept,), big), jnp.zeros((n, kept), jnp.int32))
     sampler = _sampler(key, args, num_samples, screen)
     if sampler is None:
-        return empty
-    taus, rows_t = sampler
+        return PreparedCounts(jnp.zeros((num_samples,), bool), jnp.full((kept,), jnp.int32(num_samples)),
+                              jnp.zeros((args[4], kept), jnp.int32))
+    taus, rows_t, plan = sampler
     if taus is None:   # every sample's chain: read the rows from it
         truncated = jnp.any(rows_t >= max_batch, axis=0)
         idx = jnp.nonzero(truncated, size=kept, fill_value=num_samples)[0].astype(jnp.int32)
         return PreparedCounts(truncated, idx, jnp.take(rows_t, idx, axis=1, mode="clip"))
-
-    def flag(idx, out):
-        rows = rows_t(idx)
-        hit = jnp.any(rows >= max_batch, axis=0) & (idx < num_samples)
-        slot = jnp.where(hit, out.kept_idx.shape[0] - jnp.sum(out.kept_idx == big) + jnp.cumsum(hit) - 1, kept)
-        slot = jnp.where(slot < kept, slot, kept)
-        return PreparedCounts(out.truncated.at[idx].set(hit, mode="drop"),
-                              out.kept_idx.at[slot].set(idx.astype(jnp.int32), mode="drop"),
-                              out.kept_rows.at[:, slot].set(rows, mode="drop"))
-
-    size = chain_buffer(num_samples, screen_plan(*args[:3], n, args[5]).flag_prob)
-    return apply_to_flagged(taus < iterations, size, flag, empty)
+    return _flag_screened(taus, rows_t, plan, args, num_samples, kept)
 
 
 def counts_from_prepared(prepared: PreparedCounts, key: jax.Array, others: int, min_sep: int, sampling_prob: float,
@@ -213,7 +213,7 @@ def counts_from_prepared(prepared: PreparedCounts, key: jax.Array, others: int, 
         return CountDraws(prepared.truncated, lambda idx: jnp.zeros((args[4], idx.shape[0]), jnp.int32), None)
 
     def redraw(rows, idx, missing, key):
-        taus, draw = _sampler(key, args, num_samples, screen)
+        taus, draw, _ = _sampler(key, args, num_samples, screen)
         fresh = jnp.take(draw, idx, axis=1, mode="clip") if taus is None else draw(idx)
         return jnp.where(missing[None, :], fresh, rows)
 

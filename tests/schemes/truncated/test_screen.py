@@ -255,3 +255,19 @@ def test_block_pass_under_vmap_gives_the_same_counts(monkeypatch):
     np.testing.assert_array_equal(t_blocks, t_rounds)
     np.testing.assert_array_equal(r_blocks, r_rounds)
     assert 0 < int(t_rounds.sum())
+
+
+@pytest.mark.parametrize("screened", [False, True])
+def test_prepared_counts_read_back_the_drawn_counts(screened):
+    """``prepare_counts`` then ``counts_from_prepared`` (every sample's chain, or screened): the flags of
+    ``count_draws``, the kept rows its rows, and the rows beyond the kept ones drawn again to the same values."""
+    others, b, p, n, bmax = CASES[1]
+    key, samples, kept = jax.random.key(6), 512, 2
+    drawn = count_draws(key, others, b, p, True, n, bmax, samples, screen=screened)
+    prepared = block_counts.prepare_counts(key, others, b, p, True, n, bmax, samples, kept, screened)
+    read = block_counts.counts_from_prepared(prepared, key, others, b, p, True, n, bmax, samples, screened)
+    np.testing.assert_array_equal(np.asarray(prepared.truncated), np.asarray(drawn.truncated))
+    idx = jnp.nonzero(drawn.truncated, size=8, fill_value=samples)[0]
+    assert int(jnp.sum(idx < samples)) == 8 > kept     # every row asked for is a truncated sample
+    np.testing.assert_array_equal(np.asarray(prepared.kept_idx), np.asarray(idx[:kept]))
+    np.testing.assert_array_equal(np.asarray(read.rows_t(idx[:8])), np.asarray(drawn.rows_t(idx[:8])))
