@@ -26,8 +26,8 @@ from mcacct.kernels.participation import NO_PARTICIPATION
 from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, reversed_column
 
-__all__ = ["supports_draws_bound", "block_term_maxima_t", "remove_loss_bound_from_draws_t", "mean_block_maxima_t",
-           "overlap_window_maxima", "noise_block_maxima_t", "noise_screen_error", "FFT_ERROR_PER_LEVEL"]
+__all__ = ["supports_draws_bound", "sum_error", "block_term_maxima_t", "const_mean_block_maxima_t",
+           "remove_loss_bound_from_draws_t", "mean_block_maxima_t", "overlap_window_maxima", "noise_block_maxima_t", "noise_screen_error", "FFT_ERROR_PER_LEVEL"]
 
 
 def supports_draws_bound(c_col: tuple[float, ...]) -> bool:
@@ -36,7 +36,7 @@ def supports_draws_bound(c_col: tuple[float, ...]) -> bool:
             and all(v == c_col[0] for v in c_col))
 
 
-def _sum_error(terms: int) -> float:
+def sum_error(terms: int) -> float:
     r""":math:`\gamma_N = N u / (1 - N u)` for ``N = terms + 8`` (``u = 2^{-53}``), raised by a relative ``2^{-20}``: a
     float64 sum of at most ``terms`` numbers, added in any order (any tree of additions), is within
     :math:`\gamma_N \sum |x_i|` of the exact sum (Higham, *Accuracy and Stability of Numerical Algorithms*, §4.2)."""
@@ -274,7 +274,7 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
     Per block: its total, the running partial sums (a chain over its ``s`` rows) and their minimum and maximum; the
     blocks' offsets are the prefix sums of the totals. The shifted indices :math:`\min(i+k, n)` of a block lie in
     at most two consecutive blocks (or at :math:`P_n`). Every computed :math:`P_j` is a float sum of the ``j``
-    draws by additions only, so within :math:`\gamma_n \sum_t |z_t|` of the exact one (:func:`_sum_error`), and
+    draws by additions only, so within :math:`\gamma_n \sum_t |z_t|` of the exact one (:func:`sum_error`), and
     the computed difference and product round by a few ulps: ``zeta`` adds :math:`2 c_0 \gamma_n \sum|z|`
     (raised by a thousandth) and :math:`2^{-44}|\zeta|`. The front padding of block 0 (zeros) only repeats
     :math:`P_0`.
@@ -325,7 +325,6 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
     first, last, s, k_blocks, k_pad = _block_rows(n, b, block)
     lead = z.shape[1:]
     c0 = float(c_col[0])
-    bcast = (slice(None),) + (None,) * len(lead)
 
     # noise: the running sums before each row of a block, their extremes, the blocks' totals and offsets (the
     # recursion forms its exponents from mu and zeta inside its loop, so XLA:CPU computes these once, not per
@@ -347,10 +346,36 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
 
     p_max = jnp.maximum(p_ext[block_of(shifted_lo)], p_ext[block_of(shifted_hi)])
     zeta = c0 * (p_max - p_min)
-    err = (2.0 * c0 * _sum_error(n + s + k_blocks) * 1.001) * jnp.sum(mass, axis=0)
+    err = (2.0 * c0 * sum_error(n + s + k_blocks) * 1.001) * jnp.sum(mass, axis=0)
     zeta = zeta + (2.0**-44 * jnp.abs(zeta) + err[None])
 
-    # mean: each nearby participation's largest overlap with a row's window in the block
+    front = jnp.full((k_pad - k_blocks,) + lead, -jnp.inf, jnp.float64)
+    return const_mean_block_maxima_t(tau, n, b, c_col, block), jnp.concatenate([front, zeta], axis=0)
+
+
+def const_mean_block_maxima_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
+                              block: int = BOUND_BLOCK) -> jax.Array:
+    r"""The mean half of :func:`block_term_maxima_t`: upper bounds of the block maxima :math:`\mu_k` of
+    :math:`s^m - \|c^{(i)}\|^2/2` for a constant positive column, from the participation alone (the proof is
+    there, "Mean"; :mod:`mcacct.kernels.fused_bound` reads it too).
+
+    Parameters
+    ----------
+    tau : jax.Array
+        int32 ``(ceil(n/b), ...)``: the participation per block of ``b`` rows.
+    iterations, min_sep, c_col, block
+        As in :func:`block_term_maxima_t`.
+
+    Returns
+    -------
+    jax.Array
+        float64 ``(K_pad, ...)``, padded in front with ``-inf``.
+    """
+    n, b, k = int(iterations), int(min_sep), len(c_col)
+    first, last, _, k_blocks, k_pad = _block_rows(n, b, block)
+    lead = tau.shape[1:]
+    c0 = float(c_col[0])
+    # each nearby participation's largest overlap with a row's window in the block
     t = _nearby_participations(tau, first, last, n, b)         # (K, 4, ...)
     a_row = jnp.asarray(first.reshape((-1, 1) + (1,) * len(lead)), jnp.int32)
     e_row = jnp.asarray(last.reshape((-1, 1) + (1,) * len(lead)), jnp.int32)
@@ -360,11 +385,10 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
     half = 0.5 * column_sq_norms(tuple(c_col), n)
     half_min = np.array([half[f:e + 1].min() for f, e in zip(first, last)])
     s_m = (c0 * c0) * overlap.astype(jnp.float64)
-    h = jnp.asarray(half_min, jnp.float64)[bcast]
+    h = jnp.asarray(half_min, jnp.float64)[(slice(None),) + (None,) * len(lead)]
     mu = (s_m - h) + ((k + 16) * 2.0**-51) * (s_m + h)
-
     front = jnp.full((k_pad - k_blocks,) + lead, -jnp.inf, jnp.float64)
-    return jnp.concatenate([front, mu], axis=0), jnp.concatenate([front, zeta], axis=0)
+    return jnp.concatenate([front, mu], axis=0)
 
 
 def remove_loss_bound_from_draws_t(tau: jax.Array, z: jax.Array, sigmas: jax.Array, term_errors: jax.Array,

@@ -20,6 +20,7 @@ from jax import export
 
 from mcacct.kernels.fused import (_shift0, fused_gpu_supported, fused_ladder_losses, fused_pallas_losses,
                                   fused_tile_losses, tile_constants)
+from mcacct.kernels.fused_bound import fused_remove_bound_from_key
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 
 TRITON_CALL = "__gpu$xla.gpu.triton"
@@ -128,3 +129,24 @@ def test_gpu_form_refuses_what_it_cannot_lower():
         _export_cuda(64, 6, 0.05, (1.0, 0.5), True, 3, 64, 32)
     with pytest.raises(ValueError, match="tile=48 is not a power of 2"):
         _export_cuda(64, 8, 0.05, (1.0, 0.5), True, 3, 96, 48)
+
+
+@pytest.mark.parametrize("block,ring_rows", [(16, 16), (32, 8)])
+def test_fused_bound_lowers_for_cuda_at_the_production_shape(block, ring_rows):
+    """n = 7200, b = 256, c = ones(256)/16, a 4-sigma ladder, tiles of 128 draws: the Pallas Triton lowering of the
+    whole kernel, its Triton IR verified, every tensor a power of two, and the rings of ``b/s`` rows per draw (each
+    read before its slot is overwritten)."""
+    n, b, width, tile = 7200, 256, 1024, 128
+    fn = jax.jit(lambda nk, tau, sig: fused_remove_bound_from_key(nk, tau, sig, jnp.zeros(4), n, b, 1.216e-4, True,
+                                                                  (1 / 16,) * 256, width, tile, block,
+                                                                  interpret=False))
+    exp = export.export(fn, platforms=["cuda"],
+                        disabled_checks=[export.DisabledSafetyCheck.custom_call(TRITON_CALL)])(
+        jnp.zeros(2, jnp.uint32), jnp.zeros((-(-n // b), width), jnp.int32), jnp.linspace(0.44, 0.56, 4))
+    assert exp.out_avals[0].shape == (4, width)
+    [text] = _triton_modules(exp)
+    assert "f64" in text and "scf.for" in text
+    shapes = set(re.findall(r"tensor<((?:\d+x)+)f64>", text))
+    sizes = {int(np.prod([int(v) for v in dims.split("x") if v])) for dims in shapes}
+    assert all(s & (s - 1) == 0 for s in sizes), sorted(sizes)
+    assert f"{ring_rows}x4x{tile}x" in shapes and max(sizes) == ring_rows * 4 * tile     # no larger f64 tensor
