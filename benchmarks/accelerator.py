@@ -56,6 +56,13 @@ budget).
   part's estimate; then the job as a user runs it (production.py's ``_shard_vs_plan``, c = ones): the plan
   written with ``--out``, ``mcacct sample --plan`` shard jobs of 32 and 128 chunks (after a warm-up), the
   draws/s of the difference and the projection's ratio to it (issue #39: within 5%).
+* ``fused_bound``: issue #39's shortcut 4, the remove bound ``U`` of the draws the skip lets go, fused
+  (``mcacct.kernels.fused_bound``: the noise drawn and folded block by block in one Pallas Triton kernel, never
+  written to memory) against the XLA path it would replace (the noise materialised, then
+  ``remove_loss_bound_from_draws_t``) and the normals alone, at the §7.4 shape with c = ones(256)/16 and the
+  production ladder, chunk 65,536. First the numbers: both bounds on one chunk (largest difference, draws each
+  lets go at epsilon 10), then draws/s of each, the fused kernel at several (block, tile, warps); the hours for
+  7.5e9 draws of each.
 * ``all``: the parts missing from (or incomplete in) the file, in the order above (longer than one 10-minute
   command: prefer one part per command).
 
@@ -66,6 +73,7 @@ On a device, one command per part (each well under 10 minutes), in this order::
     python benchmarks/accelerator.py --part production
     python benchmarks/accelerator.py --part roofline
     python benchmarks/accelerator.py --part plan
+    python benchmarks/accelerator.py --part fused_bound
 
 ``--quick`` shrinks shapes and budgets so that the device parts can be smoke-tested on CPU (compilation
 dominates: about 20 s per throughput configuration, a minute for production or plan on a 2-core box); it writes
@@ -99,7 +107,7 @@ PLATFORM_ENV = "MCACCT_TARGET_PLATFORM"          # mcacct.core.platform.PLATFORM
 TRITON_CALL = "__gpu$xla.gpu.triton"
 LOWER_PLATFORMS = ("cuda", "tpu")
 TARGET_OF = {"cuda": "gpu", "tpu": "tpu"}
-PARTS = ("throughput", "production", "roofline", "plan")
+PARTS = ("throughput", "production", "roofline", "plan", "fused_bound")
 RESULT_TAG = "@@accelerator-lower-result "
 
 # throughput configurations: name -> (iterations, min_sep, (expected batch, dataset size), chunk size)
@@ -1064,8 +1072,96 @@ def part_plan(res: Results, args) -> dict:
     return part
 
 
+#: fused_bound part: (block, tile, num_warps) of the fused kernel, in the order they are worth a compile
+FUSED_BOUND_VARIANTS = ((32, 128, 4), (16, 128, 4), (32, 64, 2), (64, 128, 4), (32, 256, 8))
+FUSED_BOUND_QUICK_VARIANTS = ((16, 64, 4),)
+
+
+def _bound_fn(n: int, b: int, p: float, chunk: int, variant: tuple):
+    """A jitted function of a key: the remove bound ``U`` of a chunk of the §7.4 draws (c = ones(b)/16, the
+    production ladder) by ``variant`` (``("xla", block)``: the materialised noise and
+    ``remove_loss_bound_from_draws_t``; ``("fused", block, tile, warps)``: ``fused_remove_bound_from_key``;
+    ``("noise",)``: only the normals, summed), reduced to the count of draws it would skip at epsilon 10."""
+    import jax
+    import jax.numpy as jnp
+    from mcacct.kernels.block_terms import remove_loss_bound_from_draws_t
+    from mcacct.kernels.fused_bound import fused_remove_bound_from_key
+    from mcacct.kernels.normal import standard_normal
+    from mcacct.kernels.output import standardised_blocks_t
+    from mcacct.kernels.participation import participation_blocks_t, participation_cap
+    from mcacct.schemes.bminsep import expected_participation_rate
+    prod = _import_production()
+    c = (1.0 / 16.0,) * b
+    rate = expected_participation_rate(p, b)
+    sig = jnp.asarray(prod.LADDER)
+    err = jnp.full(len(prod.LADDER), 1e-9)
+    thr = prod.EPSILON - 1e-6
+
+    def fn(key):
+        if variant[0] == "noise":
+            return jnp.sum(standard_normal(jax.random.split(key)[1], (n, chunk)), axis=0)[:8]
+        if variant[0] == "xla":
+            tau, z = standardised_blocks_t(key, n, b, p, True, rate, chunk)
+            u = remove_loss_bound_from_draws_t(tau, z, sig, err, n, b, p, True, c, variant[1])
+        else:
+            kx, kz = jax.random.split(key)
+            tau = participation_blocks_t(kx, n, b, p, True, chunk, participation_cap(n, b, rate))
+            u = fused_remove_bound_from_key(jax.random.key_data(kz), tau, sig, err, n, b, p, True, c, chunk,
+                                            variant[2], variant[1], num_warps=variant[3])
+        return jnp.sum(jnp.all(u <= thr, axis=0)), u
+    return fn
+
+
+def part_fused_bound(res: Results, args) -> dict:
+    """Issue #39 shortcut 4: the fused remove bound (mcacct.kernels.fused_bound) against the XLA path it replaces
+    for the draws that the skip lets go (the noise materialised, then its prefix sums' block extremes), at the §7.4
+    shape with c = ones(256)/16, and the normals alone; first the numbers (both bounds on the same chunk: their
+    largest difference and how many draws each lets go), then draws/s."""
+    import jax
+    import numpy as np
+    from mcacct.core.rates import sampling_prob_from_batch_size
+    prod = _import_production(args.quick)
+    n, b = prod.N, prod.B
+    p = sampling_prob_from_batch_size(prod.BATCH, prod.M, b)
+    chunk = args.chunk_size or (1024 if args.quick else 65536)
+    variants = FUSED_BOUND_QUICK_VARIANTS if args.quick else FUSED_BOUND_VARIANTS
+    part = res.part("fused_bound", {"iterations": n, "min_sep": b, "sampling_prob": p, "chunk_size": chunk,
+                                    "seconds": args.seconds, "ladder": list(prod.LADDER), "epsilon": prod.EPSILON,
+                                    "variants": [list(v) for v in variants], "quick": args.quick})
+    budget = Budget(args.part_seconds, args.grace_seconds)
+    need = args.seconds + (5 if args.quick else 30)
+
+    def agreement():
+        key = jax.random.key(7)
+        xla = jax.jit(_bound_fn(n, b, p, chunk, ("xla", variants[0][0])))(key)
+        fused = jax.jit(_bound_fn(n, b, p, chunk, ("fused",) + variants[0]))(key)
+        u_x, u_f = np.asarray(xla[1]), np.asarray(fused[1])
+        fin = np.isfinite(u_x) & np.isfinite(u_f)
+        return {"draws": chunk, "max_abs_diff": float(np.max(np.abs(u_x - u_f)[fin])) if fin.any() else None,
+                "not_finite": int((~fin).sum()), "skipped_xla": int(xla[0]), "skipped_fused": int(fused[0]),
+                "block": variants[0][0], "ok": bool(fin.all() and np.max(np.abs(u_x - u_f)) <= 1e-9 * (
+                    1 + np.max(np.abs(u_x))))}
+
+    _entry(res, part, "agreement", budget, need, agreement)
+    meas = part.setdefault("measured", {})
+    order = [("fused",) + variants[0], ("xla", 16), ("noise",)] + [("fused",) + v for v in variants[1:]]
+    for variant in order:
+        label = "_".join(str(v) for v in variant)
+        _entry(res, meas, label, budget, need, lambda variant=variant: _timed(
+            lambda: (lambda f: (lambda key: f(key)[0]))(_bound_fn(n, b, p, chunk, variant)), chunk, args.seconds,
+            "draws"), label=f"fused_bound {label}")
+    rates = {k: v["draws_per_s"] for k, v in meas.items() if isinstance(v, dict) and v.get("draws_per_s")}
+    if rates:
+        part["hours_for_7_5e9_bounds"] = {k: prod.SAMPLES_7_4 / r / 3600.0 for k, r in rates.items()}
+    part["complete"] = not _has_skips(meas)
+    part["finished_at"] = _now()
+    part["wall_s"] = time.monotonic() - budget.t0
+    res.save()
+    return part
+
+
 RUNNERS = {"throughput": part_throughput, "production": part_production, "roofline": part_roofline,
-           "plan": part_plan}
+           "plan": part_plan, "fused_bound": part_fused_bound}
 
 
 #: The bar series of :func:`plot_throughput`: (table kind, entry, rate field, legend).
@@ -1199,7 +1295,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", default="", help="with --lower-only: write the results as JSON to this file")
     ap.add_argument("--emit-json", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--part", choices=PARTS + ("all",), default="",
-                    help="device part to run: throughput, production, roofline, plan, or all (the missing ones)")
+                    help="device part to run: throughput, production, roofline, plan, fused_bound, or all (the missing ones)")
     ap.add_argument("--quick", action="store_true",
                     help="tiny shapes and budgets (smoke test on CPU); writes accelerator_<device>_quick.json")
     ap.add_argument("--out-dir", default="", help="directory of the results JSON and PNG (default benchmarks/results)")

@@ -11,8 +11,8 @@
 #    benchmarks/gpu_checks.py runs the statistical end-to-end checks against the PLD and a CPU run made in the same
 #    call (about 1 minute) and writes benchmarks/results/gpu_checks_<card>.json. Both are copied to $OUT at once,
 #    with the suite's whole pytest log (gpu_suite.log).
-# 2. Performance: the parts of benchmarks/accelerator.py run in the order of their value (production, plan,
-#    throughput, roofline), each under `timeout` with a budget that leaves the next ones their turn; a part cut short
+# 2. Performance: the parts of benchmarks/accelerator.py run in the order of their value (production, fused_bound,
+#    plan, throughput, roofline), each under `timeout` with a budget that leaves the next ones their turn; a part cut short
 #    keeps what it measured (the results file is written after every configuration) and a later call resumes it.
 #    The results file and its PNG are copied to $OUT (when set) after every part, together with the log, so that
 #    they come back even if the call is cut. Only the files this call wrote are copied ($OUT takes 8 files at most).
@@ -127,6 +127,7 @@ run_part() {
 }
 
 run_part production 240 40 --seconds 2
+run_part fused_bound 90 30 --seconds 2
 run_part plan 60 30
 run_part throughput 120 30 --seconds 2
 run_part roofline 30 20 --seconds 2
