@@ -594,6 +594,14 @@ def _platform_setting(table: dict, value):
         jax.clear_caches()
 
 
+def _fused(measure) -> dict:
+    """``measure()`` with the remove bound of the fused kernel (``kernels.fused_bound.FUSED_BOUND_AUTO`` on for this
+    platform: the draws that the skip lets go never have their noise in memory)."""
+    from mcacct.kernels import fused_bound
+    with _platform_setting(fused_bound.FUSED_BOUND_AUTO, True):
+        return dict(measure(), remove_bound="fused")
+
+
 def _screened(measure) -> dict:
     """``measure()`` with the truncated scheme's counts screened on this platform, whatever
     ``schemes.truncated.screen.AUTO_SCREEN`` says for it (an A/B of that choice; no program of the other choice is
@@ -812,6 +820,10 @@ def part_production(res: Results, args) -> dict:
                                              "batch (one chain for all their flagged samples), then the losses 16 "
                                              "blocks at a time (engine.runner.map_chunk_blocks, engine.problem."
                                              "BATCH_ELEMENTS)"),
+        "engine_ladder_skips_fused_big": ("accelerators only, c = ones: engine_ladder_skips_screened_big with the "
+                                          "remove bound of the fused kernel (kernels.fused_bound: each sub-block's "
+                                          "noise drawn by counter inside one Pallas Triton kernel, never in memory, "
+                                          "where the skip lets the draws go; FUSED_BOUND_AUTO)"),
         "production_ladder": "production.py's _mcacct_ladder (lax.map over the chunk's blocks), for comparison",
         "single": "production.py's _mcacct_single: sigma 0.47, direction remove",
         "reference_truncated": "jax-privacy's NumPy reference on the host CPU (production.py's _reference)",
@@ -870,6 +882,7 @@ def part_production(res: Results, args) -> dict:
                     else ("single", "production_ladder"))
             if stage == "ladder" and target_platform() != "cpu":
                 keys += ("engine_ladder_skips_screened", "engine_ladder_skips_screened_big")
+                keys += ("engine_ladder_skips_fused_big",) if kind == "ones" else ()
             if all(isinstance(row.get(k), dict) and not ({"skipped", "status"} & set(row[k])) for k in keys):
                 continue                                     # measured in an earlier run
             c, trunc = problem_of(kind)
@@ -884,6 +897,11 @@ def part_production(res: Results, args) -> dict:
                            lambda: _screened(lambda: _measure_ladder(trunc, big_chunk, seconds, prod.LADDER,
                                                                      (prod.EPSILON,), True)),
                            f"{kind} engine_ladder_skips_screened_big (chunk {big_chunk})")
+                if target_platform() != "cpu" and kind == "ones":   # and the fused remove bound (constant c)
+                    _entry(res, row, "engine_ladder_skips_fused_big", budget, need,
+                           lambda: _fused(lambda: _screened(lambda: _measure_ladder(
+                               trunc, big_chunk, seconds, prod.LADDER, (prod.EPSILON,), True))),
+                           f"{kind} engine_ladder_skips_fused_big (chunk {big_chunk})")
                 _entry(res, row, "engine_ladder", budget, need,
                        lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER), f"{kind} engine_ladder")
                 if target_platform() != "cpu":
@@ -909,7 +927,8 @@ def part_production(res: Results, args) -> dict:
             res.save()
     ests = rows.get("ones", {}).get("estimate_7_4_one_device", {})
     best = [ests[k]["hours"] for k in ("engine_ladder", "engine_ladder_skips", "engine_ladder_skips_screened",
-                                       "engine_ladder_skips_screened_big") if k in ests]
+                                       "engine_ladder_skips_screened_big", "engine_ladder_skips_fused_big")
+            if k in ests]
     if best:
         part["estimate_hours_one_device"] = min(best)
     part["complete"] = not _has_skips({k: rows.get(k) for k in kinds}) and not _has_skips(chain)
@@ -924,7 +943,7 @@ def _production_estimate(prod, row: dict) -> dict:
     against the reference running the ladder's ``2 J`` jobs."""
     est = {}
     for key in ("engine_ladder", "engine_ladder_skips", "engine_ladder_skips_screened",
-                "engine_ladder_skips_screened_big", "production_ladder"):
+                "engine_ladder_skips_screened_big", "engine_ladder_skips_fused_big", "production_ladder"):
         draws = row.get(key, {}).get("draws_per_s") if isinstance(row.get(key), dict) else None
         if draws:
             est[key] = {"seconds": prod.SAMPLES_7_4 / draws, "hours": prod.SAMPLES_7_4 / draws / 3600.0,

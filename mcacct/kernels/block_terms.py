@@ -27,7 +27,8 @@ from mcacct.kernels.prefix import prefix_sums0
 from mcacct.kernels.sliding import column_sq_norms, reversed_column
 
 __all__ = ["supports_draws_bound", "sum_error", "block_term_maxima_t", "const_mean_block_maxima_t",
-           "remove_loss_bound_from_draws_t", "mean_block_maxima_t", "overlap_window_maxima", "noise_block_maxima_t", "noise_screen_error", "FFT_ERROR_PER_LEVEL"]
+           "remove_loss_bound_from_draws_t", "mean_block_maxima_t", "overlap_window_maxima", "noise_block_maxima_t",
+           "noise_screen_error", "FFT_ERROR_PER_LEVEL"]
 
 
 def supports_draws_bound(c_col: tuple[float, ...]) -> bool:

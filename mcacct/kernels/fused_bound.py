@@ -68,7 +68,6 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from mcacct.core.platform import target_platform
 from mcacct.kernels.block_terms import const_mean_block_maxima_t, supports_draws_bound, sum_error
@@ -76,13 +75,19 @@ from mcacct.kernels.bound import BOUND_BLOCK, block_layout
 from mcacct.kernels.normal import normal_from_bits
 from mcacct.kernels.threefry import counter_word, default_counters_supported
 
-__all__ = ["FUSED_BOUND_BLOCK", "fused_bound_refusal", "fused_bound_tile_kernel", "fused_remove_bound",
-           "fused_remove_bound_from_key"]
+__all__ = ["FUSED_BOUND_BLOCK", "FUSED_BOUND_AUTO", "fused_bound_refusal", "fused_bound_tile", "fused_bound_applies",
+           "fused_bound_tile_kernel", "fused_remove_bound", "fused_remove_bound_from_key"]
 
 #: rounds per block of the fused bound (``s = min(FUSED_BOUND_BLOCK, b)``): each ring holds about ``b/s`` rows per
 #: draw and candidate, so a larger block keeps fewer values on chip and loosens ``U`` a little (the maxima are taken
 #: over more rounds)
 FUSED_BOUND_BLOCK = BOUND_BLOCK
+
+#: whether the ladders of the schemes compute the remove bound with this kernel, per platform (read at trace time,
+#: :func:`fused_bound_applies`): off everywhere until a device measures it against the XLA path end to end
+#: (``benchmarks/accelerator.py --part fused_bound``); Pallas Triton runs on GPUs only, and on CPUs the kernel is
+#: interpreted
+FUSED_BOUND_AUTO = {"cpu": False, "gpu": False, "tpu": False}
 
 _GROW = 1.0 + 2.0**-40       # per-step relative allowance (as mcacct.kernels.bound)
 _FLOOR = 2.0**-1000          # per-step absolute allowance (underflow)
@@ -112,6 +117,20 @@ def fused_bound_refusal(iterations: int, min_sep: int, sampling_prob: float, c_c
     if s & (s - 1):
         return f"the fused bound's block min(block, min_sep) = {s} must be a power of two"
     return ""
+
+
+def fused_bound_tile(width: int) -> int:
+    """Draws per program for a block of ``width``: the largest power of two that divides it, at most 128."""
+    return min(128, int(width) & -int(width))
+
+
+def fused_bound_applies(iterations: int, min_sep: int, sampling_prob: float, c_col: tuple[float, ...],
+                        width: int) -> bool:
+    """Whether a ladder's remove bound comes from :func:`fused_remove_bound` on the target platform: switched on in
+    :data:`FUSED_BOUND_AUTO`, served (:func:`fused_bound_refusal`), and a block of at least 16 draws per program
+    (:func:`fused_bound_tile`)."""
+    return (FUSED_BOUND_AUTO.get(target_platform(), False) and fused_bound_tile(width) >= 16
+            and not fused_bound_refusal(iterations, min_sep, sampling_prob, tuple(c_col)))
 
 
 def _slot(index, size: int) -> jax.Array:
@@ -250,7 +269,8 @@ def fused_remove_bound(noise_key: jax.Array, mu: jax.Array, sigmas: jax.Array, t
     block : int, optional
         Rounds per block (default :data:`FUSED_BOUND_BLOCK`).
     interpret : bool or None, optional
-        Pallas interpret mode; ``None`` (default) interprets on CPU and compiles (Pallas Triton) elsewhere.
+        Pallas interpret mode; ``None`` (default) interprets where JAX's backend is the CPU (also when a GPU is
+        the target platform, ``MCACCT_TARGET_PLATFORM``) and compiles (Pallas Triton) elsewhere.
     num_warps : int or None, optional
         Triton warps per program when compiled (``None``: JAX's default).
 
@@ -272,8 +292,8 @@ def fused_remove_bound(noise_key: jax.Array, mu: jax.Array, sigmas: jax.Array, t
         raise ValueError(why)
     if width % tile or mu.shape[1] != width:
         raise ValueError(f"tile must divide width = mu.shape[1]; got tile={tile}, width={width}, mu {mu.shape}")
-    if interpret is None:
-        interpret = target_platform() == "cpu"
+    if interpret is None:     # the backend that runs it (a target platform traced on a CPU host interprets too)
+        interpret = jax.default_backend() == "cpu"
     params: dict = {"interpret": True}
     if not interpret:
         from jax.experimental.pallas import triton as pltriton

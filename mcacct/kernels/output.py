@@ -19,7 +19,8 @@ import jax.numpy as jnp
 from mcacct.kernels.block_terms import (mean_block_maxima_t, noise_block_maxima_t, remove_loss_bound_from_draws_t,
                                         supports_draws_bound)
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout, block_maxima_t, remove_loss_bound_from_maxima
-from mcacct.kernels.normal import standard_normal, standard_normal_lanes
+from mcacct.kernels.fused_bound import fused_bound_applies, fused_bound_tile, fused_remove_bound_from_key
+from mcacct.kernels.normal import standard_normal, standard_normal_columns, standard_normal_lanes
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import ladder_losses_from_sums_t
 from mcacct.kernels.shortcuts import remove_losses_with_skip
@@ -27,7 +28,8 @@ from mcacct.kernels.sliding import (choose_dot_method, mean_shift_from_blocks_t,
                                     sliding_dot_t)
 
 __all__ = ["gaussian_output", "standardised_blocks_t", "standardised_draws_t", "standardised_sums_t", "ladder_sums_t",
-           "ladder_noise_lanes", "ladder_losses_from_draws_t"]
+           "ladder_noise_lanes", "ladder_losses_from_draws_t", "ladder_fused_bound", "ladder_losses_of_block_t",
+           "ladder_losses_from_key_t"]
 
 
 def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positive: bool, mean_of_key) -> jax.Array:
@@ -278,9 +280,94 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
                                           remove_skip.term_errors, n, b, p, warm_start)
 
     def exact(tau, z, sigmas):
-        s_m, s_z = ladder_sums_t(tau, z.T if lanes else z, n, b, c_col, dtype, dot_method)
-        return ladder_losses_from_sums_t(s_m, s_z, sigmas, b, sampling_prob, warm_start, c_col, recursion,
-                                         add_bound)[:, 0]
+        return _exact_remove(tau, z.T if lanes else z, sigmas, n, b, p, warm_start, c_col, dtype, dot_method,
+                             recursion, add_bound)
 
     rem = remove_losses_with_skip(u, remove_skip, exact, (tau, z), (sigmas,), axes=(1, 0 if lanes else 1))
+    return jnp.stack([rem, jnp.full_like(rem, add_bound)], axis=1)
+
+
+def _exact_remove(tau, z, sigmas, n, b, p, warm_start, c_col, dtype, dot_method, recursion, add_bound):
+    """The remove losses of the full computation (the sums, then every candidate's recursion): what a draw that
+    the skip does not let go takes."""
+    s_m, s_z = ladder_sums_t(tau, z, n, b, c_col, dtype, dot_method)
+    return ladder_losses_from_sums_t(s_m, s_z, sigmas, b, p, warm_start, c_col, recursion, add_bound)[:, 0]
+
+
+def ladder_fused_bound(iterations: int, min_sep: int, sampling_prob: float, c_col: tuple[float, ...], dtype,
+                       add_bound: float | None, remove_skip, width: int) -> bool:
+    """Whether a ladder of ``width`` draws takes :func:`ladder_losses_from_key_t`: both skips on, float64, and
+    :func:`~mcacct.kernels.fused_bound.fused_bound_applies` (switched on for the target platform and served)."""
+    return (add_bound is not None and remove_skip is not None and jnp.dtype(dtype) == jnp.float64
+            and fused_bound_applies(iterations, min_sep, sampling_prob, tuple(c_col), width))
+
+
+def ladder_losses_of_block_t(key: jax.Array, iterations: int, sigmas: jax.Array, min_sep: int, sampling_prob: float,
+                             warm_start: bool, participation_rate: float, c_col: tuple[float, ...], num_samples: int,
+                             dtype, dot_method: str = "auto", recursion: str = "auto",
+                             add_bound: float | None = None, remove_skip=None) -> jax.Array:
+    """``(J, 2, B)`` ladder losses of the b-min-sep draws of ``key`` (:func:`standardised_blocks_t`'s): by
+    :func:`ladder_losses_from_key_t` where :func:`ladder_fused_bound` says so, else
+    :func:`ladder_losses_from_draws_t` on the drawn noise (lane-major where :func:`ladder_noise_lanes` says so). The
+    arguments as theirs; ``participation_rate`` as :func:`standardised_blocks_t`'s."""
+    n, b, p = int(iterations), int(min_sep), float(sampling_prob)
+    if ladder_fused_bound(n, b, p, c_col, dtype, add_bound, remove_skip, num_samples):
+        k_x, k_z = jax.random.split(key)
+        tau = participation_blocks_t(k_x, n, b, p, warm_start, num_samples, participation_cap(n, b, participation_rate))
+        return ladder_losses_from_key_t(tau, k_z, n, sigmas, b, p, warm_start, c_col, dtype, dot_method, recursion,
+                                        add_bound, remove_skip)
+    lanes = ladder_noise_lanes(c_col, dtype, dot_method, add_bound, remove_skip)
+    tau, z = standardised_blocks_t(key, n, b, p, warm_start, participation_rate, num_samples, jnp.float64, lanes)
+    return ladder_losses_from_draws_t(tau, z, n, sigmas, b, p, warm_start, c_col, dtype, dot_method, recursion,
+                                      add_bound, remove_skip, lanes)
+
+
+def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: int, sigmas: jax.Array, min_sep: int,
+                             sampling_prob: float, warm_start: bool, c_col: tuple[float, ...], dtype,
+                             dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None,
+                             remove_skip=None) -> jax.Array:
+    r"""``(J, 2, B)`` ladder losses of :func:`ladder_losses_from_draws_t` with both skips on, the noise never drawn
+    into memory where the skip lets the draws go: ``U`` from the fused kernel
+    (:func:`~mcacct.kernels.fused_bound.fused_remove_bound`, which draws the noise by counter), and for a draw it
+    does not let go the same settling as :func:`ladder_losses_from_draws_t` on the noise redrawn column by column
+    (:func:`~mcacct.kernels.normal.standard_normal_columns`: the bits of :func:`standardised_blocks_t`'s noise). So
+    every loss that is computed is the same bits; a skipped draw's ``U`` is another valid bound
+    (docs/soundness.md, "Terms and bound in one pass").
+
+    Parameters
+    ----------
+    tau : jax.Array
+        int32 ``(ceil(n/b), B)``: the participation per block of ``b`` rows.
+    noise_key : jax.Array
+        The block's noise key (typed, threefry): the key :func:`standardised_blocks_t` draws ``z`` from.
+    iterations, sigmas, min_sep, sampling_prob, warm_start, c_col, dtype, dot_method, recursion
+        As in :func:`ladder_losses_from_draws_t`; ``c_col`` constant and positive
+        (:func:`~mcacct.kernels.fused_bound.fused_bound_refusal`).
+    add_bound, remove_skip
+        Both skips (required).
+
+    Returns
+    -------
+    jax.Array
+        ``(J, 2, B)``: ``[:, 0]`` remove, ``[:, 1]`` add losses.
+
+    Raises
+    ------
+    ValueError
+        If a skip is missing or the fused kernel refuses the configuration.
+    """
+    if add_bound is None or remove_skip is None or jnp.dtype(dtype) != jnp.float64:
+        raise ValueError("ladder_losses_from_key_t needs both skips (add_bound and remove_skip) and float64")
+    sigmas = jnp.asarray(sigmas)
+    n, b, p, width = int(iterations), int(min_sep), float(sampling_prob), tau.shape[1]
+    tile = fused_bound_tile(width)          # one draw per GPU thread: a warp per 32 draws
+    u = fused_remove_bound_from_key(jax.random.key_data(noise_key), tau, sigmas, remove_skip.term_errors, n, b, p,
+                                    warm_start, tuple(c_col), width, tile, num_warps=max(1, tile // 32))
+
+    def exact(tau, cols, sigmas, noise_key):
+        z = standard_normal_columns(noise_key, (n, width), cols, jnp.float64)
+        return _exact_remove(tau, z, sigmas, n, b, p, warm_start, c_col, dtype, dot_method, recursion, add_bound)
+
+    cols = jnp.arange(width, dtype=jnp.int32)
+    rem = remove_losses_with_skip(u, remove_skip, exact, (tau, cols), (sigmas, noise_key), axes=(1, 0))
     return jnp.stack([rem, jnp.full_like(rem, add_bound)], axis=1)

@@ -21,8 +21,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from mcacct.kernels.output import (gaussian_output, ladder_losses_from_draws_t, ladder_noise_lanes,
-                                   standardised_blocks_t)
+from mcacct.kernels.output import gaussian_output, ladder_losses_of_block_t
 from mcacct.kernels.participation import (participation_cap, participation_mask, participation_blocks_t,
                                           participation_mask_t)
 from mcacct.kernels.recursion import recursion_log_ratio, recursion_log_ratio_t
@@ -107,7 +106,7 @@ class BMinSep(MinSepAccounting):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on one
         set of draws (the draws of :meth:`sample_t` for the same key): draws, participation and sliding
         sums once (the mean's from a table), the recursion per candidate
-        (:func:`mcacct.kernels.output.ladder_losses_from_draws_t`: with both skips and a constant column, the sums
+        (:func:`mcacct.kernels.output.ladder_losses_of_block_t`: with both skips and a constant column, the sums
         only for a batch with a draw that is not skipped).
 
         Parameters
@@ -131,12 +130,9 @@ class BMinSep(MinSepAccounting):
         """
         check_call(self, strategy=strategy, num_samples=num_samples, dtype=dtype, dot_method=dot_method,
                    recursion=recursion)
-        lanes = ladder_noise_lanes(strategy.c_col, dtype, dot_method, add_bound, remove_skip)
-        tau, z = standardised_blocks_t(key, self.iterations, self.min_sep, self.sampling_prob, self.warm_start,
-                                       self.participation_rate, num_samples, jnp.float64, lanes)
-        return ladder_losses_from_draws_t(tau, z, self.iterations, sigmas, self.min_sep, self.sampling_prob,
-                                          self.warm_start, strategy.c_col, dtype, dot_method, recursion, add_bound,
-                                          remove_skip, lanes)
+        return ladder_losses_of_block_t(key, self.iterations, sigmas, self.min_sep, self.sampling_prob,
+                                        self.warm_start, self.participation_rate, strategy.c_col, num_samples, dtype,
+                                        dot_method, recursion, add_bound, remove_skip)
 
     def add_loss_bound(self) -> float:
         """``-ln`` of the probability of never participating, rounded up (:mod:`mcacct.kernels.shortcuts`)."""

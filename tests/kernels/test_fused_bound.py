@@ -1,8 +1,9 @@
 """The fused remove bound (#39, shortcut 4; mcacct.kernels.fused_bound): the kernel body, interpreted on CPU, bounds
 the exact loss on the schemes' draws (warm and cold start, participation forced by p near 1, block lengths that do
-not divide b or the column, n below b), reads the same noise words as the XLA path (its U within the rounding allowances
-(:func:`allowance`) of :func:`remove_loss_bound_from_draws_t` on the materialised draws) and refuses what it cannot serve by name.
-Its lowering for an NVIDIA GPU at the production shape (b = 256) is checked in test_lowering.py."""
+not divide b or the column, n below b), reads the same noise words as the XLA path (its U within the rounding
+allowances (:func:`allowance`) of :func:`remove_loss_bound_from_draws_t` on the materialised draws) and refuses
+what it cannot serve by name. Its lowering for an NVIDIA GPU at the production shape (b = 256) is checked in
+test_lowering.py."""
 
 from __future__ import annotations
 

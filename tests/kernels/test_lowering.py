@@ -150,3 +150,23 @@ def test_fused_bound_lowers_for_cuda_at_the_production_shape(block, ring_rows):
     sizes = {int(np.prod([int(v) for v in dims.split("x") if v])) for dims in shapes}
     assert all(s & (s - 1) == 0 for s in sizes), sorted(sizes)
     assert f"{ring_rows}x4x{tile}x" in shapes and max(sizes) == ring_rows * 4 * tile     # no larger f64 tensor
+
+
+def test_fused_bound_lowers_for_cuda_vmapped_over_sub_blocks():
+    """As the truncated scheme runs it on an accelerator: 16 sub-blocks of 64 draws under vmap, each with its own
+    noise key and participation, one program of 64 draws (two warps) per sub-block: one Triton kernel, a grid axis
+    added for the sub-blocks."""
+    n, b, width = 7200, 256, 64
+    c = (1 / 16,) * b
+
+    def one(nk, tau, sig):
+        return fused_remove_bound_from_key(nk, tau, sig, jnp.zeros(4), n, b, 1.216e-4, True, c, width, width, 16,
+                                           interpret=False, num_warps=2)
+
+    exp = export.export(jax.jit(jax.vmap(one, in_axes=(0, 0, None))), platforms=["cuda"],
+                        disabled_checks=[export.DisabledSafetyCheck.custom_call(TRITON_CALL)])(
+        jnp.zeros((16, 2), jnp.uint32), jnp.zeros((16, -(-n // b), width), jnp.int32), jnp.linspace(0.44, 0.56, 4))
+    assert exp.out_avals[0].shape == (16, 4, width)
+    assert exp.mlir_module().count(TRITON_CALL) == 1
+    [text] = _triton_modules(exp)
+    assert "f64" in text and "scf.for" in text

@@ -4,6 +4,7 @@ r"""The scheme :class:`TruncatedBMinSep`: its sampler, adversary, dominating pai
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -15,12 +16,13 @@ from mcacct.kernels.blocks import apply_to_flagged, cache_lanes, map_blocks, map
 from mcacct.schemes.truncated.counts import count_tables, exact_tables, other_counts_t, virtual_plan
 from mcacct.schemes.truncated.block_counts import (CountDraws, active_screen_plan, count_draws, counts_from_prepared,
                                                    prepare_counts)
-from mcacct.kernels.normal import columns_supported, standard_normal, standard_normal_columns, standard_normal_lanes
-from mcacct.kernels.output import ladder_losses_from_draws_t, ladder_noise_lanes
-from mcacct.kernels.participation import participation_blocks_t, participation_cap
+from mcacct.kernels.normal import columns_supported
+from mcacct.kernels.output import (ladder_fused_bound, ladder_losses_from_draws_t, ladder_losses_from_key_t,
+                                   ladder_noise_lanes)
 from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, participation_log_ratios_t,
                                     sliding_dot)
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, log_ratio_from_terms_t
+from mcacct.schemes.truncated.sub_blocks import noise_rows, sub_block_draws, sub_block_participation
 from mcacct.core.platform import target_platform
 from mcacct.core.precision import float64
 
@@ -202,33 +204,8 @@ class TruncatedBMinSep(Scheme):
     def _prepare_counts(self, key, num_samples: int):  # the block's counts as data, for ladder_losses' prepared
         return prepare_counts(jax.random.split(key, 3)[0], *self._count_args(), num_samples)
 
-    def _block_draws(self, key, j, sub: int, lanes: bool = False):
-        """Sub-block ``j``'s per-block participation ``tau`` and standard noise (time-major; ``lanes``: lane-major)."""
-        (k_x, k_z), n = self._block_keys(key, j), self.iterations
-        cap = participation_cap(n, self.min_sep, self.base.participation_rate)
-        tau = participation_blocks_t(k_x, n, self.min_sep, self.sampling_prob, self.warm_start, sub, cap)
-        return tau, (standard_normal_lanes if lanes else standard_normal)(k_z, (n, sub), jnp.float64)
-
     def _mean(self, tau, strategy):  # the output mean C x (amplitude 1) of the participation tau, time-major
         return mean_shift_from_blocks_t(tau, self.iterations, self.min_sep, strategy.c_col, jnp.float64)
-
-    @staticmethod
-    def _block_keys(key, j):  # sub-block j's keys: participation, noise
-        return jax.random.split(jax.random.fold_in(key, j))
-
-    def _noise_rows(self, key, z_all, idx, num_samples: int, sub: int):
-        """The standard noise of the samples ``idx`` (row-major ``(len(idx), n)``): redrawn column by column from
-        their sub-blocks' keys (:func:`mcacct.kernels.normal.standard_normal_columns`, the same bits), or taken
-        from ``z_all`` when the draws were kept (a PRNG without partitionable counters)."""
-        idx = jnp.clip(idx, 0, num_samples - 1)
-        if z_all is not None:
-            return jnp.take(z_all, idx, axis=1).T
-
-        def column(i):
-            k_z = self._block_keys(key, i // sub)[1]
-            return standard_normal_columns(k_z, (self.iterations, sub), (i % sub)[None], jnp.float64)[:, 0]
-
-        return jax.vmap(column)(idx)
 
     def _mixture_means(self, tau_all, r, k_s, strategy, idx):
         """For the samples ``idx``: the output means ``C a`` of both mixtures, row-major ``(len(idx), n)``, and
@@ -246,10 +223,11 @@ class TruncatedBMinSep(Scheme):
         return mean_shift_amplitudes(amp_p, strategy.c_col), mean_shift_amplitudes(amp_q, strategy.c_col), r
 
     def _draw_blocks(self, key, strategy, num_samples: int, per_block, dense: bool = False, lanes: bool = False,
-                     prepared=None):
+                     prepared=None, by_key: bool = False):
         """The common random numbers of one engine block and a per-sub-block computation on them:
         ``per_block(tau, z_t)`` of each sub-block's participation (per block of ``b`` rounds) and standard noise
-        (lane-major with ``lanes``; a kept noise is stored time-major whatever ``lanes``), joined.
+        (lane-major with ``lanes``; its noise key instead with ``by_key``; a kept noise is stored time-major
+        whatever ``lanes``), joined.
         Returns ``(out, counts, patch)``: ``patch(fn, out)`` applies ``fn(idx, out, mixture)`` to the samples with a
         truncated round, where ``mixture(sig)`` gives their outputs ``(y_P, y_Q)`` (row-major) and counts;
         ``counts`` (``block_counts.CountDraws``) holds every sample's counts if ``dense``."""
@@ -257,10 +235,11 @@ class TruncatedBMinSep(Scheme):
         counts = self._count_draws(k_r, num_samples, dense, prepared)
         sub = self._sub_block(num_samples)
         # the flagged samples' noise is redrawn, not kept: keeping it wrote the whole chunk's noise once more
-        keep_noise = not columns_supported(k_b)
+        keep_noise = not (by_key or columns_supported(k_b))
 
         def block(j):
-            tau, z_t = self._block_draws(k_b, j, sub, lanes)
+            tau, z_t = (sub_block_participation(k_b, j, self, sub) if by_key
+                        else sub_block_draws(k_b, j, self, sub, lanes))
             return (per_block(tau, z_t), tau) + (((z_t.T if lanes else z_t),) if keep_noise else ())
 
         out, tau_all, *kept = map_sub_blocks(block, num_samples, sub)
@@ -269,7 +248,7 @@ class TruncatedBMinSep(Scheme):
         def patch(fn, out):
             def with_rows(idx, out):
                 mean_p, mean_q, r = self._mixture_means(tau_all, counts.rows_t(idx).T, k_s, strategy, idx)
-                z = self._noise_rows(k_b, z_all, idx, num_samples, sub)
+                z = noise_rows(k_b, z_all, idx, self.iterations, num_samples, sub)
                 return fn(idx, out, lambda sig: (z * sig + mean_p, z * sig + mean_q, r))
             return self._patch(counts.truncated, num_samples, with_rows, out)
 
@@ -365,13 +344,16 @@ class TruncatedBMinSep(Scheme):
     def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound, remove_skip,
                 prepared=None):
         lanes = ladder_noise_lanes(strategy.c_col, dtype, dot_method, add_bound, remove_skip)
+        by_key = ladder_fused_bound(self.iterations, self.min_sep, self.sampling_prob, strategy.c_col, dtype,
+                                    add_bound, remove_skip, self._sub_block(num_samples))
+        losses = ladder_losses_from_key_t if by_key else partial(ladder_losses_from_draws_t, lanes=lanes)
 
-        def per_block(tau, z_t):
-            return ladder_losses_from_draws_t(tau, z_t, self.iterations, sigmas, self.min_sep, self.sampling_prob,
-                                              self.warm_start, strategy.c_col, dtype, dot_method, recursion,
-                                              add_bound, remove_skip, lanes)
+        def per_block(tau, z_t):   # z_t: the noise, or its key (by_key: the fused remove bound draws it)
+            return losses(tau, z_t, self.iterations, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
+                          strategy.c_col, dtype, dot_method, recursion, add_bound, remove_skip)
 
-        out, _, patch = self._draw_blocks(key, strategy, num_samples, per_block, lanes=lanes, prepared=prepared)
+        out, _, patch = self._draw_blocks(key, strategy, num_samples, per_block, lanes=lanes, prepared=prepared,
+                                          by_key=by_key)
 
         def fix(idx, out, mixture):
             def one(sig):
