@@ -109,6 +109,19 @@ def test_sums_bit_identical_and_histogram_an_upper_bound(scheme):
                 np.linspace(0, 3, 7))) - 1e-15)
 
 
+def same_sums_remove_moved(off, on) -> int:
+    """Asserts that two ladder runs (skips off, on) have equal counts and sums for every candidate and direction and
+    that ``on``'s histograms only move draws up; returns how many remove draws moved."""
+    moved = 0
+    for j in range(len(off.stats)):
+        for d in DIRECTIONS:
+            a, b = off.stats[j][d], on.stats[j][d]
+            assert a.count == b.count and a.sums == b.sums, (j, d)
+            assert_moved_up_only(a.hist, b.hist)
+        moved += int(np.sum(np.abs(off.stats[j]["remove"].hist - on.stats[j]["remove"].hist)))
+    return moved
+
+
 def assert_moved_up_only(off_hist, on_hist):
     """``on`` is ``off`` with some draws moved to higher bins: equal totals, every upper tail at least as heavy."""
     off_hist, on_hist = np.asarray(off_hist), np.asarray(on_hist)
@@ -188,14 +201,7 @@ def test_remove_skip_for_any_column_same_sums(method, eps):
         problem = Problem(mcacct.BMinSep(0.05, 4, 48, True), strategy, dot_method=method, skip_zero=skip)
         runs.append(run_ladder(problem, [0.5, 2.0], jax.random.key(5), 1024, eps, 1024))
     assert remove_skip_arrays(problem, [0.5, 2.0], eps) is not None
-    (off, on), moved = runs, 0
-    for j in range(2):
-        for d in DIRECTIONS:
-            a, b = off.stats[j][d], on.stats[j][d]
-            assert a.count == b.count and a.sums == b.sums, (j, d)
-            assert_moved_up_only(a.hist, b.hist)
-        moved += int(np.sum(np.abs(off.stats[j]["remove"].hist - on.stats[j]["remove"].hist)))
-    assert moved > 0   # the skip ran
+    assert same_sums_remove_moved(*runs) > 0   # the skip ran
 
 
 # blocks under vmap, as the engine runs them on accelerators: the blocks whose draws fail the bound are gathered
