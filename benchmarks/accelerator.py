@@ -1092,7 +1092,7 @@ def part_plan(res: Results, args) -> dict:
 
 
 #: fused_bound part: (block, tile, num_warps) of the fused kernel, in the order they are worth a compile
-FUSED_BOUND_VARIANTS = ((32, 128, 4), (16, 128, 4), (32, 64, 2), (64, 128, 4), (32, 256, 8))
+FUSED_BOUND_VARIANTS = ((32, 128, 4), (16, 128, 4), (16, 64, 2), (32, 256, 8))
 FUSED_BOUND_QUICK_VARIANTS = ((16, 64, 4),)
 
 

@@ -86,7 +86,8 @@ FUSED_BOUND_BLOCK = BOUND_BLOCK
 #: whether the ladders of the schemes compute the remove bound with this kernel, per platform (read at trace time,
 #: :func:`fused_bound_applies`): off everywhere until a device measures it against the XLA path end to end
 #: (``benchmarks/accelerator.py --part fused_bound``); Pallas Triton runs on GPUs only, and on CPUs the kernel is
-#: interpreted
+#: interpreted. Switching it on for a platform changes the bounds that skipped draws record in the histogram there (the
+#: same counts and sums): it needs a new ``mcacct.jobs.problem_file.KERNEL_VERSION``, as kernel 16 had
 FUSED_BOUND_AUTO = {"cpu": False, "gpu": False, "tpu": False}
 
 _GROW = 1.0 + 2.0**-40       # per-step relative allowance (as mcacct.kernels.bound)
