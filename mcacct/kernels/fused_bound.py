@@ -32,7 +32,11 @@ the end, both were drawn before block :math:`\kappa`. Block 0's rows before row 
 :math:`\zeta_\kappa = c_0 (\hat h - \hat l) + 2 c_0 \gamma_n \hat M_a (1.001) + 2^{-44} |c_0 (\hat h - \hat l)|`
 bounds the exact block maximum (the computed mass :math:`\hat M_a` is within :math:`\gamma_n` of :math:`M_a`; the
 difference and product round by a few ulps). It is the prefix form's allowance with the mass of the rows from the
-block on instead of all ``n`` rows: no larger.
+block on instead of all ``n`` rows: no larger. It adds :math:`c_0 \rho \hat M_a` with :math:`\rho` =
+:data:`NORMAL_ULPS` :math:`\cdot 2^{-52}`: the kernel's normals may differ from the XLA path's for the same words by
+that much relative to each (another compiler's contraction of the inversion's multiply-adds), and the window's sum
+of those differences is at most :math:`\rho` times its mass; so ``U`` bounds the loss of the draws the XLA path, and
+the engine's exact path, see.
 
 **Mean.** :math:`\mu_\kappa` depends on the participation only (``tau``, a few integers per draw): it comes in as an
 array from :func:`~mcacct.kernels.block_terms.const_mean_block_maxima_t`.
@@ -75,8 +79,8 @@ from mcacct.kernels.bound import BOUND_BLOCK, block_layout
 from mcacct.kernels.normal import normal_from_bits
 from mcacct.kernels.threefry import counter_word, default_counters_supported
 
-__all__ = ["FUSED_BOUND_BLOCK", "FUSED_BOUND_AUTO", "fused_bound_refusal", "fused_bound_tile", "fused_bound_applies",
-           "fused_bound_tile_kernel", "fused_remove_bound", "fused_remove_bound_from_key"]
+__all__ = ["FUSED_BOUND_BLOCK", "FUSED_BOUND_AUTO", "NORMAL_ULPS", "fused_bound_refusal", "fused_bound_tile",
+           "fused_bound_applies", "fused_bound_tile_kernel", "fused_remove_bound", "fused_remove_bound_from_key"]
 
 #: rounds per block of the fused bound (``s = min(FUSED_BOUND_BLOCK, b)``): each ring holds about ``b/s`` rows per
 #: draw and candidate, so a larger block keeps fewer values on chip and loosens ``U`` a little (the maxima are taken
@@ -89,6 +93,13 @@ FUSED_BOUND_BLOCK = BOUND_BLOCK
 #: interpreted. Switching it on for a platform changes the bounds that skipped draws record in the histogram there (the
 #: same counts and sums): it needs a new ``mcacct.jobs.problem_file.KERNEL_VERSION``, as kernel 16 had
 FUSED_BOUND_AUTO = {"cpu": False, "gpu": False, "tpu": False}
+
+#: how far (in units of ``2^-52`` of its magnitude) the kernel's normal may lie from the XLA path's for the same word:
+#: both run :func:`~mcacct.kernels.normal.normal_from_bits`, but a compiler may contract its multiply-adds otherwise
+#: (Triton does by default; XLA:CPU's jitted and eager forms differ by 1-2 ulps). ``zeta`` covers it, so ``U``
+#: bounds the loss of the draws the engine's exact path sees; ``tests/gpu/test_fused_bound_gpu.py`` measures it on
+#: the device
+NORMAL_ULPS = 8
 
 _GROW = 1.0 + 2.0**-40       # per-step relative allowance (as mcacct.kernels.bound)
 _FLOOR = 2.0**-1000          # per-step absolute allowance (underflow)
@@ -173,7 +184,7 @@ def fused_bound_tile_kernel(key_ref, mu_ref, sig_ref, err_ref, out_ref, *, tile:
     w_s = -math.expm1(s * log_q) * _CONST_UP
     c_1 = (1.0 - p) * _CONST_UP
     p_up = p * _CONST_UP
-    gam = 2.0 * c0 * sum_error(n + s) * 1.001
+    gam = (2.0 * sum_error(n + s) + NORMAL_ULPS * 2.0**-52) * c0 * 1.001
     warm_rows = min(b, n)                                # rows 2..min(b, n) (1-based) enter the warm start
 
     k0, k1 = key_ref[0], key_ref[1]

@@ -54,6 +54,35 @@ def test_compiled_fused_bound_reads_the_xla_draws_and_bounds_the_loss(block):
 
     fused, xla, exact, mass = (np.asarray(v) for v in run(jax.random.key(11)))
     assert np.all(np.isfinite(fused)) and np.all(np.isfinite(exact))
-    np.testing.assert_allclose(fused, xla, rtol=1e-12, atol=allowance(N, B, C[0], mass, min(LADDER)))
+    np.testing.assert_allclose(fused, xla, rtol=1e-12, atol=allowance(N, B, C[0], mass, min(LADDER), block))
     # the exact loss from float64 FFT sums: within the loss-error bound of the exact one, far below this margin
     assert np.all(fused >= exact - 1e-6), (fused - exact).min()
+
+
+def test_pallas_normals_within_normal_ulps_of_xla():
+    """The normals a Pallas kernel computes from the counter words (as the fused bound does) against the XLA path's
+    for the same key: within ``NORMAL_ULPS`` of each, the allowance the bound's ``zeta`` carries for another
+    compiler's contraction of the inversion's multiply-adds (equal bits where both are XLA:CPU's)."""
+    from jax.experimental import pallas as pl
+
+    from mcacct.kernels.fused_bound import NORMAL_ULPS
+    from mcacct.kernels.normal import normal_from_bits, standard_normal
+    from mcacct.kernels.threefry import counter_word
+
+    rows, width, tile = 256, 1024, 128
+    key = jax.random.key(5)
+
+    def kernel(key_ref, out_ref):
+        cols = (pl.program_id(0) * tile + jax.lax.broadcasted_iota(jnp.int32, (rows, tile), 1)).astype(jnp.int64)
+        flat = jax.lax.broadcasted_iota(jnp.int32, (rows, tile), 0).astype(jnp.int64) * width + cols
+        out_ref[...] = normal_from_bits(counter_word(key_ref[0], key_ref[1], flat))
+
+    fused = pl.pallas_call(kernel, grid=(width // tile,), in_specs=[pl.BlockSpec((2,), lambda i: (0,))],
+                           out_specs=pl.BlockSpec((rows, tile), lambda i: (0, i)),
+                           out_shape=jax.ShapeDtypeStruct((rows, width), jnp.float64),
+                           interpret=not _on_gpu())(jax.random.key_data(key))
+    xla = jax.jit(lambda k: standard_normal(k, (rows, width)))(key)
+    fused, xla = np.asarray(fused), np.asarray(xla)
+    ulps = np.abs(fused - xla) / (np.abs(xla) * 2.0**-52)
+    assert float(ulps.max()) <= NORMAL_ULPS, float(ulps.max())
+
