@@ -1096,11 +1096,11 @@ FUSED_BOUND_VARIANTS = ((32, 128, 4), (16, 128, 4), (16, 64, 2), (32, 256, 8))
 FUSED_BOUND_QUICK_VARIANTS = ((16, 64, 4),)
 
 
-def _bound_fn(n: int, b: int, p: float, chunk: int, variant: tuple):
-    """A jitted function of a key: the remove bound ``U`` of a chunk of the §7.4 draws (c = ones(b)/16, the
-    production ladder) by ``variant`` (``("xla", block)``: the materialised noise and
-    ``remove_loss_bound_from_draws_t``; ``("fused", block, tile, warps)``: ``fused_remove_bound_from_key``;
-    ``("noise",)``: only the normals, summed), reduced to the count of draws it would skip at epsilon 10."""
+def _bound_fn(n: int, b: int, p: float, chunk: int, variant: tuple, with_u: bool = False):
+    """A function of a key: the remove bound ``U`` of a chunk of the §7.4 draws (c = ones(b)/16, the production
+    ladder) by ``variant`` (``("xla", block)``: the materialised noise and ``remove_loss_bound_from_draws_t``;
+    ``("fused", block, tile, warps)``: ``fused_remove_bound_from_key``; ``("noise",)``: only the normals, summed),
+    reduced to the count of draws it would skip at epsilon 10 (and ``U`` with ``with_u``)."""
     import jax
     import jax.numpy as jnp
     from mcacct.kernels.block_terms import remove_loss_bound_from_draws_t
@@ -1127,7 +1127,8 @@ def _bound_fn(n: int, b: int, p: float, chunk: int, variant: tuple):
             tau = participation_blocks_t(kx, n, b, p, True, chunk, participation_cap(n, b, rate))
             u = fused_remove_bound_from_key(jax.random.key_data(kz), tau, sig, err, n, b, p, True, c, chunk,
                                             variant[2], variant[1], num_warps=variant[3])
-        return jnp.sum(jnp.all(u <= thr, axis=0)), u
+        count = jnp.sum(jnp.all(u <= thr, axis=0))
+        return (count, u) if with_u else count
     return fn
 
 
@@ -1152,8 +1153,8 @@ def part_fused_bound(res: Results, args) -> dict:
 
     def agreement():
         key = jax.random.key(7)
-        xla = jax.jit(_bound_fn(n, b, p, chunk, ("xla", variants[0][0])))(key)
-        fused = jax.jit(_bound_fn(n, b, p, chunk, ("fused",) + variants[0]))(key)
+        xla = jax.jit(_bound_fn(n, b, p, chunk, ("xla", variants[0][0]), with_u=True))(key)
+        fused = jax.jit(_bound_fn(n, b, p, chunk, ("fused",) + variants[0], with_u=True))(key)
         u_x, u_f = np.asarray(xla[1]), np.asarray(fused[1])
         fin = np.isfinite(u_x) & np.isfinite(u_f)
         return {"draws": chunk, "max_abs_diff": float(np.max(np.abs(u_x - u_f)[fin])) if fin.any() else None,
@@ -1167,8 +1168,7 @@ def part_fused_bound(res: Results, args) -> dict:
     for variant in order:
         label = "_".join(str(v) for v in variant)
         _entry(res, meas, label, budget, need, lambda variant=variant: _timed(
-            lambda: (lambda f: (lambda key: f(key)[0]))(_bound_fn(n, b, p, chunk, variant)), chunk, args.seconds,
-            "draws"), label=f"fused_bound {label}")
+            lambda: _bound_fn(n, b, p, chunk, variant), chunk, args.seconds, "draws"), label=f"fused_bound {label}")
     rates = {k: v["draws_per_s"] for k, v in meas.items() if isinstance(v, dict) and v.get("draws_per_s")}
     if rates:
         part["hours_for_7_5e9_bounds"] = {k: prod.SAMPLES_7_4 / r / 3600.0 for k, r in rates.items()}

@@ -20,7 +20,18 @@ import jax.numpy as jnp
 
 from mcacct.core.platform import target_platform
 
-__all__ = ["lanes_target", "cache_lanes", "map_blocks", "sub_block_size", "map_sub_blocks", "apply_to_flagged"]
+__all__ = ["is_pow2", "next_pow2", "lanes_target", "cache_lanes", "map_blocks", "sub_block_size", "map_sub_blocks",
+           "apply_to_flagged"]
+
+
+def is_pow2(v: int) -> bool:
+    """Whether ``v`` is a power of two (``>= 1``): a size Pallas Triton accepts for a tensor."""
+    return v >= 1 and (v & (v - 1)) == 0
+
+
+def next_pow2(v: int) -> int:
+    """The smallest power of two ``>= v`` (1 for ``v <= 1``)."""
+    return 1 << max(int(v) - 1, 0).bit_length()
 
 
 def lanes_target(iterations: int) -> int:

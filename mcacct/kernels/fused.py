@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from mcacct.kernels.blocks import is_pow2, next_pow2
 from mcacct.kernels.control import rare_cond
 from mcacct.kernels.normal import normal_from_bits
 from mcacct.kernels.participation import NO_PARTICIPATION, participation_blocks_t, participation_cap
@@ -127,14 +128,6 @@ def tile_constants(iterations: int, min_sep: int, c_col: tuple[float, ...]) -> n
 # --- the Pallas kernel (module docstring): inside a kernel Pallas Triton has no slice, dynamic_slice, pad,
 # gather, rev or reverse cumsum of values, and wants power-of-two sizes; rows of the inputs are read from the refs
 # and every move along the time axis is made of even/odd splits and joins (_shift0).
-
-
-def _is_pow2(v: int) -> bool:
-    return v >= 1 and (v & (v - 1)) == 0
-
-
-def _next_pow2(v: int) -> int:  # smallest power of two >= v (1 for v <= 1)
-    return 1 << max(int(v) - 1, 0).bit_length()
 
 
 def _shift0(x: jax.Array, d: int) -> jax.Array:
@@ -306,7 +299,7 @@ def fused_gpu_supported(iterations: int, min_sep: int, sampling_prob: float,
     needs, and ``min_sep`` a power of two (a block is a register tensor of ``min_sep`` rows). Its sample tile must
     be a power of two too."""
     why = fused_refusal(int(iterations), int(min_sep), float(sampling_prob), tuple(c_col))
-    if not why and not _is_pow2(int(min_sep)):
+    if not why and not is_pow2(int(min_sep)):
         why = (f"min_sep={min_sep} is not a power of two: the compiled GPU kernel (Pallas Triton) holds a block of "
                "min_sep rows in registers, and Triton handles power-of-two sizes only")
     return not why, why
@@ -346,17 +339,17 @@ def fused_pallas_losses(noise_key: jax.Array, tau: jax.Array, sigmas: jax.Array,
     params = {"interpret": True}
     if not interpret:
         from jax.experimental.pallas import triton as pltriton
-        why = fused_gpu_supported(n, b, p, c_col)[1] or ("" if _is_pow2(tile) else f"tile={tile} is not a power of 2")
+        why = fused_gpu_supported(n, b, p, c_col)[1] or ("" if is_pow2(tile) else f"tile={tile} is not a power of 2")
         if why:
             raise ValueError(f"the compiled fused kernel does not serve this configuration: {why}")
         params = {"compiler_params": pltriton.CompilerParams()}   # num_warps=4, num_stages=3 (JAX's defaults)
     # the ladder padded to a power of two by repeating its last sigma (the extra rows are dropped below)
-    nj_pad = _next_pow2(nj)
+    nj_pad = next_pow2(nj)
     sig_pad = jnp.concatenate([sigmas, jnp.broadcast_to(sigmas[-1:], (nj_pad - nj,))])
     consts, k = tile_constants(n, b, c_col), len(c_col)      # c_col and the half squared norms, each part
-    c_pad = jnp.asarray(np.pad(consts[:k], (0, _next_pow2(k) - k)))   # zero-padded to a power of two
-    hs_pad = jnp.asarray(np.pad(consts[k:], (0, _next_pow2(consts.size - k) - consts.size + k)))
-    body = pow2_tile_kernel if _is_pow2(b) else partial(_xla_tile_kernel, dot_method=dot_method)
+    c_pad = jnp.asarray(np.pad(consts[:k], (0, next_pow2(k) - k)))   # zero-padded to a power of two
+    hs_pad = jnp.asarray(np.pad(consts[k:], (0, next_pow2(consts.size - k) - consts.size + k)))
+    body = pow2_tile_kernel if is_pow2(b) else partial(_xla_tile_kernel, dot_method=dot_method)
     kernel = partial(body, tile=tile, width=width, iterations=n, min_sep=b, sampling_prob=p,
                      warm_start=warm_start, c_col=c_col)
     out, ok = pl.pallas_call(

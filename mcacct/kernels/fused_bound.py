@@ -74,6 +74,7 @@ import jax
 import jax.numpy as jnp
 
 from mcacct.core.platform import target_platform
+from mcacct.kernels.blocks import is_pow2, next_pow2
 from mcacct.kernels.block_terms import const_mean_block_maxima_t, supports_draws_bound, sum_error
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout
 from mcacct.kernels.normal import normal_from_bits
@@ -106,10 +107,6 @@ _FLOOR = 2.0**-1000          # per-step absolute allowance (underflow)
 _CONST_UP = 1.0 + 1e-13      # constants raised
 
 
-def _pow2_at_least(v: int) -> int:
-    return 1 << max(int(v) - 1, 0).bit_length()
-
-
 def fused_bound_refusal(iterations: int, min_sep: int, sampling_prob: float, c_col: tuple[float, ...],
                         block: int = FUSED_BOUND_BLOCK) -> str:
     """Why :func:`fused_remove_bound` cannot serve this configuration (``""`` if it can).
@@ -126,7 +123,7 @@ def fused_bound_refusal(iterations: int, min_sep: int, sampling_prob: float, c_c
     if not 0.0 < float(sampling_prob) < 1.0:
         return f"the fused bound needs 0 < sampling_prob < 1; got {sampling_prob}"
     s = block_layout(n, b, block)[0]
-    if s & (s - 1):
+    if not is_pow2(s):
         return f"the fused bound's block min(block, min_sep) = {s} must be a power of two"
     return ""
 
@@ -176,8 +173,8 @@ def fused_bound_tile_kernel(key_ref, mu_ref, sig_ref, err_ref, out_ref, *, tile:
     # rings, each read before block kappa overwrites its slot (a block past the horizon reads an unwritten slot: its
     # initial value): F^max of blocks kappa + 1 .. kappa + q (+ 1 if r > 0), and the minima of S over blocks
     # kappa + 1 .. kappa + ceil(k/s) (and kappa itself, written first, if k < s)
-    ring_f = _pow2_at_least(q + (1 if r else 0))
-    ring_s = _pow2_at_least(a_hi + (1 if a_lo == 0 else 0))
+    ring_f = next_pow2(q + (1 if r else 0))
+    ring_s = next_pow2(a_hi + (1 if a_lo == 0 else 0))
     dtype = jnp.float64
     log_q = math.log1p(-p)
     c_s = math.exp(s * log_q) * _CONST_UP
@@ -309,14 +306,14 @@ def fused_remove_bound(noise_key: jax.Array, mu: jax.Array, sigmas: jax.Array, t
     params: dict = {"interpret": True}
     if not interpret:
         from jax.experimental.pallas import triton as pltriton
-        if tile & (tile - 1):
+        if not is_pow2(tile):
             raise ValueError(f"the compiled fused bound needs a power-of-two tile; got {tile}")
         params = {"compiler_params": pltriton.CompilerParams(**({} if num_warps is None else
                                                                 {"num_warps": int(num_warps)}))}
     sig = jnp.asarray(sigmas, jnp.float64)
     err = jnp.broadcast_to(jnp.asarray(term_errors, jnp.float64), sig.shape)
     nj = sig.shape[0]
-    nj_pad = _pow2_at_least(nj)                          # the ladder padded by its last candidate (rows dropped)
+    nj_pad = next_pow2(nj)                          # the ladder padded by its last candidate (rows dropped)
     sig = jnp.concatenate([sig, jnp.broadcast_to(sig[-1:], (nj_pad - nj,))])
     err = jnp.concatenate([err, jnp.broadcast_to(err[-1:], (nj_pad - nj,))])
     kernel = partial(fused_bound_tile_kernel, tile=tile, width=width, iterations=n, min_sep=b, sampling_prob=p,

@@ -63,6 +63,8 @@ recursions only for the samples with a truncated round (a buffer), on shared dra
 * :mod:`~mcacct.schemes.truncated.scheme` — :class:`TruncatedBMinSep`, the scheme;
 * :mod:`~mcacct.schemes.truncated.block_counts` — a block's counts as its losses read them, drawn in the block or
   ahead for many blocks;
+* :mod:`~mcacct.schemes.truncated.sub_blocks` — a block's participation and noise, a sub-block at a time (the
+  noise redrawn by columns where it is needed again);
 * :mod:`~mcacct.schemes.truncated.screen` — the screened count chain (which draws can be truncated at all), and
   :mod:`~mcacct.schemes.truncated.hypergeometric`, its draw at the first round that can be truncated;
 * :mod:`~mcacct.schemes.truncated.counts` — exact counts of the other examples (binomial and hypergeometric
