@@ -195,6 +195,7 @@ def _lower_checks(plat: str) -> list[tuple[str, object]]:
     import jax.numpy as jnp
     from jax import export
 
+    from mcacct.core.platform import gpu_lowering_target
     from mcacct.engine.problem import Problem, chunk_losses
     from mcacct.engine.runner import ladder_chunk_statistics
     from mcacct.evr.calibrate import verification_spec
@@ -218,7 +219,9 @@ def _lower_checks(plat: str) -> list[tuple[str, object]]:
     }
 
     def do_export(fn, *args):
-        exp = export.export(jax.jit(fn), platforms=[plat], disabled_checks=disabled)(*args)
+        # JAX 0.11's Triton lowering needs a target card where the host has no GPU; the arguments are made outside
+        with gpu_lowering_target() if plat == "cuda" else contextlib.nullcontext():
+            exp = export.export(jax.jit(fn), platforms=[plat], disabled_checks=disabled)(*args)
         if tuple(exp.platforms) != (plat,):
             raise AssertionError(f"exported for {exp.platforms}, not {plat}")
         return exp

@@ -22,11 +22,13 @@ This module imports only ``jax`` (layer 0).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import jax
 
-__all__ = ["target_platform", "PLATFORM_ENV", "CACHE_MIN_COMPILE_SECS", "cpu_cores", "use_cpu_cores",
+__all__ = ["target_platform", "PLATFORM_ENV", "LOWERING_GPU_KIND", "gpu_lowering_target", "CACHE_MIN_COMPILE_SECS", "cpu_cores", "use_cpu_cores",
            "AUTO_CPU_DEVICES_MAX", "ENV_CACHE", "compilation_cache_dir", "enable_compilation_cache",
            "ensure_compilation_cache"]
 
@@ -58,6 +60,38 @@ def target_platform() -> str:
     if name.lower() not in _ALIASES:
         raise ValueError(f"{PLATFORM_ENV} must be one of cpu, gpu, cuda, rocm, tpu; got {name!r}")
     return _ALIASES[name.lower()]
+
+
+#: the card a host without a GPU lowers the Pallas (Triton) kernels for (``jax.export(..., platforms=["cuda"])``):
+#: the H100 of issue #39's targets (compute capability 9.0)
+LOWERING_GPU_KIND = "NVIDIA H100 80GB HBM3"
+
+
+@contextlib.contextmanager
+def gpu_lowering_target(device_kind: str = LOWERING_GPU_KIND) -> Iterator[None]:
+    """A context in which ``jax.export(..., platforms=["cuda"])`` of a Pallas Triton kernel lowers on a host with no
+    GPU.
+
+    From JAX 0.11 the Triton lowering reads the target card's compute capability from the device, or, where there is
+    none, from the abstract device of the current abstract mesh (``jax.sharding.use_abstract_mesh``); JAX 0.10 took
+    a default. Here: a one-device abstract mesh whose abstract device is ``device_kind`` (a GPU), unless JAX's
+    default backend is a GPU (then the concrete device is the target) or this JAX has no abstract devices. Only for
+    exports; a program traced inside it for this host's own backend is unchanged (the mesh has one device and no
+    sharded axis is used).
+
+    Parameters
+    ----------
+    device_kind : str, optional
+        The card, as ``jax.devices()[0].device_kind`` names it (default :data:`LOWERING_GPU_KIND`).
+    """
+    abstract_device = getattr(jax.sharding, "AbstractDevice", None)
+    if jax.default_backend() == "gpu" or abstract_device is None:
+        yield
+        return
+    device = abstract_device(device_kind=device_kind, num_cores=None, platform="gpu")
+    mesh = jax.sharding.AbstractMesh((1,), ("lowering",), abstract_device=device)
+    with jax.sharding.use_abstract_mesh(mesh):
+        yield
 
 
 #: the most CPU devices ``use_cpu_cores()`` gives by default: each device holds a chunk's arrays at a time (about

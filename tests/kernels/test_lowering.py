@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from jax import export
 
+from mcacct.core.platform import gpu_lowering_target
 from mcacct.kernels.fused import (_shift0, fused_gpu_supported, fused_ladder_losses, fused_pallas_losses,
                                   fused_tile_losses, tile_constants)
 from mcacct.kernels.fused_bound import fused_remove_bound_from_key
@@ -26,11 +27,19 @@ from mcacct.kernels.participation import participation_blocks_t, participation_c
 TRITON_CALL = "__gpu$xla.gpu.triton"
 
 
+def _export_for_cuda(fn, *args):
+    """``jax.export`` of ``fn`` for ``"cuda"`` on this host, inside :func:`gpu_lowering_target` (JAX 0.11's Triton
+    lowering needs a target card). The arguments are made by the caller, outside it: under its abstract mesh no
+    eager computation may run."""
+    with gpu_lowering_target():
+        return export.export(fn, platforms=["cuda"],
+                             disabled_checks=[export.DisabledSafetyCheck.custom_call(TRITON_CALL)])(*args)
+
+
 def _export_cuda(n, b, p, c, warm, num_sigmas, samples, tile):
     fn = jax.jit(lambda key, sigmas: fused_ladder_losses(key, sigmas, n, b, p, warm, 0.1, c, samples, pallas=True,
                                                          tile=tile, interpret=False))
-    return export.export(fn, platforms=["cuda"], disabled_checks=[export.DisabledSafetyCheck.custom_call(TRITON_CALL)])(
-        jax.random.key(0), jnp.linspace(0.5, 2.0, num_sigmas))
+    return _export_for_cuda(fn, jax.random.key(0), jnp.linspace(0.5, 2.0, num_sigmas))
 
 
 def _triton_modules(exported) -> list[str]:
@@ -140,9 +149,8 @@ def test_fused_bound_lowers_for_cuda_at_the_production_shape(block, ring_rows):
     fn = jax.jit(lambda nk, tau, sig: fused_remove_bound_from_key(nk, tau, sig, jnp.zeros(4), n, b, 1.216e-4, True,
                                                                   (1 / 16,) * 256, width, tile, block,
                                                                   interpret=False))
-    exp = export.export(fn, platforms=["cuda"],
-                        disabled_checks=[export.DisabledSafetyCheck.custom_call(TRITON_CALL)])(
-        jnp.zeros(2, jnp.uint32), jnp.zeros((-(-n // b), width), jnp.int32), jnp.linspace(0.44, 0.56, 4))
+    exp = _export_for_cuda(fn, jnp.zeros(2, jnp.uint32), jnp.zeros((-(-n // b), width), jnp.int32),
+                           jnp.linspace(0.44, 0.56, 4))
     assert exp.out_avals[0].shape == (4, width)
     [text] = _triton_modules(exp)
     assert "f64" in text and "scf.for" in text
@@ -163,9 +171,8 @@ def test_fused_bound_lowers_for_cuda_vmapped_over_sub_blocks():
         return fused_remove_bound_from_key(nk, tau, sig, jnp.zeros(4), n, b, 1.216e-4, True, c, width, width, 16,
                                            interpret=False, num_warps=2)
 
-    exp = export.export(jax.jit(jax.vmap(one, in_axes=(0, 0, None))), platforms=["cuda"],
-                        disabled_checks=[export.DisabledSafetyCheck.custom_call(TRITON_CALL)])(
-        jnp.zeros((16, 2), jnp.uint32), jnp.zeros((16, -(-n // b), width), jnp.int32), jnp.linspace(0.44, 0.56, 4))
+    exp = _export_for_cuda(jax.jit(jax.vmap(one, in_axes=(0, 0, None))), jnp.zeros((16, 2), jnp.uint32),
+                           jnp.zeros((16, -(-n // b), width), jnp.int32), jnp.linspace(0.44, 0.56, 4))
     assert exp.out_avals[0].shape == (16, 4, width)
     assert exp.mlir_module().count(TRITON_CALL) == 1
     [text] = _triton_modules(exp)
