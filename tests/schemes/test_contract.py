@@ -25,6 +25,7 @@ from mcacct import (BallsInBins, BandedInverse, BandedToeplitz, BMinSep, CyclicP
 from mcacct.engine.runner import run_ladder
 from mcacct.engine.systematic import loss_error_bound, systematic_bound
 from mcacct.kernels.block_terms import sum_error
+from mcacct.kernels.fused_bound import NORMAL_ULPS
 from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, SchemeSummary
@@ -265,14 +266,21 @@ def stored_sum_tolerance(name: str, j: int, count: int, same_draws: bool) -> int
     Same draws: each computed loss is within ``eta`` (:func:`loss_error_bound`) of the exact one on either
     compiler, and a contribution ``max(0, 1 - e^{eps - L})`` moves by at most what ``L`` moves (its slope is at most
     1), so the float sums differ by at most ``count (2 eta + 2^-49)`` (the last term: the ``exp`` and the
-    subtraction, a few ulps of 1). Each run raises its chunk sums by their summation error (at most
+    subtraction, a few ulps of 1). The same words may give normals ``NORMAL_ULPS`` ulps apart (another compiler's
+    contraction of the inversion, :mod:`mcacct.kernels.fused_bound`), at most ``NORMAL_ULPS 2^-49`` for
+    ``|z| <= 8.2924``: each term moves by ``||c||_1`` times that over ``sigma``, and the loss by at most ``n`` times
+    a term (its slopes in the terms are posterior probabilities, summing to at most the participations); that is
+    added to ``2 eta``. Each run raises its chunk sums by their summation error (at most
     ``gamma_256 count``) and rounds up by less than a unit per chunk: twice that on top. Other draws of the same law
     (an accelerator's truncated draws): two independent means of ``count`` contributions in ``[0, 1]`` differ by
     ``t`` or more with probability at most ``2 exp(-count t^2)`` (Hoeffding, 2 count terms of range ``1/count``);
     ``t`` for ``1e-9``, so the test's 8 sums fail by chance with probability below ``1e-8``."""
     if same_draws:
-        eta = loss_error_bound(STORED[name][0], LADDER_SIGMAS[j])
-        real = count * (2.0 * eta + 2.0**-49 + 2.0 * sum_error(LADDER_CHUNK))
+        problem, sigma = STORED[name][0], LADDER_SIGMAS[j]
+        eta = loss_error_bound(problem, sigma)
+        c1 = math.fsum(abs(v) for v in problem.strategy.c_col)
+        draws = problem.scheme.iterations * c1 * NORMAL_ULPS * 2.0**-49 / sigma
+        real = count * (2.0 * eta + draws + 2.0**-49 + 2.0 * sum_error(LADDER_CHUNK))
         return math.ceil(real * 2.0**FIXED_BITS) + 2 * -(-count // LADDER_CHUNK)
     return math.ceil(count * math.sqrt(math.log(2e9) / count) * 2.0**FIXED_BITS)
 
