@@ -28,9 +28,9 @@ from collections.abc import Iterator
 
 import jax
 
-__all__ = ["target_platform", "PLATFORM_ENV", "LOWERING_GPU_KIND", "gpu_lowering_target", "CACHE_MIN_COMPILE_SECS", "cpu_cores", "use_cpu_cores",
-           "AUTO_CPU_DEVICES_MAX", "ENV_CACHE", "compilation_cache_dir", "enable_compilation_cache",
-           "ensure_compilation_cache"]
+__all__ = ["target_platform", "PLATFORM_ENV", "LOWERING_GPU_KIND", "gpu_lowering_target", "CACHE_MIN_COMPILE_SECS",
+           "cpu_cores", "use_cpu_cores", "AUTO_CPU_DEVICES_MAX", "ENV_CACHE", "compilation_cache_dir",
+           "enable_compilation_cache", "ensure_compilation_cache"]
 
 PLATFORM_ENV = "MCACCT_TARGET_PLATFORM"
 #: the persistent cache keeps programs of every compile time. A PLD calibration compiles about 30 programs and
@@ -75,9 +75,9 @@ def gpu_lowering_target(device_kind: str = LOWERING_GPU_KIND) -> Iterator[None]:
     From JAX 0.11 the Triton lowering reads the target card's compute capability from the device, or, where there is
     none, from the abstract device of the current abstract mesh (``jax.sharding.use_abstract_mesh``); JAX 0.10 took
     a default. Here: a one-device abstract mesh whose abstract device is ``device_kind`` (a GPU), unless JAX's
-    default backend is a GPU (then the concrete device is the target) or this JAX has no abstract devices. Only for
-    exports; a program traced inside it for this host's own backend is unchanged (the mesh has one device and no
-    sharded axis is used).
+    default backend is a GPU (then the concrete device is the target) or this JAX has no abstract devices. Only
+    around an export: under an abstract mesh JAX refuses to run an eager computation, so make the export's arguments
+    before entering it.
 
     Parameters
     ----------
