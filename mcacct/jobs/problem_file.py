@@ -57,7 +57,10 @@ __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_d
 #: Kernel 16: on GPUs the remove skip runs (the blocks that need the exact recursions gathered:
 #: :func:`mcacct.kernels.control.rare_cond`) with a float32 screen of power-of-two length: the same sums, but
 #: skipped draws record bounds in the histogram there. CPU results are those of kernel 15, bit for bit.
-KERNEL_VERSION = "mcacct-kernel/16"
+#: Kernel 17: on CPUs the float32 screen of a non-constant column reads table normals within ``alpha`` of the draws
+#: (:mod:`mcacct.kernels.normal_table`) and the draws it does not let go are redrawn by column: the same counts and
+#: sums, but skipped draws record other bounds in the histogram. GPU results are those of kernel 16.
+KERNEL_VERSION = "mcacct-kernel/17"
 
 #: The keys :func:`problem_to_dict` writes.
 PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "loss_kernel", "loss_kernel_resolved",

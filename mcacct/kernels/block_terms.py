@@ -209,7 +209,7 @@ def noise_screen_error(c_col: tuple[float, ...], size: int) -> float:
 
 
 def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
-                         block: int = BOUND_BLOCK, lanes: bool = False) -> jax.Array:
+                         block: int = BOUND_BLOCK, lanes: bool = False, noise_error: float | None = None) -> jax.Array:
     r"""Upper bounds of the block maxima :math:`\zeta_k` of :math:`s^z_i = \sum_d c_d z_{i+d}`
     (:mod:`mcacct.kernels.bound`) from float32 sums with a certified error, for any finite column.
 
@@ -222,7 +222,11 @@ def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tup
     :math:`\zeta_k = \max_{i \in k} \hat s_i + e \|z\|_2`, the norm and the sum rounded up. A bound of the exact
     block maxima of the float64 draws, with ``c`` as given. Lane-major noise (``lanes``,
     :func:`mcacct.kernels.normal.standard_normal_lanes`) spares the transposing copy; the sums are the same, the norm
-    is summed in another order (within its rounding allowance either way).
+    is summed in another order (within its rounding allowance either way). With ``noise_error`` :math:`\alpha`, ``z``
+    is float32 :math:`\hat z` with :math:`|\hat z - z| \le \alpha` elementwise against the draws
+    (:mod:`mcacct.kernels.normal_table`): the transforms start from :math:`\hat z`, :math:`e \|\hat z\|_2` bounds
+    their error, and :math:`\|c\|_1 \alpha` (raised by :math:`10^{-12}`) the distance of :math:`\hat z`'s sums from
+    the draws'.
 
     Parameters
     ----------
@@ -232,6 +236,8 @@ def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tup
         As in :func:`mean_block_maxima_t`.
     lanes : bool, optional
         Whether ``z`` is lane-major (default ``False``).
+    noise_error : float, optional
+        :math:`\alpha \ge 0`: ``z`` is float32 within it of the draws (default ``None``: ``z`` is the float64 draws).
 
     Returns
     -------
@@ -241,12 +247,16 @@ def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tup
     Raises
     ------
     ValueError
-        If ``z`` is not float64 ``(n, B)`` (``(B, n)`` with ``lanes``) or ``c_col`` is not finite.
+        If ``z`` is not float64 (float32 with ``noise_error``) of shape ``(n, B)`` (``(B, n)`` with ``lanes``),
+        ``noise_error`` is negative or not finite, or ``c_col`` is not finite.
     """
     n, b, k = int(iterations), int(min_sep), len(c_col)
-    if z.dtype != jnp.float64 or z.ndim != 2 or z.shape[1 if lanes else 0] != n:
-        raise ValueError(f"z must be float64 of shape {('(B, %d)' if lanes else '(%d, B)') % n}; got {z.dtype} "
-                         f"{z.shape}")
+    want = jnp.float64 if noise_error is None else jnp.float32
+    if z.dtype != want or z.ndim != 2 or z.shape[1 if lanes else 0] != n:
+        raise ValueError(f"z must be {jnp.dtype(want).name} of shape {('(B, %d)' if lanes else '(%d, B)') % n}; got "
+                         f"{z.dtype} {z.shape}")
+    if noise_error is not None and not (math.isfinite(noise_error) and noise_error >= 0.0):
+        raise ValueError(f"noise_error must be a finite float >= 0; got {noise_error!r}")
     c = _finite_column(c_col)
     s, k_blocks, k_pad, _, _ = block_layout(n, b, block)
     size = screen_fft_size(n, k, radix2=target_platform() != "cpu")   # (A1) measured for XLA:CPU's lengths only
@@ -254,8 +264,11 @@ def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tup
     v = (z if lanes else jnp.moveaxis(z, 0, 1)).astype(jnp.float32)        # (B, n), lane-major
     sums = jnp.fft.irfft(jnp.fft.rfft(v, n=size, axis=1) * jnp.asarray(filt), n=size, axis=1)[:, :n]
     top = jax.lax.reduce_window(sums, -jnp.inf, jax.lax.max, (1, s), (1, s), ((0, 0), (k_pad * s - n, 0)))
-    norm = jnp.sqrt(jnp.sum(z * z, axis=1 if lanes else 0)) * (1.0 + 2.0**-40)   # n squares: relative n u, far below
+    z64 = z.astype(jnp.float64)                   # float32 squares are exact in float64
+    norm = jnp.sqrt(jnp.sum(z64 * z64, axis=1 if lanes else 0)) * (1.0 + 2.0**-40)  # n squares: relative n u, far below
     err = noise_screen_error(c, size) * norm
+    if noise_error is not None:
+        err = err + float(np.sum(np.abs(c))) * float(noise_error) * (1.0 + 1e-12)
     top = top.T.astype(jnp.float64)
     zeta = top + err[None, :]
     return jnp.where(top == -jnp.inf, -jnp.inf, zeta + 2.0**-50 * (jnp.abs(zeta) + err[None, :]))   # front: -inf

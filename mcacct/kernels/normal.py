@@ -33,7 +33,7 @@ from mcacct.kernels.control import rare_cond
 from mcacct.kernels.threefry import counter_bits, counters_supported, jax_block_words, key_words
 
 __all__ = ["standard_normal", "standard_normal_lanes", "standard_normal_columns", "columns_supported",
-           "normal_from_bits", "ndtri", "log_f64"]
+           "normal_from_bits", "lane_major_words", "sign_and_cell", "ndtri", "ndtri_lower_numpy", "log_f64"]
 
 # Wichura (1988), AS 241 PPND16: numerator / denominator coefficients, lowest degree first
 _CENTRAL_NUM = (3.3871328727963666080e0, 1.3314166789178437745e2, 1.9715909503065514427e3,
@@ -184,10 +184,30 @@ def standard_normal_lanes(key: jax.Array, shape: tuple[int, int], dtype=jnp.floa
     n, width = int(shape[0]), int(shape[1])
     if not columns_supported(key) or n * width > 2**32:
         return standard_normal(key, (n, width), dtype).T
+    return normal_from_bits(lane_major_words(key, n, width), far_when_needed=True).astype(dtype)
+
+
+def lane_major_words(key: jax.Array, iterations: int, width: int) -> jax.Array:
+    r"""``jax.random.bits(key, (n, L), uint64).T``, bit for bit, hashed in that layout: the word at ``(l, i)`` is that
+    of the counter :math:`c = i L + l` (partitionable threefry, :func:`columns_supported`, and :math:`nL \le 2^{32}`:
+    the caller checks both).
+
+    Parameters
+    ----------
+    key : jax.Array
+        A threefry key.
+    iterations, width : int
+        ``n`` and ``L``.
+
+    Returns
+    -------
+    jax.Array
+        uint64 ``(L, n)``.
+    """
+    n, width = int(iterations), int(width)
     lo = (jax.lax.broadcasted_iota(jnp.uint32, (width, n), 1) * np.uint32(width)
           + jax.lax.broadcasted_iota(jnp.uint32, (width, n), 0))
-    words = jax_block_words(key_words(key), jnp.zeros_like(lo), lo)
-    return normal_from_bits(words, far_when_needed=True).astype(dtype)
+    return jax_block_words(key_words(key), jnp.zeros_like(lo), lo)
 
 
 def columns_supported(key: jax.Array) -> bool:
@@ -269,12 +289,28 @@ def normal_from_bits(bits: jax.Array, far_when_needed: bool = False) -> jax.Arra
     jax.Array
         float64, the shape of ``bits``: never NaN or infinite, never 0, exactly symmetric, ``|z| <= 8.2924``.
     """
-    top = jnp.asarray(bits, jnp.uint64) >> 11                    # 53 random bits
-    negative = (top >> 52) == 1                                  # 1 bit: the sign
-    k = (top & ((1 << 52) - 1)).astype(jnp.float64)              # 52 bits: the cell
-    u = (k + 0.5) * (2.0 ** -53)
+    negative, u = sign_and_cell(bits)
     mag = -_ndtri_lower(u, far_when_needed)                      # > 0
     return jnp.where(negative, -mag, mag)
+
+
+def sign_and_cell(bits: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(negative, u)`` of the sampler's words (:func:`normal_from_bits`): of the top 53 bits, one is the sign and 52
+    pick the cell ``k`` of ``u = (k + 1/2) 2^-53`` (float64, exact, in ``[2^-54, 1/2 - 2^-54]``).
+
+    Parameters
+    ----------
+    bits : array_like
+        uint64 words, any shape.
+
+    Returns
+    -------
+    tuple of jax.Array
+        bool and float64, the shape of ``bits``.
+    """
+    top = jnp.asarray(bits, jnp.uint64) >> 11                    # 53 random bits
+    k = (top & ((1 << 52) - 1)).astype(jnp.float64)              # 52 bits: the cell
+    return (top >> 52) == 1, (k + 0.5) * (2.0 ** -53)            # 1 bit: the sign
 
 
 def _far_select(r: jax.Array, tail_mid: jax.Array) -> jax.Array:
@@ -297,3 +333,34 @@ def _ndtri_lower(u: jax.Array, far_when_needed: bool = False) -> jax.Array:
     else:
         tail = _far_select(r, tail_mid)
     return jnp.where(q >= -0.425, central, -tail)
+
+
+def ndtri_lower_numpy(u: np.ndarray) -> np.ndarray:
+    r""":func:`ndtri` for ``u`` in ``(0, 1/2]`` in NumPy (float64, NumPy's ``log``): the same rational functions, for
+    tables built outside a trace (:mod:`mcacct.kernels.normal_table`); within ``1e-14`` relative of mpmath's quantile
+    (``tests/kernels/test_normal_table.py``).
+
+    Parameters
+    ----------
+    u : numpy.ndarray
+        float64 in ``(0, 1/2]``.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 :math:`\Phi^{-1}(u) \le 0`.
+    """
+    def horner(coeffs, x):
+        acc = np.full_like(x, coeffs[-1])
+        for c in coeffs[-2::-1]:
+            acc = acc * x + c
+        return acc
+
+    u = np.asarray(u, np.float64)
+    q = u - 0.5
+    r2 = 0.180625 - q * q
+    central = q * horner(_CENTRAL_NUM, r2) / horner(_CENTRAL_DEN, r2)
+    r = np.sqrt(-np.log(u))
+    tail = np.where(r <= 5.0, horner(_MID_NUM, r - 1.6) / horner(_MID_DEN, r - 1.6),
+                    horner(_FAR_NUM, r - 5.0) / horner(_FAR_DEN, r - 5.0))
+    return np.where(q >= -0.425, central, -tail)

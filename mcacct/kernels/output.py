@@ -20,7 +20,9 @@ from mcacct.kernels.block_terms import (mean_block_maxima_t, noise_block_maxima_
                                         supports_draws_bound)
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout, block_maxima_t, remove_loss_bound_from_maxima
 from mcacct.kernels.fused_bound import fused_bound_applies, fused_bound_tile, fused_remove_bound_from_key
-from mcacct.kernels.normal import standard_normal, standard_normal_columns, standard_normal_lanes
+from mcacct.kernels.normal import (columns_supported, standard_normal, standard_normal_columns,
+                                  standard_normal_lanes)
+from mcacct.kernels.normal_table import normal_table, table_normals_lanes, table_screen_applies
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import ladder_losses_from_sums_t
 from mcacct.kernels.shortcuts import remove_losses_with_skip
@@ -28,8 +30,8 @@ from mcacct.kernels.sliding import (choose_dot_method, mean_shift_from_blocks_t,
                                     sliding_dot_t)
 
 __all__ = ["gaussian_output", "standardised_blocks_t", "standardised_draws_t", "standardised_sums_t", "ladder_sums_t",
-           "ladder_noise_lanes", "ladder_losses_from_draws_t", "ladder_fused_bound", "ladder_losses_of_block_t",
-           "ladder_losses_from_key_t"]
+           "ladder_noise_lanes", "ladder_losses_from_draws_t", "ladder_fused_bound", "ladder_table_screen",
+           "ladder_by_key", "ladder_losses_of_block_t", "ladder_losses_from_key_t"]
 
 
 def gaussian_output(key: jax.Array, shape: tuple[int, ...], sigma, dtype, positive: bool, mean_of_key) -> jax.Array:
@@ -302,16 +304,35 @@ def ladder_fused_bound(iterations: int, min_sep: int, sampling_prob: float, c_co
             and fused_bound_applies(iterations, min_sep, sampling_prob, tuple(c_col), width))
 
 
+def ladder_table_screen(iterations: int, c_col: tuple[float, ...], dtype, dot_method: str, add_bound: float | None,
+                        remove_skip, width: int) -> bool:
+    """Whether a ladder of ``width`` draws screens table normals (:mod:`mcacct.kernels.normal_table`) by key: where
+    :func:`ladder_noise_lanes` would read the float64 noise lane-major, and
+    :func:`~mcacct.kernels.normal_table.table_screen_applies` (switched on for the target platform)."""
+    return (ladder_noise_lanes(c_col, dtype, dot_method, add_bound, remove_skip)
+            and table_screen_applies(iterations, width))
+
+
+def ladder_by_key(iterations: int, min_sep: int, sampling_prob: float, c_col: tuple[float, ...], dtype,
+                  dot_method: str, add_bound: float | None, remove_skip, width: int) -> bool:
+    """Whether a ladder of ``width`` draws takes :func:`ladder_losses_from_key_t` (the noise drawn by the bound, and
+    by column for the draws it does not let go): :func:`ladder_fused_bound` or :func:`ladder_table_screen`. The
+    caller also checks that its key redraws columns (:func:`~mcacct.kernels.normal.columns_supported`)."""
+    return (ladder_fused_bound(iterations, min_sep, sampling_prob, c_col, dtype, add_bound, remove_skip, width)
+            or ladder_table_screen(iterations, c_col, dtype, dot_method, add_bound, remove_skip, width))
+
+
 def ladder_losses_of_block_t(key: jax.Array, iterations: int, sigmas: jax.Array, min_sep: int, sampling_prob: float,
                              warm_start: bool, participation_rate: float, c_col: tuple[float, ...], num_samples: int,
                              dtype, dot_method: str = "auto", recursion: str = "auto",
                              add_bound: float | None = None, remove_skip=None) -> jax.Array:
     """``(J, 2, B)`` ladder losses of the b-min-sep draws of ``key`` (:func:`standardised_blocks_t`'s): by
-    :func:`ladder_losses_from_key_t` where :func:`ladder_fused_bound` says so, else
+    :func:`ladder_losses_from_key_t` where :func:`ladder_by_key` says so, else
     :func:`ladder_losses_from_draws_t` on the drawn noise (lane-major where :func:`ladder_noise_lanes` says so). The
     arguments as theirs; ``participation_rate`` as :func:`standardised_blocks_t`'s."""
     n, b, p = int(iterations), int(min_sep), float(sampling_prob)
-    if ladder_fused_bound(n, b, p, c_col, dtype, add_bound, remove_skip, num_samples):
+    if columns_supported(key) and ladder_by_key(n, b, p, c_col, dtype, dot_method, add_bound, remove_skip,
+                                                num_samples):
         k_x, k_z = jax.random.split(key)
         tau = participation_blocks_t(k_x, n, b, p, warm_start, num_samples, participation_cap(n, b, participation_rate))
         return ladder_losses_from_key_t(tau, k_z, n, sigmas, b, p, warm_start, c_col, dtype, dot_method, recursion,
@@ -327,12 +348,14 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
                              dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None,
                              remove_skip=None) -> jax.Array:
     r"""``(J, 2, B)`` ladder losses of :func:`ladder_losses_from_draws_t` with both skips on, the noise never drawn
-    into memory where the skip lets the draws go: ``U`` from the fused kernel
-    (:func:`~mcacct.kernels.fused_bound.fused_remove_bound`, which draws the noise by counter), and for a draw it
-    does not let go the same settling as :func:`ladder_losses_from_draws_t` on the noise redrawn column by column
+    into memory where the skip lets the draws go: ``U`` from the fused kernel for a constant column
+    (:func:`~mcacct.kernels.fused_bound.fused_remove_bound`, which draws the noise by counter), for any other from
+    the float32 screen of table normals (:func:`~mcacct.kernels.normal_table.table_normals_lanes`, within ``alpha``
+    of the draws; :func:`ladder_table_screen`); for a draw it does not let go, the same settling as
+    :func:`ladder_losses_from_draws_t` on the noise redrawn column by column
     (:func:`~mcacct.kernels.normal.standard_normal_columns`: the bits of :func:`standardised_blocks_t`'s noise). So
     every loss that is computed is the same bits; a skipped draw's ``U`` is another valid bound
-    (docs/soundness.md, "Terms and bound in one pass").
+    (docs/soundness.md, "Terms and bound in one pass" and "Table normals for the screen").
 
     Parameters
     ----------
@@ -342,7 +365,8 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
         The block's noise key (typed, threefry): the key :func:`standardised_blocks_t` draws ``z`` from.
     iterations, sigmas, min_sep, sampling_prob, warm_start, c_col, dtype, dot_method, recursion
         As in :func:`ladder_losses_from_draws_t`; ``c_col`` constant and positive
-        (:func:`~mcacct.kernels.fused_bound.fused_bound_refusal`).
+        (:func:`~mcacct.kernels.fused_bound.fused_bound_refusal`), or screened by float32 transforms
+        (:func:`ladder_noise_lanes`).
     add_bound, remove_skip
         Both skips (required).
 
@@ -360,9 +384,15 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
         raise ValueError("ladder_losses_from_key_t needs both skips (add_bound and remove_skip) and float64")
     sigmas = jnp.asarray(sigmas)
     n, b, p, width = int(iterations), int(min_sep), float(sampling_prob), tau.shape[1]
-    tile = fused_bound_tile(width)          # one draw per GPU thread: a warp per 32 draws
-    u = fused_remove_bound_from_key(jax.random.key_data(noise_key), tau, sigmas, remove_skip.term_errors, n, b, p,
-                                    warm_start, tuple(c_col), width, tile, num_warps=max(1, tile // 32))
+    if supports_draws_bound(c_col):         # the fused kernel: one draw per GPU thread, a warp per 32 draws
+        tile = fused_bound_tile(width)
+        u = fused_remove_bound_from_key(jax.random.key_data(noise_key), tau, sigmas, remove_skip.term_errors, n, b, p,
+                                        warm_start, tuple(c_col), width, tile, num_warps=max(1, tile // 32))
+    else:                                   # the float32 screen of table normals within alpha of the draws
+        zeta = noise_block_maxima_t(table_normals_lanes(noise_key, (n, width)), n, b, c_col, lanes=True,
+                                    noise_error=normal_table()[1])
+        u = remove_loss_bound_from_maxima(mean_block_maxima_t(tau, n, b, c_col), zeta, sigmas,
+                                          remove_skip.term_errors, n, b, p, warm_start)
 
     def exact(tau, cols, sigmas, noise_key):
         z = standard_normal_columns(noise_key, (n, width), cols, jnp.float64)

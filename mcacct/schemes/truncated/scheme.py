@@ -17,7 +17,7 @@ from mcacct.schemes.truncated.counts import count_tables, exact_tables, other_co
 from mcacct.schemes.truncated.block_counts import (CountDraws, active_screen_plan, count_draws, counts_from_prepared,
                                                    prepare_counts)
 from mcacct.kernels.normal import columns_supported
-from mcacct.kernels.output import (ladder_fused_bound, ladder_losses_from_draws_t, ladder_losses_from_key_t,
+from mcacct.kernels.output import (ladder_by_key, ladder_losses_from_draws_t, ladder_losses_from_key_t,
                                    ladder_noise_lanes)
 from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, participation_log_ratios_t,
                                     sliding_dot)
@@ -344,8 +344,9 @@ class TruncatedBMinSep(Scheme):
     def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound, remove_skip,
                 prepared=None):
         lanes = ladder_noise_lanes(strategy.c_col, dtype, dot_method, add_bound, remove_skip)
-        by_key = ladder_fused_bound(self.iterations, self.min_sep, self.sampling_prob, strategy.c_col, dtype,
-                                    add_bound, remove_skip, self._sub_block(num_samples))
+        by_key = columns_supported(key) and ladder_by_key(self.iterations, self.min_sep, self.sampling_prob,
+                                                          strategy.c_col, dtype, dot_method, add_bound, remove_skip,
+                                                          self._sub_block(num_samples))
         losses = ladder_losses_from_key_t if by_key else partial(ladder_losses_from_draws_t, lanes=lanes)
 
         def per_block(tau, z_t):   # z_t: the noise, or its key (by_key: the fused remove bound draws it)

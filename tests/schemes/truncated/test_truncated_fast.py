@@ -192,11 +192,14 @@ def test_patch_rounds_are_capped_on_cpus_and_keep_every_loss(monkeypatch):
 @pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
 @pytest.mark.parametrize("impl", ["threefry2x32", "rbg"])
 def test_lane_major_ladder_patches_the_same_noise(monkeypatch, impl):
-    """With both skips and a screened column the ladder draws its noise lane-major; the samples with a truncated
-    round are patched from the same noise, redrawn by columns (threefry) or kept (another generator, stored
-    time-major): every loss as with time-major noise, bounds within their last bits."""
+    """With both skips and a screened column the ladder draws its noise lane-major (the table screen off); the
+    samples with a truncated round are patched from the same noise, redrawn by columns (threefry) or kept (another
+    generator, stored time-major): every loss as with time-major noise, bounds within their last bits. With the
+    table screen on (threefry only: it goes by key) every loss is that one too, or a bound at most the threshold."""
+    import mcacct.kernels.normal_table as normal_table
     import mcacct.schemes.truncated.scheme as truncated
     from mcacct.kernels.shortcuts import RemoveSkip
+    monkeypatch.setitem(normal_table.TABLE_SCREEN_AUTO, "cpu", False)
     p, b, n, m, bmax = CASES[1]
     scheme, sigmas = TruncatedBMinSep(p, b, n, m, bmax), (0.7, 1.3)
     strategy = BandedToeplitz((0.6, 0.45, 0.3, 0.2)[:b])
@@ -209,5 +212,14 @@ def test_lane_major_ladder_patches_the_same_noise(monkeypatch, impl):
         return np.asarray(fn(jax.random.key(8, impl=impl)))
 
     lanes = ladder()
+    monkeypatch.setitem(normal_table.TABLE_SCREEN_AUTO, "cpu", True)
+    by_key = ladder()
     monkeypatch.setattr(truncated, "ladder_noise_lanes", lambda *args: False)
-    np.testing.assert_allclose(lanes, ladder(), rtol=1e-12, atol=1e-12)
+    monkeypatch.setitem(normal_table.TABLE_SCREEN_AUTO, "cpu", False)
+    time_major = ladder()
+    np.testing.assert_allclose(lanes, time_major, rtol=1e-12, atol=1e-12)
+    close = np.abs(by_key - time_major) <= 1e-12 * (1.0 + np.abs(time_major))
+    assert np.all(close | ((by_key <= 2.0) & (by_key >= time_major - 1e-9)))
+    assert np.all(close[:, 1])                            # the add direction: the same
+    if impl == "rbg":                                     # no columns to redraw: the lanes path, unchanged
+        np.testing.assert_array_equal(by_key, lanes)
