@@ -347,8 +347,8 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
                              sampling_prob: float, warm_start: bool, c_col: tuple[float, ...], dtype,
                              dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None,
                              remove_skip=None) -> jax.Array:
-    r"""``(J, 2, B)`` ladder losses of :func:`ladder_losses_from_draws_t` with both skips on, the noise never drawn
-    into memory where the skip lets the draws go: ``U`` from the fused kernel for a constant column
+    r"""``(J, 2, B)`` ladder losses of :func:`ladder_losses_from_draws_t` with both skips on, the float64 noise drawn
+    only for the draws the skip does not let go: ``U`` from the fused kernel for a constant column
     (:func:`~mcacct.kernels.fused_bound.fused_remove_bound`, which draws the noise by counter), for any other from
     the float32 screen of table normals (:func:`~mcacct.kernels.normal_table.table_normals_lanes`, within ``alpha``
     of the draws; :func:`ladder_table_screen`); for a draw it does not let go, the same settling as
