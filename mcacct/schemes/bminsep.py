@@ -106,8 +106,9 @@ class BMinSep(MinSepAccounting):
         """``(J, 2, num_samples)`` losses for every noise multiplier of ``sigmas`` and both directions on one
         set of draws (the draws of :meth:`sample_t` for the same key): draws, participation and sliding
         sums once (the mean's from a table), the recursion per candidate
-        (:func:`mcacct.kernels.output.ladder_losses_of_block_t`: with both skips and a constant column, the sums
-        only for a batch with a draw that is not skipped).
+        (:func:`mcacct.kernels.output.ladder_losses_of_block_t`: with both skips, the sums only for a batch with a
+        draw that is not skipped; on CPUs a column screened by float32 transforms reads table normals by key and
+        redraws the float64 noise only for such a batch, :mod:`mcacct.kernels.normal_table`).
 
         Parameters
         ----------

@@ -5,7 +5,6 @@ redrawn by column) gives every computed loss the bits of the draws' ladder."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -121,7 +120,7 @@ def _skip(threshold):
     return RemoveSkip(jnp.full(3, threshold), jnp.zeros(3), jnp.zeros(3))
 
 
-@functools.partial(jax.jit, static_argnums=(1,))
+@jax.jit   # the threshold traced: one program for every case
 def _by_draws_and_by_key(key, threshold):
     """The same block's ladder from its drawn noise (float64 screen) and by key (table screen); and with no skip."""
     rate = expected_participation_rate(P, B)
