@@ -313,13 +313,15 @@ def ladder_table_screen(iterations: int, c_col: tuple[float, ...], dtype, dot_me
             and table_screen_applies(iterations, width))
 
 
-def ladder_by_key(iterations: int, min_sep: int, sampling_prob: float, c_col: tuple[float, ...], dtype,
-                  dot_method: str, add_bound: float | None, remove_skip, width: int) -> bool:
-    """Whether a ladder of ``width`` draws takes :func:`ladder_losses_from_key_t` (the noise drawn by the bound, and
-    by column for the draws it does not let go): :func:`ladder_fused_bound` or :func:`ladder_table_screen`. The
-    caller also checks that its key redraws columns (:func:`~mcacct.kernels.normal.columns_supported`)."""
-    return (ladder_fused_bound(iterations, min_sep, sampling_prob, c_col, dtype, add_bound, remove_skip, width)
-            or ladder_table_screen(iterations, c_col, dtype, dot_method, add_bound, remove_skip, width))
+def ladder_by_key(key: jax.Array, iterations: int, min_sep: int, sampling_prob: float, c_col: tuple[float, ...],
+                  dtype, dot_method: str, add_bound: float | None, remove_skip, width: int) -> bool:
+    """Whether a ladder of ``width`` draws of ``key`` takes :func:`ladder_losses_from_key_t` (the noise drawn by the
+    bound, and by column for the draws it does not let go): ``key`` redraws columns
+    (:func:`~mcacct.kernels.normal.columns_supported`), and :func:`ladder_fused_bound` or
+    :func:`ladder_table_screen`."""
+    return columns_supported(key) and (
+        ladder_fused_bound(iterations, min_sep, sampling_prob, c_col, dtype, add_bound, remove_skip, width)
+        or ladder_table_screen(iterations, c_col, dtype, dot_method, add_bound, remove_skip, width))
 
 
 def ladder_losses_of_block_t(key: jax.Array, iterations: int, sigmas: jax.Array, min_sep: int, sampling_prob: float,
@@ -331,8 +333,7 @@ def ladder_losses_of_block_t(key: jax.Array, iterations: int, sigmas: jax.Array,
     :func:`ladder_losses_from_draws_t` on the drawn noise (lane-major where :func:`ladder_noise_lanes` says so). The
     arguments as theirs; ``participation_rate`` as :func:`standardised_blocks_t`'s."""
     n, b, p = int(iterations), int(min_sep), float(sampling_prob)
-    if columns_supported(key) and ladder_by_key(n, b, p, c_col, dtype, dot_method, add_bound, remove_skip,
-                                                num_samples):
+    if ladder_by_key(key, n, b, p, c_col, dtype, dot_method, add_bound, remove_skip, num_samples):
         k_x, k_z = jax.random.split(key)
         tau = participation_blocks_t(k_x, n, b, p, warm_start, num_samples, participation_cap(n, b, participation_rate))
         return ladder_losses_from_key_t(tau, k_z, n, sigmas, b, p, warm_start, c_col, dtype, dot_method, recursion,

@@ -344,9 +344,8 @@ class TruncatedBMinSep(Scheme):
     def _ladder(self, key, sigmas, strategy, num_samples, dtype, dot_method, recursion, add_bound, remove_skip,
                 prepared=None):
         lanes = ladder_noise_lanes(strategy.c_col, dtype, dot_method, add_bound, remove_skip)
-        by_key = columns_supported(key) and ladder_by_key(self.iterations, self.min_sep, self.sampling_prob,
-                                                          strategy.c_col, dtype, dot_method, add_bound, remove_skip,
-                                                          self._sub_block(num_samples))
+        by_key = ladder_by_key(key, self.iterations, self.min_sep, self.sampling_prob, strategy.c_col, dtype,
+                               dot_method, add_bound, remove_skip, self._sub_block(num_samples))
         losses = ladder_losses_from_key_t if by_key else partial(ladder_losses_from_draws_t, lanes=lanes)
 
         def per_block(tau, z_t):   # z_t: the noise, or its key (by_key: the fused remove bound draws it)
