@@ -60,7 +60,9 @@ __all__ = ["KERNEL_VERSION", "scheme_to_dict", "scheme_from_dict", "problem_to_d
 #: Kernel 17: on CPUs the float32 screen of a non-constant column reads table normals within ``alpha`` of the draws
 #: (:mod:`mcacct.kernels.normal_table`) and the draws it does not let go are redrawn by column: the same counts and
 #: sums, but skipped draws record other bounds in the histogram. GPU results are those of kernel 16.
-KERNEL_VERSION = "mcacct-kernel/17"
+#: Kernel 18: on CPUs a constant column's remove bound takes the prefix sums of the same table normals (the fused
+#: pass off): the same counts and sums, but skipped draws record other bounds in the histogram.
+KERNEL_VERSION = "mcacct-kernel/18"
 
 #: The keys :func:`problem_to_dict` writes.
 PROBLEM_FIELDS = ("scheme", "strategy", "dtype", "dot_method", "recursion", "loss_kernel", "loss_kernel_resolved",

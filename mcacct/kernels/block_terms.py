@@ -275,7 +275,7 @@ def noise_block_maxima_t(z: jax.Array, iterations: int, min_sep: int, c_col: tup
 
 
 def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: int, c_col: tuple[float, ...],
-                        block: int = BOUND_BLOCK) -> tuple[jax.Array, jax.Array]:
+                        block: int = BOUND_BLOCK, noise_error: float | None = None) -> tuple[jax.Array, jax.Array]:
     r"""Upper bounds of the block maxima :math:`\mu_k` and :math:`\zeta_k` (:mod:`mcacct.kernels.bound`) straight from
     the draws, for a constant column :math:`c_i = c_0 > 0` (``i < k``), without forming the sliding sums.
 
@@ -291,7 +291,10 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
     draws by additions only, so within :math:`\gamma_n \sum_t |z_t|` of the exact one (:func:`sum_error`), and
     the computed difference and product round by a few ulps: ``zeta`` adds :math:`2 c_0 \gamma_n \sum|z|`
     (raised by a thousandth) and :math:`2^{-44}|\zeta|`. The front padding of block 0 (zeros) only repeats
-    :math:`P_0`.
+    :math:`P_0`. With ``noise_error`` :math:`\alpha`, ``z`` is float32 :math:`\hat z` with :math:`|\hat z - z| \le
+    \alpha` elementwise against the draws (:mod:`mcacct.kernels.normal_table`): the sums start from :math:`\hat z`
+    (exact in float64), and each window's :math:`|c_0 \sum (\hat z - z)| \le c_0 k \alpha` (raised by
+    :math:`10^{-9}`) is added.
 
     **Mean.** For a constant column, one participation at row :math:`\tau` adds
     :math:`c_0^2 \max(0, \min(i+k, n, \tau+k) - \max(i, \tau))` (the overlap of the window of row ``i`` with the
@@ -318,6 +321,8 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
         The strategy's column, constant and positive (:func:`supports_draws_bound`).
     block : int, optional
         Rounds per block, ``s = min(block, b)`` (default :data:`~mcacct.kernels.bound.BOUND_BLOCK`).
+    noise_error : float, optional
+        :math:`\alpha \ge 0`: ``z`` is float32 within it of the draws (default ``None``: ``z`` is the float64 draws).
 
     Returns
     -------
@@ -327,15 +332,20 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
     Raises
     ------
     ValueError
-        If ``c_col`` is not constant and positive, is longer than ``min_sep``, or ``z`` is not float64 ``(n, ...)``.
+        If ``c_col`` is not constant and positive, is longer than ``min_sep``, ``z`` is not float64 (float32 with
+        ``noise_error``) ``(n, ...)``, or ``noise_error`` is negative or not finite.
     """
     n, b, k = int(iterations), int(min_sep), len(c_col)
     if not supports_draws_bound(c_col):
         raise ValueError("block_term_maxima_t needs a constant, positive c_col")
     if k > b:
         raise ValueError(f"len(c_col) must be at most min_sep; got {k} > {b}")
-    if z.dtype != jnp.float64 or z.shape[0] != n:
-        raise ValueError(f"z must be float64 of shape ({n}, ...); got {z.dtype} {z.shape}")
+    want = jnp.float64 if noise_error is None else jnp.float32
+    if z.dtype != want or z.shape[0] != n:
+        raise ValueError(f"z must be {jnp.dtype(want).name} of shape ({n}, ...); got {z.dtype} {z.shape}")
+    if noise_error is not None and not (math.isfinite(noise_error) and noise_error >= 0.0):
+        raise ValueError(f"noise_error must be a finite float >= 0; got {noise_error!r}")
+    z = z.astype(jnp.float64)                     # float32 values are exact in float64
     first, last, s, k_blocks, k_pad = _block_rows(n, b, block)
     lead = z.shape[1:]
     c0 = float(c_col[0])
@@ -361,6 +371,8 @@ def block_term_maxima_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: 
     p_max = jnp.maximum(p_ext[block_of(shifted_lo)], p_ext[block_of(shifted_hi)])
     zeta = c0 * (p_max - p_min)
     err = (2.0 * c0 * sum_error(n + s + k_blocks) * 1.001) * jnp.sum(mass, axis=0)
+    if noise_error is not None:          # the table normals' distance from the draws, per window of k rows
+        err = err + c0 * k * float(noise_error) * (1.0 + 1e-9)
     zeta = zeta + (2.0**-44 * jnp.abs(zeta) + err[None])
 
     front = jnp.full((k_pad - k_blocks,) + lead, -jnp.inf, jnp.float64)
@@ -407,7 +419,8 @@ def const_mean_block_maxima_t(tau: jax.Array, iterations: int, min_sep: int, c_c
 
 def remove_loss_bound_from_draws_t(tau: jax.Array, z: jax.Array, sigmas: jax.Array, term_errors: jax.Array,
                                    iterations: int, min_sep: int, sampling_prob: float, warm_start: bool,
-                                   c_col: tuple[float, ...], block: int = BOUND_BLOCK) -> jax.Array:
+                                   c_col: tuple[float, ...], block: int = BOUND_BLOCK,
+                                   noise_error: float | None = None) -> jax.Array:
     r"""``U`` for every candidate from the draws (participation ``tau``, standard noise ``z``) of a constant column:
     :func:`block_term_maxima_t` then :func:`~mcacct.kernels.bound.remove_loss_bound_from_maxima`. The ladder's sliding
     sums are not formed, so a batch whose draws are all skipped costs the noise, one pass over it and the block
@@ -415,7 +428,7 @@ def remove_loss_bound_from_draws_t(tau: jax.Array, z: jax.Array, sigmas: jax.Arr
 
     Parameters
     ----------
-    tau, z : jax.Array
+    tau, z, noise_error
         As in :func:`block_term_maxima_t`.
     sigmas, term_errors : array_like
         As in :func:`~mcacct.kernels.bound.remove_loss_bound_from_maxima`.
@@ -429,6 +442,6 @@ def remove_loss_bound_from_draws_t(tau: jax.Array, z: jax.Array, sigmas: jax.Arr
     jax.Array
         float64 ``(J, ...)``: ``U`` per candidate and sample.
     """
-    mu, zeta = block_term_maxima_t(tau, z, iterations, min_sep, c_col, block)
+    mu, zeta = block_term_maxima_t(tau, z, iterations, min_sep, c_col, block, noise_error)
     return remove_loss_bound_from_maxima(mu, zeta, sigmas, term_errors, iterations, min_sep, sampling_prob,
                                          warm_start, block)

@@ -22,7 +22,8 @@ from mcacct.kernels.bound import BOUND_BLOCK, block_layout, block_maxima_t, remo
 from mcacct.kernels.fused_bound import fused_bound_applies, fused_bound_tile, fused_remove_bound_from_key
 from mcacct.kernels.normal import (columns_supported, standard_normal, standard_normal_columns,
                                   standard_normal_lanes)
-from mcacct.kernels.normal_table import normal_table, table_normals_lanes, table_screen_applies
+from mcacct.kernels.normal_table import (normal_table, table_normals_from_bits, table_normals_lanes,
+                                         table_screen_applies)
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import ladder_losses_from_sums_t
 from mcacct.kernels.shortcuts import remove_losses_with_skip
@@ -307,9 +308,12 @@ def ladder_fused_bound(iterations: int, min_sep: int, sampling_prob: float, c_co
 def ladder_table_screen(iterations: int, c_col: tuple[float, ...], dtype, dot_method: str, add_bound: float | None,
                         remove_skip, width: int) -> bool:
     """Whether a ladder of ``width`` draws screens table normals (:mod:`mcacct.kernels.normal_table`) by key: where
-    :func:`ladder_noise_lanes` would read the float64 noise lane-major, and
-    :func:`~mcacct.kernels.normal_table.table_screen_applies` (switched on for the target platform)."""
-    return (ladder_noise_lanes(c_col, dtype, dot_method, add_bound, remove_skip)
+    :func:`ladder_noise_lanes` would read the float64 noise lane-major, or for a constant column with both skips in
+    float64 (its prefix sums), and :func:`~mcacct.kernels.normal_table.table_screen_applies` (switched on for the
+    target platform)."""
+    const = (add_bound is not None and remove_skip is not None and jnp.dtype(dtype) == jnp.float64
+             and supports_draws_bound(c_col))
+    return ((const or ladder_noise_lanes(c_col, dtype, dot_method, add_bound, remove_skip))
             and table_screen_applies(iterations, width))
 
 
@@ -349,10 +353,11 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
                              dot_method: str = "auto", recursion: str = "auto", add_bound: float | None = None,
                              remove_skip=None) -> jax.Array:
     r"""``(J, 2, B)`` ladder losses of :func:`ladder_losses_from_draws_t` with both skips on, the float64 noise drawn
-    only for the draws the skip does not let go: ``U`` from the fused kernel for a constant column
-    (:func:`~mcacct.kernels.fused_bound.fused_remove_bound`, which draws the noise by counter), for any other from
-    the float32 screen of table normals (:func:`~mcacct.kernels.normal_table.table_normals_lanes`, within ``alpha``
-    of the draws; :func:`ladder_table_screen`); for a draw it does not let go, the same settling as
+    only for the draws the skip does not let go: ``U`` from the fused kernel for a constant column where it applies
+    (:func:`~mcacct.kernels.fused_bound.fused_remove_bound`, which draws the noise by counter), else from table
+    normals within ``alpha`` of the draws (:func:`ladder_table_screen`): a constant column's prefix sums of them
+    (:func:`~mcacct.kernels.block_terms.remove_loss_bound_from_draws_t`), any other column's float32 screen
+    (:func:`~mcacct.kernels.normal_table.table_normals_lanes`); for a draw it does not let go, the same settling as
     :func:`ladder_losses_from_draws_t` on the noise redrawn column by column
     (:func:`~mcacct.kernels.normal.standard_normal_columns`: the bits of :func:`standardised_blocks_t`'s noise). So
     every loss that is computed is the same bits; a skipped draw's ``U`` is another valid bound
@@ -366,7 +371,7 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
         The block's noise key (typed, threefry): the key :func:`standardised_blocks_t` draws ``z`` from.
     iterations, sigmas, min_sep, sampling_prob, warm_start, c_col, dtype, dot_method, recursion
         As in :func:`ladder_losses_from_draws_t`; ``c_col`` constant and positive
-        (:func:`~mcacct.kernels.fused_bound.fused_bound_refusal`), or screened by float32 transforms
+        (:func:`~mcacct.kernels.block_terms.supports_draws_bound`), or screened by float32 transforms
         (:func:`ladder_noise_lanes`).
     add_bound, remove_skip
         Both skips (required).
@@ -379,16 +384,20 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
     Raises
     ------
     ValueError
-        If a skip is missing or the fused kernel refuses the configuration.
+        If a skip is missing or ``dtype`` is not float64.
     """
     if add_bound is None or remove_skip is None or jnp.dtype(dtype) != jnp.float64:
         raise ValueError("ladder_losses_from_key_t needs both skips (add_bound and remove_skip) and float64")
     sigmas = jnp.asarray(sigmas)
     n, b, p, width = int(iterations), int(min_sep), float(sampling_prob), tau.shape[1]
-    if supports_draws_bound(c_col):         # the fused kernel: one draw per GPU thread, a warp per 32 draws
+    if ladder_fused_bound(n, b, p, c_col, dtype, add_bound, remove_skip, width):   # a GPU thread per draw
         tile = fused_bound_tile(width)
         u = fused_remove_bound_from_key(jax.random.key_data(noise_key), tau, sigmas, remove_skip.term_errors, n, b, p,
                                         warm_start, tuple(c_col), width, tile, num_warps=max(1, tile // 32))
+    elif supports_draws_bound(c_col):       # the prefix sums of table normals within alpha of the draws
+        z_hat = table_normals_from_bits(jax.random.bits(noise_key, (n, width), jnp.uint64))
+        u = remove_loss_bound_from_draws_t(tau, z_hat, sigmas, remove_skip.term_errors, n, b, p, warm_start, c_col,
+                                           noise_error=normal_table()[1])
     else:                                   # the float32 screen of table normals within alpha of the draws
         zeta = noise_block_maxima_t(table_normals_lanes(noise_key, (n, width)), n, b, c_col, lanes=True,
                                     noise_error=normal_table()[1])

@@ -6,6 +6,7 @@ redrawn by column) gives every computed loss the bits of the draws' ladder."""
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcacct.kernels.block_terms import noise_block_maxima_t
+from mcacct.kernels.block_terms import block_term_maxima_t, noise_block_maxima_t
 from mcacct.kernels.bound import block_layout
 from mcacct.kernels.normal import ndtri_lower_numpy, normal_from_bits, standard_normal
 from mcacct.kernels.normal_table import (ENDPOINT_REL, SCREEN_TABLE_BITS, normal_table, table_normals_from_bits,
@@ -112,6 +113,30 @@ def test_the_screen_of_table_normals_bounds_the_exact_block_maxima():
         noise_block_maxima_t(z_hat, n, b, c, lanes=True, noise_error=-1.0)
 
 
+def test_the_prefix_sums_of_table_normals_bound_the_exact_block_maxima():
+    """A constant column's zeta from table normals (float32, within alpha; block_term_maxima_t's prefix sums) >= the
+    block maxima of the float64 draws' sliding sums, at a block length that does not divide b; wrong dtypes
+    refused."""
+    n, b, width, c = 300, 20, 16, (0.25,) * 12
+    key = jax.random.key(5)
+    z = np.asarray(standard_normal(key, (n, width)))
+    z_hat = table_normals_from_bits(jax.random.bits(key, (n, width), jnp.uint64))
+    tau = jnp.zeros((-(-n // b), width), jnp.int32) + n       # no participation: the noise's maxima only
+    _, zeta = (np.asarray(v) for v in block_term_maxima_t(tau, z_hat, n, b, c, 6, noise_error=normal_table()[1]))
+    s, k_blocks, k_pad, _, _ = block_layout(n, b, 6)
+    sums = np.asarray(sliding_dot_t(jnp.asarray(z), c, "direct"))
+    front = k_pad - k_blocks
+    for blk in range(k_blocks):
+        rows = slice(max(0, n - (k_blocks - blk) * s), n - (k_blocks - 1 - blk) * s)
+        assert np.all(zeta[front + blk] >= sums[rows].max(axis=0) + 1e-12)
+    with pytest.raises(ValueError, match="float32"):
+        block_term_maxima_t(tau, jnp.asarray(z), n, b, c, noise_error=1e-4)
+    with pytest.raises(ValueError, match="float64"):
+        block_term_maxima_t(tau, z_hat, n, b, c)
+    with pytest.raises(ValueError, match="noise_error"):
+        block_term_maxima_t(tau, z_hat, n, b, c, noise_error=float("nan"))
+
+
 N, B, P, WIDTH = 96, 8, 0.05, 64
 KEY = jax.random.key(7)
 SIGMAS = (0.4, 0.7, 1.5)
@@ -121,13 +146,16 @@ def _skip(threshold):
     return RemoveSkip(jnp.full(3, threshold), jnp.zeros(3), jnp.zeros(3))
 
 
-@jax.jit   # the threshold traced: one program for every case
-def _by_draws_and_by_key(key, threshold):
+CONST = (0.3,) * 6
+
+
+@partial(jax.jit, static_argnums=2)   # the threshold traced: one program per column for every case
+def _by_draws_and_by_key(key, threshold, c_col):
     """The same block's ladder from its drawn noise (float64 screen) and by key (table screen); and with no skip."""
     rate = expected_participation_rate(P, B)
     tau, z = standardised_blocks_t(key, N, B, P, True, rate, WIDTH)
     sig = jnp.asarray(SIGMAS)
-    args = (N, sig, B, P, True, MSE_LIKE, jnp.float64, "fft", "auto", 9.0)
+    args = (N, sig, B, P, True, c_col, jnp.float64, "fft" if c_col == MSE_LIKE else "auto", "auto", 9.0)
     by_draws = ladder_losses_from_draws_t(tau, z, *args, _skip(threshold))
     by_key = ladder_losses_from_key_t(tau, jax.random.split(key)[1], *args, _skip(threshold))
     exact = ladder_losses_from_draws_t(tau, z, *args, None)
@@ -135,18 +163,22 @@ def _by_draws_and_by_key(key, threshold):
 
 
 @pytest.mark.default_compiler  # bits equal across two programs (tests/default_compiler.py)
+@pytest.mark.parametrize("c_col", [MSE_LIKE, CONST], ids=["mse_like", "constant"])
 @pytest.mark.parametrize("threshold", [-60.0, 3.0, 60.0])
-def test_the_ladder_by_key_keeps_every_computed_loss(threshold):
-    """On CPUs a non-constant column's ladder with both skips goes by key; there a loss is the exact one (bit for bit
-    where the batch is computed whole; a narrower batch rounds otherwise, tests/kernels/test_settle.py) or a bound at
-    most the threshold and at least the exact loss, as in the draws' ladder."""
+def test_the_ladder_by_key_keeps_every_computed_loss(threshold, c_col):
+    """On CPUs a ladder with both skips goes by key (a non-constant column's float32 screen, a constant column's
+    prefix sums, both of table normals); there a loss is the exact one (bit for bit where the batch is computed
+    whole; a narrower batch rounds otherwise, tests/kernels/test_settle.py) or a bound at most the threshold and at
+    least the exact loss, as in the draws' ladder."""
     assert table_screen_applies(N, WIDTH)
-    assert ladder_by_key(KEY, N, B, P, MSE_LIKE, jnp.float64, "fft", 9.0, _skip(1.0), WIDTH)
-    assert not ladder_by_key(KEY, N, B, P, MSE_LIKE, jnp.float64, "direct", 9.0, _skip(1.0), WIDTH)
-    assert not ladder_by_key(KEY, N, B, P, MSE_LIKE, jnp.float64, "fft", 9.0, None, WIDTH)
-    assert not ladder_by_key(jax.random.key(7, impl="rbg"), N, B, P, MSE_LIKE, jnp.float64, "fft", 9.0, _skip(1.0),
+    method = "fft" if c_col == MSE_LIKE else "auto"
+    assert ladder_by_key(KEY, N, B, P, c_col, jnp.float64, method, 9.0, _skip(1.0), WIDTH)
+    assert ladder_by_key(KEY, N, B, P, c_col, jnp.float64, "direct", 9.0, _skip(1.0), WIDTH) == (c_col == CONST)
+    assert not ladder_by_key(KEY, N, B, P, c_col, jnp.float64, method, 9.0, None, WIDTH)
+    assert not ladder_by_key(KEY, N, B, P, c_col, jnp.float32, method, 9.0, _skip(1.0), WIDTH)
+    assert not ladder_by_key(jax.random.key(7, impl="rbg"), N, B, P, c_col, jnp.float64, method, 9.0, _skip(1.0),
                              WIDTH)    # no columns to redraw
-    by_draws, by_key, exact = (np.asarray(v) for v in _by_draws_and_by_key(KEY, threshold))
+    by_draws, by_key, exact = (np.asarray(v) for v in _by_draws_and_by_key(KEY, threshold, c_col))
     np.testing.assert_array_equal(by_key[:, 1], exact[:, 1])
     rem, ex = by_key[:, 0], exact[:, 0]
     same = np.all(np.abs(rem - ex) <= 1e-9 * (1.0 + np.abs(ex)), axis=0)
