@@ -28,8 +28,10 @@ fast (benchmarks/results/design_choices.md, stop 66); at 13 the allowance of §7
 the transforms' (0.019).
 
 The screen adds :math:`\|c\|_1 \alpha` to each sliding sum's allowance (:math:`|\sum_d c_d (\hat z - z)_{i+d}| \le
-\|c\|_1 \alpha`), and its float32 transforms start from :math:`\hat z` exactly. The draws' law is untouched: a draw
-the screen does not let go is recomputed from the float64 normals of the same words
+\|c\|_1 \alpha`), and its float32 transforms start from :math:`\hat z` exactly. A constant column's bound
+(:func:`mcacct.kernels.block_terms.block_term_maxima_t`, on CPUs where the fused pass is off; kernel 18) takes the
+prefix sums of the same :math:`\hat z` and adds :math:`c_0 k \alpha` per window of ``k`` rows. The draws' law is
+untouched: a draw the bound does not let go is recomputed from the float64 normals of the same words
 (:func:`~mcacct.kernels.normal.standard_normal_columns`), as on the fused kernel's path. Numbers and arrays in; no
 scheme is imported.
 """
@@ -52,11 +54,12 @@ __all__ = ["SCREEN_TABLE_BITS", "TABLE_SCREEN_AUTO", "ENDPOINT_REL", "normal_tab
 #: significand bits per cell (``m``): :math:`2^m` cells per octave of ``u``
 SCREEN_TABLE_BITS = 13
 
-#: whether the ladders' float32 screen reads table normals, per platform (read at trace time,
-#: :func:`table_screen_applies`): on CPUs, where the inversion costs about a quarter of the §7.4 ladder
-#: (benchmarks/results/design_choices.md, stop 66); off on accelerators until a device measures it. Switching it for a
-#: platform changes the bounds that skipped draws record in the histogram there (the same counts and sums): it needs
-#: a new ``mcacct.jobs.problem_file.KERNEL_VERSION``, as kernel 17 had
+#: whether the ladders' remove bound reads table normals (a non-constant column's float32 screen, a constant
+#: column's prefix sums), per platform (read at trace time, :func:`table_screen_applies`): on CPUs, where the
+#: inversion costs about a quarter of the §7.4 ladder (benchmarks/results/design_choices.md, stops 66 and 67); off
+#: on accelerators until a device measures it. Switching it for a platform changes the bounds that skipped draws
+#: record in the histogram there (the same counts and sums): it needs a new
+#: ``mcacct.jobs.problem_file.KERNEL_VERSION``, as kernels 17 and 18 had
 TABLE_SCREEN_AUTO = {"cpu": True, "gpu": False, "tpu": False}
 
 #: relative widening of each cell's ends: covers NumPy's and XLA's errors against the true quantile (within ``1e-14``
