@@ -605,6 +605,15 @@ def _fused(measure) -> dict:
         return dict(measure(), remove_bound="fused")
 
 
+def _tabled(measure) -> dict:
+    """``measure()`` with the remove bound reading table normals (``kernels.normal_table.TABLE_SCREEN_AUTO`` on for
+    this platform: float32 normals within a certified ``alpha`` of the draws, the float64 noise redrawn by column only
+    for the draws the bound does not let go; on CPUs since kernels 17/18)."""
+    from mcacct.kernels import normal_table
+    with _platform_setting(normal_table.TABLE_SCREEN_AUTO, True):
+        return dict(measure(), remove_bound="table")
+
+
 def _screened(measure) -> dict:
     """``measure()`` with the truncated scheme's counts screened on this platform, whatever
     ``schemes.truncated.screen.AUTO_SCREEN`` says for it (an A/B of that choice; no program of the other choice is
@@ -827,6 +836,10 @@ def part_production(res: Results, args) -> dict:
                                           "remove bound of the fused kernel (kernels.fused_bound: each sub-block's "
                                           "noise drawn by counter inside one Pallas Triton kernel, never in memory, "
                                           "where the skip lets the draws go; FUSED_BOUND_AUTO)"),
+        "engine_ladder_skips_table_big": ("accelerators only: engine_ladder_skips_screened_big with the remove bound "
+                                          "from table normals (kernels.normal_table: float32 within alpha of the "
+                                          "draws, the float64 noise redrawn by column only for the draws not let go; "
+                                          "TABLE_SCREEN_AUTO, on CPUs since kernels 17 and 18)"),
         "production_ladder": "production.py's _mcacct_ladder (lax.map over the chunk's blocks), for comparison",
         "single": "production.py's _mcacct_single: sigma 0.47, direction remove",
         "reference_truncated": "jax-privacy's NumPy reference on the host CPU (production.py's _reference)",
@@ -886,6 +899,7 @@ def part_production(res: Results, args) -> dict:
             if stage == "ladder" and target_platform() != "cpu":
                 keys += ("engine_ladder_skips_screened", "engine_ladder_skips_screened_big")
                 keys += ("engine_ladder_skips_fused_big",) if kind == "ones" else ()
+                keys += ("engine_ladder_skips_table_big",)
             if all(isinstance(row.get(k), dict) and not ({"skipped", "status"} & set(row[k])) for k in keys):
                 continue                                     # measured in an earlier run
             c, trunc = problem_of(kind)
@@ -912,6 +926,11 @@ def part_production(res: Results, args) -> dict:
                            lambda: _screened(lambda: _measure_ladder(trunc, chunk, seconds, prod.LADDER,
                                                                      (prod.EPSILON,), True)),
                            f"{kind} engine_ladder_skips_screened")
+                    # and the remove bound from table normals (the CPUs' choice)
+                    _entry(res, row, "engine_ladder_skips_table_big", budget, need,
+                           lambda: _tabled(lambda: _screened(lambda: _measure_ladder(
+                               trunc, big_chunk, seconds, prod.LADDER, (prod.EPSILON,), True))),
+                           f"{kind} engine_ladder_skips_table_big (chunk {big_chunk})")
                 _entry(res, row, "reference_truncated", budget, seconds + 10,
                        lambda: prod._reference(p, c, True, 1, min(seconds, 3.0), 4 if args.quick else 16),
                        f"{kind} reference_truncated")
@@ -930,7 +949,8 @@ def part_production(res: Results, args) -> dict:
             res.save()
     ests = rows.get("ones", {}).get("estimate_7_4_one_device", {})
     best = [ests[k]["hours"] for k in ("engine_ladder", "engine_ladder_skips", "engine_ladder_skips_screened",
-                                       "engine_ladder_skips_screened_big", "engine_ladder_skips_fused_big")
+                                       "engine_ladder_skips_screened_big", "engine_ladder_skips_fused_big",
+                                       "engine_ladder_skips_table_big")
             if k in ests]
     if best:
         part["estimate_hours_one_device"] = min(best)
@@ -946,7 +966,8 @@ def _production_estimate(prod, row: dict) -> dict:
     against the reference running the ladder's ``2 J`` jobs."""
     est = {}
     for key in ("engine_ladder", "engine_ladder_skips", "engine_ladder_skips_screened",
-                "engine_ladder_skips_screened_big", "engine_ladder_skips_fused_big", "production_ladder"):
+                "engine_ladder_skips_screened_big", "engine_ladder_skips_fused_big", "engine_ladder_skips_table_big",
+                "production_ladder"):
         draws = row.get(key, {}).get("draws_per_s") if isinstance(row.get(key), dict) else None
         if draws:
             est[key] = {"seconds": prod.SAMPLES_7_4 / draws, "hours": prod.SAMPLES_7_4 / draws / 3600.0,
