@@ -90,6 +90,17 @@ def test_bad_table_bits_are_refused():
     assert t.dtype == np.float32 and t.shape == (53 << SCREEN_TABLE_BITS,) and not t.flags.writeable
 
 
+def _assert_above_the_block_maxima(zeta, z, c, n, b, block):
+    """Every block's ``zeta`` (front-padded, end-aligned blocks of ``min(block, b)`` rows) exceeds the block maxima
+    of the float64 draws' sliding sums (float64, far within the allowances) by at least 1e-12."""
+    s, k_blocks, k_pad, _, _ = block_layout(n, b, block)
+    sums = np.asarray(sliding_dot_t(jnp.asarray(z), c, "direct"))
+    front = k_pad - k_blocks
+    for blk in range(k_blocks):
+        rows = slice(max(0, n - (k_blocks - blk) * s), n - (k_blocks - 1 - blk) * s)
+        assert np.all(zeta[front + blk] >= sums[rows].max(axis=0) + 1e-12)
+
+
 def test_the_screen_of_table_normals_bounds_the_exact_block_maxima():
     """zeta from table normals (float32, within alpha) >= the block maxima of the float64 draws' exact sliding sums
     (float64 sums, far within the allowance), at a shape with a length-15 2^k transform; wrong dtypes refused."""
@@ -99,12 +110,7 @@ def test_the_screen_of_table_normals_bounds_the_exact_block_maxima():
     z = np.asarray(standard_normal(key, (n, width)))
     z_hat = table_normals_lanes(key, (n, width))
     zeta = np.asarray(noise_block_maxima_t(z_hat, n, b, c, lanes=True, noise_error=normal_table()[1]))
-    s, k_blocks, k_pad, _, _ = block_layout(n, b, 16)
-    sums = np.asarray(sliding_dot_t(jnp.asarray(z), c, "direct"))
-    front = k_pad - k_blocks
-    for blk in range(k_blocks):
-        rows = slice(max(0, n - (k_blocks - blk) * s), n - (k_blocks - 1 - blk) * s)
-        assert np.all(zeta[front + blk] >= sums[rows].max(axis=0) + 1e-12)
+    _assert_above_the_block_maxima(zeta, z, c, n, b, 16)
     with pytest.raises(ValueError, match="float32"):
         noise_block_maxima_t(jnp.asarray(z.T), n, b, c, lanes=True, noise_error=1e-4)
     with pytest.raises(ValueError, match="float64"):
@@ -123,12 +129,7 @@ def test_the_prefix_sums_of_table_normals_bound_the_exact_block_maxima():
     z_hat = table_normals_from_bits(jax.random.bits(key, (n, width), jnp.uint64))
     tau = jnp.zeros((-(-n // b), width), jnp.int32) + n       # no participation: the noise's maxima only
     _, zeta = (np.asarray(v) for v in block_term_maxima_t(tau, z_hat, n, b, c, 6, noise_error=normal_table()[1]))
-    s, k_blocks, k_pad, _, _ = block_layout(n, b, 6)
-    sums = np.asarray(sliding_dot_t(jnp.asarray(z), c, "direct"))
-    front = k_pad - k_blocks
-    for blk in range(k_blocks):
-        rows = slice(max(0, n - (k_blocks - blk) * s), n - (k_blocks - 1 - blk) * s)
-        assert np.all(zeta[front + blk] >= sums[rows].max(axis=0) + 1e-12)
+    _assert_above_the_block_maxima(zeta, z, c, n, b, 6)
     with pytest.raises(ValueError, match="float32"):
         block_term_maxima_t(tau, jnp.asarray(z), n, b, c, noise_error=1e-4)
     with pytest.raises(ValueError, match="float64"):
