@@ -218,8 +218,13 @@ def ladder_noise_lanes(c_col: tuple[float, ...], dtype, dot_method: str = "auto"
     -------
     bool
     """
-    return (add_bound is not None and remove_skip is not None and jnp.dtype(dtype) == jnp.float64
-            and not supports_draws_bound(c_col) and choose_dot_method(c_col, dot_method) == "fft")
+    return (_skips_in_float64(dtype, add_bound, remove_skip) and not supports_draws_bound(c_col)
+            and choose_dot_method(c_col, dot_method) == "fft")
+
+
+def _skips_in_float64(dtype, add_bound: float | None, remove_skip) -> bool:
+    """Both skips on and a float64 ladder: what every cheaper path of the ladder needs."""
+    return add_bound is not None and remove_skip is not None and jnp.dtype(dtype) == jnp.float64
 
 
 def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, sigmas: jax.Array, min_sep: int,
@@ -262,8 +267,7 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
     jax.Array
         ``(J, 2, B)``: ``[:, 0]`` remove, ``[:, 1]`` add losses.
     """
-    direct = (add_bound is not None and remove_skip is not None and z.ndim == 2 and z.dtype == jnp.float64
-              and jnp.dtype(dtype) == jnp.float64)
+    direct = _skips_in_float64(dtype, add_bound, remove_skip) and z.ndim == 2 and z.dtype == jnp.float64
     if lanes and not (direct and ladder_noise_lanes(c_col, dtype, dot_method, add_bound, remove_skip)):
         z, lanes = z.T, False              # only the float32 screen reads the lanes; elsewhere the time-major draws
     if not direct:
@@ -301,7 +305,7 @@ def ladder_fused_bound(iterations: int, min_sep: int, sampling_prob: float, c_co
                        add_bound: float | None, remove_skip, width: int) -> bool:
     """Whether a ladder of ``width`` draws takes :func:`ladder_losses_from_key_t`: both skips on, float64, and
     :func:`~mcacct.kernels.fused_bound.fused_bound_applies` (switched on for the target platform and served)."""
-    return (add_bound is not None and remove_skip is not None and jnp.dtype(dtype) == jnp.float64
+    return (_skips_in_float64(dtype, add_bound, remove_skip)
             and fused_bound_applies(iterations, min_sep, sampling_prob, tuple(c_col), width))
 
 
@@ -311,9 +315,8 @@ def ladder_table_screen(iterations: int, c_col: tuple[float, ...], dtype, dot_me
     :func:`ladder_noise_lanes` would read the float64 noise lane-major, or for a constant column with both skips in
     float64 (its prefix sums), and :func:`~mcacct.kernels.normal_table.table_screen_applies` (switched on for the
     target platform)."""
-    const = (add_bound is not None and remove_skip is not None and jnp.dtype(dtype) == jnp.float64
-             and supports_draws_bound(c_col))
-    return ((const or ladder_noise_lanes(c_col, dtype, dot_method, add_bound, remove_skip))
+    return (_skips_in_float64(dtype, add_bound, remove_skip)
+            and (supports_draws_bound(c_col) or choose_dot_method(c_col, dot_method) == "fft")
             and table_screen_applies(iterations, width))
 
 
@@ -386,7 +389,7 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
     ValueError
         If a skip is missing or ``dtype`` is not float64.
     """
-    if add_bound is None or remove_skip is None or jnp.dtype(dtype) != jnp.float64:
+    if not _skips_in_float64(dtype, add_bound, remove_skip):
         raise ValueError("ladder_losses_from_key_t needs both skips (add_bound and remove_skip) and float64")
     sigmas = jnp.asarray(sigmas)
     n, b, p, width = int(iterations), int(min_sep), float(sampling_prob), tau.shape[1]

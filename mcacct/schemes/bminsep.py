@@ -107,8 +107,8 @@ class BMinSep(MinSepAccounting):
         set of draws (the draws of :meth:`sample_t` for the same key): draws, participation and sliding
         sums once (the mean's from a table), the recursion per candidate
         (:func:`mcacct.kernels.output.ladder_losses_of_block_t`: with both skips, the sums only for a batch with a
-        draw that is not skipped; on CPUs a column screened by float32 transforms reads table normals by key and
-        redraws the float64 noise only for such a batch, :mod:`mcacct.kernels.normal_table`).
+        draw that is not skipped; on CPUs the bound reads table normals by key and the float64 noise is redrawn
+        only for such a batch, :mod:`mcacct.kernels.normal_table`).
 
         Parameters
         ----------

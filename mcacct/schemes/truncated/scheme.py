@@ -348,7 +348,7 @@ class TruncatedBMinSep(Scheme):
                                dot_method, add_bound, remove_skip, self._sub_block(num_samples))
         losses = ladder_losses_from_key_t if by_key else partial(ladder_losses_from_draws_t, lanes=lanes)
 
-        def per_block(tau, z_t):   # z_t: the noise, or its key (by_key: the fused remove bound draws it)
+        def per_block(tau, z_t):   # z_t: the noise, or its key (by_key: the bound draws it, or its table normals)
             return losses(tau, z_t, self.iterations, sigmas, self.min_sep, self.sampling_prob, self.warm_start,
                           strategy.c_col, dtype, dot_method, recursion, add_bound, remove_skip)
 
