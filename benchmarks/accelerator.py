@@ -1127,7 +1127,7 @@ def _bound_fn(n: int, b: int, p: float, chunk: int, variant: tuple, with_u: bool
     reduced to the count of draws it would skip at epsilon 10 (and ``U`` with ``with_u``)."""
     import jax
     import jax.numpy as jnp
-    from mcacct.kernels.block_terms import remove_loss_bound_from_draws_t
+    from mcacct.kernels.const_column import remove_loss_bound_from_draws_t
     from mcacct.kernels.fused_bound import fused_remove_bound_from_key
     from mcacct.kernels.normal import standard_normal
     from mcacct.kernels.output import standardised_blocks_t

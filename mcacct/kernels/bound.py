@@ -49,10 +49,11 @@ error of the computed terms against the exact ones (:func:`mcacct.engine.systema
 :math:`A_k = \exp(\mu_k/\sigma^2 + \zeta_k/\sigma + \text{term\_error})` bounds the *exact* terms and ``U`` the
 exact loss.
 
-**Terms from the draws** (:mod:`mcacct.kernels.block_terms`): :math:`\mu_k` and :math:`\zeta_k` bounded without
-the exact path's sliding sums, for a constant positive column from the participation and the noise's prefix sums per
-block, for any other from a table of the columns' overlaps and float32 sums of the noise, so a batch whose draws are
-all skipped never forms the float64 sums (:func:`mcacct.kernels.output.ladder_losses_from_draws_t`).
+**Terms from the draws** (:mod:`mcacct.kernels.const_column`, :mod:`mcacct.kernels.block_terms`): :math:`\mu_k` and
+:math:`\zeta_k` bounded without the exact path's sliding sums, for a constant positive column from the participation
+and the noise's prefix sums per block, for any other from a table of the columns' overlaps and float32 sums of the
+noise, so a batch whose draws are all skipped never forms the float64 sums
+(:func:`mcacct.kernels.output.ladder_losses_from_draws_t`).
 
 **Rounding, outward.** The constants :math:`c_t, 1 - c_t, p, 1-p` are computed in float64 (``expm1``/``log1p``,
 relative error below ``1e-15``) and raised by a relative ``1e-13``: larger coefficients of non-negative numbers
@@ -265,7 +266,7 @@ def remove_loss_bound_from_maxima(mu: jax.Array, zeta: jax.Array, sigmas: jax.Ar
     r"""``U`` for every candidate ``sigmas[j]`` from upper bounds of the block maxima :math:`\mu_k` (of
     :math:`s^m - \|c\|^2/2`) and :math:`\zeta_k` (of :math:`s^z`), padded in front with ``-inf`` as
     :func:`block_maxima_t` pads (:func:`remove_loss_bound_from_sums_t` and
-    :func:`mcacct.kernels.block_terms.remove_loss_bound_from_draws_t` give them).
+    :func:`mcacct.kernels.const_column.remove_loss_bound_from_draws_t` give them).
 
     Parameters
     ----------

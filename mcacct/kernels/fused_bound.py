@@ -1,7 +1,7 @@
 r"""The remove bound ``U >= ln P/Q`` of a constant column in one pass that keeps the noise on chip (issue #39,
 shortcut 4).
 
-:func:`mcacct.kernels.block_terms.remove_loss_bound_from_draws_t` bounds the b-min-sep remove loss from the
+:func:`mcacct.kernels.const_column.remove_loss_bound_from_draws_t` bounds the b-min-sep remove loss from the
 materialised ``(n, B)`` noise: one pass writes it, another reads it back for the block extremes of its prefix sums,
 and the block recursion of :mod:`mcacct.kernels.bound` follows. At the production shape (n = 7200) that noise is
 57.6 kB per draw, and writing it is what bounds an accelerator (``benchmarks/results/rng_floor_cpu.json``, issue #39:
@@ -13,7 +13,7 @@ never goes to memory. :func:`fused_remove_bound` runs it as a Pallas kernel over
 GPU; interpreted on CPU, where the tests run the same body).
 
 **Noise, by suffix sums** (Dong & Ganesh 2026, arXiv:2602.09338, §5; the prefix form is
-:func:`~mcacct.kernels.block_terms.block_term_maxima_t`'s). For a constant column :math:`c_i = c_0` (``i < k``) the
+:func:`~mcacct.kernels.const_column.block_term_maxima_t`'s). For a constant column :math:`c_i = c_0` (``i < k``) the
 standard noise's sliding sum at 0-based row ``i`` is :math:`s^z_i = c_0 (S_i - S_{\min(i+k, n)})` with the suffix
 sums :math:`S_j = \sum_{t \ge j} z_t` (:math:`S_n = 0`). Over the rows ``R`` of block :math:`\kappa`
 
@@ -39,7 +39,7 @@ of those differences is at most :math:`\rho` times its mass; so ``U`` bounds the
 the engine's exact path, see.
 
 **Mean.** :math:`\mu_\kappa` depends on the participation only (``tau``, a few integers per draw): it comes in as an
-array from :func:`~mcacct.kernels.block_terms.const_mean_block_maxima_t`.
+array from :func:`~mcacct.kernels.const_column.const_mean_block_maxima_t`.
 
 **Recursion.** Block by block from the end, the steps of :mod:`mcacct.kernels.bound` with the same outward
 rounding: :math:`A_\kappa = \exp(\mu_\kappa/\sigma^2 + \zeta_\kappa/\sigma + e_j)` (exponent raised by
@@ -75,7 +75,8 @@ import jax.numpy as jnp
 
 from mcacct.core.platform import target_platform
 from mcacct.kernels.blocks import is_pow2, next_pow2
-from mcacct.kernels.block_terms import const_mean_block_maxima_t, supports_draws_bound, sum_error
+from mcacct.kernels.block_terms import sum_error
+from mcacct.kernels.const_column import const_mean_block_maxima_t, supports_draws_bound
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout
 from mcacct.kernels.normal import normal_from_bits
 from mcacct.kernels.threefry import counter_word, default_counters_supported
@@ -158,7 +159,7 @@ def fused_bound_tile_kernel(key_ref, mu_ref, sig_ref, err_ref, out_ref, *, tile:
     r"""The kernel body: ``U`` of one tile of ``tile`` draws for every candidate (module docstring).
 
     Refs: ``key_ref`` ``(2,)`` uint32 noise key data; ``mu_ref`` ``(K_pad, tile)`` float64 block maxima of the mean
-    terms (:func:`~mcacct.kernels.block_terms.const_mean_block_maxima_t`, padded in front with ``-inf``);
+    terms (:func:`~mcacct.kernels.const_column.const_mean_block_maxima_t`, padded in front with ``-inf``);
     ``sig_ref`` ``(J,)`` candidates and ``err_ref`` ``(J,)`` the bounds of their terms' float error (``J`` a power
     of two). Writes ``out_ref`` ``(J, tile)``: ``U``, ``inf`` where not finite.
     """
@@ -264,7 +265,7 @@ def fused_remove_bound(noise_key: jax.Array, mu: jax.Array, sigmas: jax.Array, t
         uint32 ``(2,)``: the noise key's data (the second half of ``jax.random.split`` of the block's key, as
         :func:`~mcacct.kernels.output.standardised_blocks_t` splits it).
     mu : jax.Array
-        float64 ``(K_pad, width)``: :func:`~mcacct.kernels.block_terms.const_mean_block_maxima_t` of the block's
+        float64 ``(K_pad, width)``: :func:`~mcacct.kernels.const_column.const_mean_block_maxima_t` of the block's
         participation.
     sigmas, term_errors : array_like
         ``(J,)`` candidates ``> 0`` and the bounds of their terms' float error (as

@@ -29,7 +29,7 @@ the transforms' (0.019).
 
 The screen adds :math:`\|c\|_1 \alpha` to each sliding sum's allowance (:math:`|\sum_d c_d (\hat z - z)_{i+d}| \le
 \|c\|_1 \alpha`), and its float32 transforms start from :math:`\hat z` exactly. A constant column's bound
-(:func:`mcacct.kernels.block_terms.block_term_maxima_t`, on CPUs where the fused pass is off; kernel 18) takes the
+(:func:`mcacct.kernels.const_column.block_term_maxima_t`, on CPUs where the fused pass is off; kernel 18) takes the
 prefix sums of the same :math:`\hat z` and adds :math:`c_0 k \alpha` per window of ``k`` rows. The draws' law is
 untouched: a draw the bound does not let go is recomputed from the float64 normals of the same words
 (:func:`~mcacct.kernels.normal.standard_normal_columns`), as on the fused kernel's path. Numbers and arrays in; no

@@ -16,8 +16,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from mcacct.kernels.block_terms import (mean_block_maxima_t, noise_block_maxima_t, remove_loss_bound_from_draws_t,
-                                        supports_draws_bound)
+from mcacct.kernels.block_terms import mean_block_maxima_t, noise_block_maxima_t
+from mcacct.kernels.const_column import remove_loss_bound_from_draws_t, supports_draws_bound
 from mcacct.kernels.bound import BOUND_BLOCK, block_layout, block_maxima_t, remove_loss_bound_from_maxima
 from mcacct.kernels.fused_bound import fused_bound_applies, fused_bound_tile, fused_remove_bound_from_key
 from mcacct.kernels.normal import (columns_supported, standard_normal, standard_normal_columns,
@@ -237,10 +237,11 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
     loss the same bits, a skipped draw's bound another valid ``U``).
 
     There the remove bound ``U`` comes from block maxima of the terms bounded without the exact path's sums: for a
-    constant column from the draws' prefix sums (:func:`~mcacct.kernels.block_terms.remove_loss_bound_from_draws_t`),
-    for any other from a table of the columns' overlaps (:func:`~mcacct.kernels.block_terms.mean_block_maxima_t`)
-    and float32 sums of the noise with their certified error (:func:`~mcacct.kernels.block_terms.
-    noise_block_maxima_t`; short columns: the float64 sums). A draw whose ``U`` is at most every candidate's
+    constant column from the draws' prefix sums
+    (:func:`~mcacct.kernels.const_column.remove_loss_bound_from_draws_t`), for any other from a table of the
+    columns' overlaps (:func:`~mcacct.kernels.block_terms.mean_block_maxima_t`) and float32 sums of the noise with
+    their certified error (:func:`~mcacct.kernels.block_terms.noise_block_maxima_t`; short columns: the float64
+    sums). A draw whose ``U`` is at most every candidate's
     threshold keeps ``U``; a few that do not are settled on a narrower batch
     (:func:`~mcacct.kernels.shortcuts.settle_remove_losses`), and otherwise the batch's sums and exact recursions run
     as without the skip and those draws take their exact losses. Every add loss is ``add_bound``.
@@ -359,7 +360,7 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
     only for the draws the skip does not let go: ``U`` from the fused kernel for a constant column where it applies
     (:func:`~mcacct.kernels.fused_bound.fused_remove_bound`, which draws the noise by counter), else from table
     normals within ``alpha`` of the draws (:func:`ladder_table_screen`): a constant column's prefix sums of them
-    (:func:`~mcacct.kernels.block_terms.remove_loss_bound_from_draws_t`), any other column's float32 screen
+    (:func:`~mcacct.kernels.const_column.remove_loss_bound_from_draws_t`), any other column's float32 screen
     (:func:`~mcacct.kernels.normal_table.table_normals_lanes`); for a draw it does not let go, the same settling as
     :func:`ladder_losses_from_draws_t` on the noise redrawn column by column
     (:func:`~mcacct.kernels.normal.standard_normal_columns`: the bits of :func:`standardised_blocks_t`'s noise). So
@@ -374,7 +375,7 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
         The block's noise key (typed, threefry): the key :func:`standardised_blocks_t` draws ``z`` from.
     iterations, sigmas, min_sep, sampling_prob, warm_start, c_col, dtype, dot_method, recursion
         As in :func:`ladder_losses_from_draws_t`; ``c_col`` constant and positive
-        (:func:`~mcacct.kernels.block_terms.supports_draws_bound`), or screened by float32 transforms
+        (:func:`~mcacct.kernels.const_column.supports_draws_bound`), or screened by float32 transforms
         (:func:`ladder_noise_lanes`).
     add_bound, remove_skip
         Both skips (required).

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from mcacct.core.rates import sampling_prob_from_batch_size
-from mcacct.kernels.block_terms import remove_loss_bound_from_draws_t
+from mcacct.kernels.const_column import remove_loss_bound_from_draws_t
 from mcacct.kernels.fused_bound import fused_remove_bound_from_key
 from mcacct.kernels.output import ladder_sums_t, standardised_blocks_t
 from mcacct.kernels.recursion import recursion_log_ratio_t

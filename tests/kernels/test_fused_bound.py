@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
-from mcacct.kernels.block_terms import remove_loss_bound_from_draws_t, sum_error
+from mcacct.kernels.block_terms import sum_error
+from mcacct.kernels.const_column import remove_loss_bound_from_draws_t
 from mcacct.kernels.fused_bound import NORMAL_ULPS, fused_bound_refusal, fused_remove_bound, fused_remove_bound_from_key
 from mcacct.kernels.output import ladder_sums_t, standardised_blocks_t
 from mcacct.kernels.recursion import recursion_log_ratio_t

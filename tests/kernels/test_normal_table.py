@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mcacct.kernels.block_terms import block_term_maxima_t, noise_block_maxima_t
+from mcacct.kernels.block_terms import noise_block_maxima_t
+from mcacct.kernels.const_column import block_term_maxima_t
 from mcacct.kernels.bound import block_layout
 from mcacct.kernels.normal import ndtri_lower_numpy, normal_from_bits, standard_normal
 from mcacct.kernels.normal_table import (ENDPOINT_REL, SCREEN_TABLE_BITS, normal_table, table_normals_from_bits,

@@ -15,8 +15,8 @@ from hypothesis import example, given, settings, strategies as st
 
 from fractions import Fraction
 
-from mcacct.kernels.block_terms import (block_term_maxima_t, mean_block_maxima_t, noise_block_maxima_t,
-                                        remove_loss_bound_from_draws_t)
+from mcacct.kernels.block_terms import mean_block_maxima_t, noise_block_maxima_t
+from mcacct.kernels.const_column import block_term_maxima_t, remove_loss_bound_from_draws_t
 from mcacct.kernels.bound import (block_layout, block_maxima_t, remove_loss_bound_from_maxima,
                                   remove_loss_bound_from_sums_t, remove_loss_bound_t)
 from mcacct.kernels.output import ladder_losses_from_draws_t, ladder_sums_t, standardised_blocks_t, standardised_sums_t
