@@ -237,12 +237,11 @@ def ladder_losses_from_draws_t(tau: jax.Array, z: jax.Array, iterations: int, si
     loss the same bits, a skipped draw's bound another valid ``U``).
 
     There the remove bound ``U`` comes from block maxima of the terms bounded without the exact path's sums: for a
-    constant column from the draws' prefix sums
-    (:func:`~mcacct.kernels.const_column.remove_loss_bound_from_draws_t`), for any other from a table of the
-    columns' overlaps (:func:`~mcacct.kernels.block_terms.mean_block_maxima_t`) and float32 sums of the noise with
-    their certified error (:func:`~mcacct.kernels.block_terms.noise_block_maxima_t`; short columns: the float64
-    sums). A draw whose ``U`` is at most every candidate's
-    threshold keeps ``U``; a few that do not are settled on a narrower batch
+    constant column from the draws' prefix sums (:func:`~mcacct.kernels.const_column.
+    remove_loss_bound_from_draws_t`), for any other from a table of the columns' overlaps
+    (:func:`~mcacct.kernels.block_terms.mean_block_maxima_t`) and float32 sums of the noise with their certified
+    error (:func:`~mcacct.kernels.block_terms.noise_block_maxima_t`; short columns: the float64 sums). A draw whose
+    ``U`` is at most every candidate's threshold keeps ``U``; a few that do not are settled on a narrower batch
     (:func:`~mcacct.kernels.shortcuts.settle_remove_losses`), and otherwise the batch's sums and exact recursions run
     as without the skip and those draws take their exact losses. Every add loss is ``add_bound``.
 
