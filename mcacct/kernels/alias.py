@@ -165,24 +165,56 @@ def alias_table(k_lo: int, u: list[int], tail_rel: float, cell_bits: int, what: 
         raise ValueError(f"{what} needs {len(u)} cells; the table has {cells}")
     total = sum(u)
     scale = 1 << 64
-    w = [x * scale // total for x in u]
+    w = [(x << 64) // total for x in u]
     w[max(range(len(w)), key=w.__getitem__)] += scale - sum(w)
-    w += [0] * (cells - len(w))
-    cap = 1 << (64 - cell_bits)
-    thr, alias = [cap] * cells, list(range(cells))
-    small = [j for j in range(cells) if w[j] < cap]
-    large = [j for j in range(cells) if w[j] >= cap]
-    while small and large:
-        s, big = small.pop(), large[-1]
-        thr[s], alias[s] = w[s], big
-        w[big] -= cap - w[s]
-        if w[big] < cap:
-            small.append(large.pop())
-    # a full cell: never below 0, alias itself
-    packed = np.array([j if thr[j] >= cap else (thr[j] << cell_bits) | alias[j] for j in range(cells)], np.uint64)
+    packed = _vose_cells(w, cell_bits)
     # the mode's value relative to the total is at most 1, so tail_rel bounds the left-out mass
     tv = cells * 2.0**-64 + tail_rel * (1 << FRAC) / total + cells * 2.0**-200
     return k_lo, packed, tv
+
+
+def _vose_cells(w: list[int], cell_bits: int) -> np.ndarray:
+    r"""The packed cells of Vose's pairing of the integer weights ``w`` (summing to exactly :math:`2^{64}`, at most
+    ``2^cell_bits`` of them; the rest of the cells weigh 0), in closed form.
+
+    Vose's stack order: the light cells (:math:`w_j < c`, :math:`c = 2^{64 - L}`) are taken from the highest index
+    down, each filled from the current heavy cell (the highest heavy index not yet exhausted); a heavy cell whose
+    weight falls below :math:`c` is the next light cell, filled from the next heavy one. With the light cells'
+    deficits :math:`d_i = c - w_{s_i}` in that order, the heavy cells' excesses :math:`e_t = w_{b_t} - c` and the
+    prefix sums :math:`D_i = \sum_{j \le i} d_j`, :math:`C_t = \sum_{u \le t} e_u` (all below :math:`2^{64}`, as
+    :math:`\sum_i d_i = \sum_t e_t` when the weights sum to :math:`2^{64}`), light cell :math:`s_i` keeps
+    :math:`w_{s_i}` with alias :math:`b_t`, :math:`t = \min\{t : C_t \ge D_{i-1}\}` (the heavy cell still holding
+    weight when it comes); heavy cell :math:`b_t` with :math:`C_t < D_{\rm last}` is exhausted by the first
+    :math:`i` with :math:`D_i > C_t` and keeps :math:`c + C_t - D_i` with alias :math:`b_{t+1}`; every other cell is
+    full. The same cells, bit for bit, as the pairing loop (``tests/kernels/test_alias.py`` checks it against one),
+    in array operations: the host builds hundreds of tables of 8,192 cells per truncated §7.4 process.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``uint64`` ``(2^L,)``: ``(t_j << L) | a_j``, or ``j`` for a full cell (:func:`binomial_alias`).
+    """
+    cells, cap = 1 << cell_bits, 1 << (64 - cell_bits)
+    if max(w) >= 1 << 64:         # one value holds all the mass: every other cell is empty, aliased to it
+        return np.full(cells, w.index(max(w)), np.uint64)
+    weights = np.zeros(cells, np.uint64)
+    weights[:len(w)] = np.asarray(w, np.uint64)
+    light = np.flatnonzero(weights < np.uint64(cap))[::-1]
+    heavy = np.flatnonzero(weights >= np.uint64(cap))[::-1]
+    thr = np.full(cells, cap, np.uint64)
+    alias = np.arange(cells, dtype=np.uint64)
+    if light.size and heavy.size:
+        d = np.cumsum(np.uint64(cap) - weights[light], dtype=np.uint64)    # D_1..D_m
+        c = np.cumsum(weights[heavy] - np.uint64(cap), dtype=np.uint64)    # C_1..C_r
+        before = np.concatenate([np.zeros(1, np.uint64), d[:-1]])           # D_{i-1}
+        thr[light] = weights[light]
+        alias[light] = heavy[np.searchsorted(c, before, side="left")]
+        done = np.flatnonzero(c < d[-1])                                   # exhausted heavy cells (never the last)
+        at = np.searchsorted(d, c[done], side="right")
+        thr[heavy[done]] = np.uint64(cap) + c[done] - d[at]
+        alias[heavy[done]] = heavy[done + 1]
+    full = thr >= np.uint64(cap)
+    return np.where(full, np.arange(cells, dtype=np.uint64), (thr << np.uint64(cell_bits)) | alias)
 
 
 def rational_alias(weights, what: str) -> tuple[np.ndarray, int, float]:
