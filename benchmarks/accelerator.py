@@ -55,7 +55,8 @@ budget).
   ``_plan_only`` runs it (its own probe and projection): its ``expected_seconds_at_most``, next to the production
   part's estimate; then the job as a user runs it (production.py's ``_shard_vs_plan``, c = ones): the plan
   written with ``--out``, ``mcacct sample --plan`` shard jobs of 32 and 128 chunks (after a warm-up), the
-  draws/s of the difference and the projection's ratio to it (issue #39: within 5%).
+  larger one's steady draws/s (its groups after the first, as the probe reads its run) and the projection's ratio
+  to it (issue #39: within 5%).
 * ``fused_bound``: issue #39's shortcut 4, the remove bound ``U`` of the draws the skip lets go, fused
   (``mcacct.kernels.fused_bound``: the noise drawn and folded block by block in one Pallas Triton kernel, never
   written to memory) against the XLA path it would replace (the noise materialised, then

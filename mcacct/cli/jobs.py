@@ -148,8 +148,13 @@ def _sample_plan(args) -> dict:
     if not args.json:
         state = "complete" if out["complete"] else "incomplete (run again to resume)"
         print(f"plan shard {out['shard']}/{out['num_shards']} (chunks [{out['chunks'][0]}, {out['chunks'][1]})): "
-              f"{state}; {out['seconds']:.1f}s -> {out['path']}")
+              f"{state}; {out['seconds']:.1f}s{_steady(out)} -> {out['path']}")
     return out
+
+
+def _steady(out: dict) -> str:
+    rate = out.get("steady_draws_per_second")
+    return "" if rate is None else f" ({rate:,.0f} draws/s after the first group)"
 
 
 def _scheme(problem) -> dict:

@@ -261,15 +261,17 @@ def _group_fn(mesh: Mesh, problem: Problem, chunk_size: int, spec: HistogramSpec
 
 @dataclass
 class LadderStats:
-    """Statistics of a run: ``stats[j][direction]`` for candidate ``j`` (``sigmas[j]``), and ``active``, the
-    candidates still running (a candidate leaves when a ``drop`` rule removes it, or with an entry in
-    ``errors`` when its kernel refused a chunk; its statistics then stop)."""
+    """Statistics of a run: ``stats[j][direction]`` for candidate ``j`` (``sigmas[j]``), ``active``, the candidates
+    still running (one leaves when a ``drop`` rule removes it, or with an entry in ``errors`` when its kernel refused
+    a chunk), and the steady rate ``steady_draws / steady_seconds`` (:class:`~mcacct.engine.widths.GroupClock`)."""
 
     sigmas: tuple[float, ...]
     stats: list[dict[str, DirectionStats]] = field(default_factory=list)
     active: list[int] = field(default_factory=list)
     chunks_done: int = 0
     errors: dict[int, str] = field(default_factory=dict)
+    steady_draws: int = 0
+    steady_seconds: float = 0.0
 
 
 @float64
@@ -304,10 +306,8 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         Restrict the run to these chunks of the plan (shard jobs); default all.
     distributed : bool, optional
         Split the chunks over every JAX process and sum exactly (default: when ``jax.process_count() > 1``).
-    progress : bool, default False
-        Samples, rate and ETA on stderr.
-    label : str, default "ladder"
-        Prefix of the progress lines.
+    progress, label : bool, str
+        Samples, rate and ETA on stderr (default off), each line prefixed by ``label`` (default ``"ladder"``).
     stats : list of dict, optional
         Statistics to continue, one dict per candidate (resumed shard jobs); fresh ones when ``None``.
     on_group : callable, optional
@@ -319,7 +319,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
     -------
     LadderStats
         ``stats[j][direction]`` per candidate, summed over every process when ``distributed``; a candidate whose
-        sums were not finite has an ``errors`` entry and leaves ``active``.
+        sums were not finite has an ``errors`` entry and leaves ``active``; this process's steady rate.
 
     Raises
     ------
@@ -382,11 +382,11 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         pad = width - len(group)
         cids = np.asarray(group + [group[-1]] * pad, np.int32)
         vals = np.asarray([valid_of(c) for c in group] + [0] * pad, np.int32)
-        # the candidate axis is padded to a size of padded_width (repeating the last candidate, whose extra
-        # results are ignored): a shrinking ladder compiles about 2 log2(J) programs, and no program has a
-        # one-trip candidate loop, which XLA would unroll and fuse differently (a last-ulp difference), so a
-        # candidate's statistics do not depend on how many others run beside it; a smaller program is compiled
-        # only where the work it saves is worth its compilation (mcacct.engine.widths)
+        # the candidate axis is padded to a size of padded_width (repeating the last candidate, whose extra results
+        # are ignored): a shrinking ladder compiles about 2 log2(J) programs, and no program has a one-trip
+        # candidate loop, which XLA would unroll and fuse differently (a last-ulp difference), so a candidate's
+        # statistics do not depend on how many others run beside it; a smaller program is compiled only where the
+        # work it saves is worth its compilation (mcacct.engine.widths)
         w = next_width(width_now, len(active), remaining, clock.group_seconds, programs.compile_seconds,
                        padded_width(len(active)) in programs.widths)
         if width_now and w != width_now:
@@ -408,7 +408,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         nonlocal done
         group, active, (sums, hist) = item
         sums, hist = np.asarray(sums), np.asarray(hist)
-        clock.arrived()
+        clock.arrived(sum(valid_of(c) for c in group))
         notice.done()
         live = set(out.active)
         for g, c in enumerate(group):
@@ -444,6 +444,7 @@ def run_ladder(problem: Problem, sigmas: Sequence[float], key: jax.Array, num_sa
         fold(pending)
     notice.done()
     prog.close(done)
+    out.steady_draws, out.steady_seconds = clock.steady_draws, clock.steady_seconds
     if distributed:
         out.stats = [{d: allreduce_stats(st[d]) for d in DIRECTIONS} for st in out.stats]
     return out

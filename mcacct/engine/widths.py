@@ -81,18 +81,24 @@ def next_width(current: int, active: int, remaining_groups: int, group_seconds: 
 class GroupClock:
     """Wall-clock seconds of a run's groups, read when each group's results arrive (the runner dispatches one
     group ahead, so in a steady run the gap between arrivals is a group's time): ``group_seconds``, the latest
-    gap at the current width, ``None`` before two arrivals."""
+    gap at the current width, ``None`` before two arrivals; ``steady_draws`` and ``steady_seconds``, the draws of
+    the groups whose gaps were read and those gaps summed (a run's steady rate, without its start: the first group,
+    with tracing and compiling, and a group after a switch of program are left out)."""
 
     def __init__(self) -> None:
         self._last: float | None = None
         self._skip = False
         self.group_seconds: float | None = None
+        self.steady_draws = 0
+        self.steady_seconds = 0.0
 
-    def arrived(self) -> None:
-        """Record that a group's results arrived."""
+    def arrived(self, draws: int = 0) -> None:
+        """Record that a group of ``draws`` draws arrived."""
         now = time.perf_counter()
         if self._last is not None and not self._skip:
             self.group_seconds = now - self._last
+            self.steady_draws += int(draws)
+            self.steady_seconds += self.group_seconds
         self._skip = False
         self._last = now
 

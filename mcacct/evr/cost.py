@@ -11,10 +11,10 @@ the sample budget, ``c`` the chunk size), with :math:`D_{\mathrm{pilot}} = 2 \lc
 pilot's two grids of ``n_p`` samples. :func:`estimate_cost` fixes ``s``, the base delta, the certified top and
 the largest ladder the calibration can build *without* running the pilot, then times a few chunks of the
 verification program on a ladder of that size (the probe) and divides. The estimate is an upper bound on the
-verification's draws (candidates that fail leave early) and a rough figure for its time: the probe's rate is that
-of a few calls of one or more chunks per device after a first, compiling one (:func:`probe_rate`), the pilot's cost is
-scaled from it by its 16 grid points, and another process on the machine changes both. Nothing here is a privacy
-statement; it only tells the user what the run will take.
+verification's draws (candidates that fail leave early) and a rough figure for its time: the probe's rate is the
+steady rate of one run of several groups of chunks after a first, compiling call (:func:`probe_rate`), the pilot's
+cost is scaled from it by its 16 grid points, and another process on the machine changes both. Nothing here is a
+privacy statement; it only tells the user what the run will take.
 """
 
 from __future__ import annotations
@@ -36,11 +36,8 @@ from mcacct.core.precision import float64
 
 __all__ = ["CostEstimate", "estimate_cost", "probe_rate"]
 
-#: a timed probe call shorter than this (seconds) makes the next one run twice the chunks (:func:`probe_rate`)
-PROBE_CALL_SECONDS = 0.5
-#: the most chunks per device of one timed probe call
-PROBE_MAX_CHUNKS = 16
-
+#: the most groups of chunks (one chunk per device each) of the probe's timed run (:func:`probe_rate`)
+PROBE_MAX_GROUPS = 256
 
 @float64
 @dataclass(frozen=True)
@@ -110,19 +107,21 @@ class CostEstimate:
 
 @float64
 def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_size: int,
-               min_seconds: float = 2.0, min_calls: int = 5,
-               call_seconds: float = PROBE_CALL_SECONDS) -> tuple[float, float, float]:
+               min_seconds: float = 4.0, min_groups: int = 5) -> tuple[float, float, float]:
     r"""Draws per second of the verification program for the ladder ``sigmas`` in steady state, the probe's own
-    wall time, and the one-off seconds of its first call beyond a steady chunk (compilation, tracing, first
+    wall time, and the one-off seconds of its first call beyond a steady group (compilation, tracing, first
     execution: what a run pays once).
 
-    The first call (one chunk per device) compiles and warms the program; then at least ``min_calls`` calls, and
-    ``min_seconds`` of them, are timed, and the rate is their draws over their time. A call whose time is below
-    ``call_seconds`` makes the next one run twice the chunks (up to :data:`PROBE_MAX_CHUNKS` per device): a run
-    overlaps each chunk's host work (statistics folded in, histograms copied back) with the next chunk on the
-    devices, while a call of one chunk pays it, and its set-up, in full (measured: benchmarks/results/
-    design_choices.md). Each call still pays its set-up once, so the rate errs low, never high. The first call less
-    one steady chunk's time is the one-off figure.
+    The first call (one chunk per device) compiles and warms the program, and a second of one group times a group
+    with a call's set-up, :math:`t_1`. Then one run of :math:`G = \lceil \mathrm{min\_seconds} / t_1 \rceil + 1`
+    groups (at least ``min_groups + 1``, at most :data:`PROBE_MAX_GROUPS`) is read as a shard job reads itself:
+    its groups after the first, from their arrivals (:class:`~mcacct.engine.widths.GroupClock`; the runner
+    dispatches one group ahead, so the host's folding overlaps the devices' next group, as in a long run). The
+    rate is those groups' draws over their gaps, the figure ``mcacct sample --plan`` reports as
+    ``steady_draws_per_second`` (issue #39: a projection within 5% of the shard jobs). Calls of one group each,
+    which pay a call's set-up and fold with the devices idle, read 4-11% lower on a 2-core CPU at §7.4
+    (benchmarks/results/design_choices.md, stop 69). The first call less one steady group's time is the one-off
+    figure.
 
     Parameters
     ----------
@@ -135,38 +134,36 @@ def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_s
     key : jax.Array
         Root key of the probe's draws (call ``i`` uses ``fold_in(key, i)``).
     chunk_size : int
-        Samples per chunk; one call draws ``chunk_size * devices`` samples per chunk.
-    min_seconds, min_calls : float, int
-        The timed calls go on until there are at least ``min_calls`` of them and they took ``min_seconds``.
-    call_seconds : float
-        A timed call shorter than this doubles the next call's chunks.
+        Samples per chunk; a group draws ``chunk_size * devices`` samples.
+    min_seconds, min_groups : float, int
+        The timed run is sized to at least ``min_seconds`` of steady groups (by :math:`t_1`, an upper estimate of a
+        group's time) and at least ``min_groups`` of them. On a 2-core CPU the rate of 2.5 s windows scattered by
+        10-15% within a minute, of 5 s windows by up to 8% (the same program, one process): hence 4 s.
 
     Returns
     -------
     rate : float
-        Timed draws over their wall time (draws per second).
+        Steady draws over their wall time (draws per second); the timed run's draws over its wall time when it
+        read no gap.
     probe_seconds : float
         Wall time of the whole probe, first call included.
     one_off : float
         :math:`\max(0, t_{\rm first} - n / \mathrm{rate})` with ``n = chunk_size * devices``.
     """
-    devices = jax.local_device_count()
-    n = chunk_size * devices
+    n = chunk_size * jax.local_device_count()
     run = dict(problem=problem, sigmas=list(sigmas), key=key, num_samples=n, epsilons=(epsilon,),
                chunk_size=chunk_size, spec=verification_spec())
     t0 = time.perf_counter()
     run_ladder(**run)
     first = time.perf_counter() - t0
-    timed: list[float] = []
-    draws, chunks = 0, 1
-    while len(timed) < min_calls or sum(timed) < min_seconds:
-        t1 = time.perf_counter()
-        run_ladder(**dict(run, key=jax.random.fold_in(key, len(timed) + 1), num_samples=n * chunks))
-        timed.append(time.perf_counter() - t1)
-        draws += n * chunks
-        if timed[-1] < call_seconds:
-            chunks = min(2 * chunks, PROBE_MAX_CHUNKS)
-    rate = draws / max(sum(timed), 1e-9)
+    t1 = time.perf_counter()
+    run_ladder(**dict(run, key=jax.random.fold_in(key, 1)))
+    one = max(time.perf_counter() - t1, 1e-9)
+    groups = min(max(math.ceil(min_seconds / one) + 1, int(min_groups) + 1), PROBE_MAX_GROUPS)
+    t2 = time.perf_counter()
+    res = run_ladder(**dict(run, key=jax.random.fold_in(key, 2), num_samples=n * groups))
+    wall = time.perf_counter() - t2
+    rate = res.steady_draws / res.steady_seconds if res.steady_seconds > 0 else n * groups / max(wall, 1e-9)
     return rate, time.perf_counter() - t0, max(0.0, first - n / rate)
 
 

@@ -323,7 +323,9 @@ def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = 
     -------
     dict
         ``path``, ``shard``, ``num_shards``, ``chunks`` (the planned range ``[a, b]``), ``done`` (``[a, last + 1]``),
-        ``complete`` and ``seconds`` (of this call).
+        ``complete``, ``seconds`` (of this call) and ``steady_draws_per_second`` (the draws per second of its
+        groups after the first, read from their arrivals: what :func:`mcacct.evr.cost.probe_rate` projects;
+        ``None`` with fewer than two groups).
 
     Raises
     ------
@@ -382,11 +384,14 @@ def run_plan_shard(plan_dir: str, shard: int, num_shards: int, progress: bool = 
         run.errors.update(res.errors)
         state["done"] = stop
         write(run)
+        if res.steady_seconds > 0:
+            state["steady"] = res.steady_draws / res.steady_seconds
     elif stop > done:  # every candidate has left: the remaining chunks cannot change a verdict
         state["done"] = stop
         write(run)
     return {"path": path, "shard": i, "num_shards": k, "chunks": [a, b], "done": [a, state["done"]],
-            "complete": state["done"] == b, "seconds": time.perf_counter() - t0}
+            "complete": state["done"] == b, "seconds": time.perf_counter() - t0,
+            "steady_draws_per_second": state.get("steady")}
 
 
 @float64

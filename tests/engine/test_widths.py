@@ -44,6 +44,20 @@ def test_group_clock_reads_steady_gaps_and_skips_the_one_after_a_switch(monkeypa
     c.arrived()                      # 7 (the gap may hold a compilation: ignored)
     c.arrived()                      # 20
     assert c.group_seconds == 13.0
+    assert c.steady_draws == 0 and c.steady_seconds == 5.0 + 1.0 + 13.0   # arrived() without draws counts none
+
+
+def test_group_clock_sums_the_steady_draws_and_gaps(monkeypatch):
+    t = iter([0.0, 2.0, 3.0, 10.0, 11.5])
+    monkeypatch.setattr("mcacct.engine.widths.time.perf_counter", lambda: next(t))
+    c = GroupClock()
+    c.arrived(100)                   # the first group (compiled): no gap, its draws left out
+    c.arrived(100)                   # 2
+    c.arrived(100)                   # 1
+    c.switched(2.0)
+    c.arrived(100)                   # 7: a new program's first group, left out
+    c.arrived(40)                    # 1.5: a last, partial group
+    assert (c.steady_draws, c.steady_seconds) == (240, 4.5)
 
 
 SIGMAS, KEY, N, CHUNK, EPS = (0.8, 0.9, 1.0, 1.1), jax.random.key(11), 5 * 128, 128, (0.5, 1.0)
