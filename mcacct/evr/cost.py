@@ -39,6 +39,7 @@ __all__ = ["CostEstimate", "estimate_cost", "probe_rate"]
 #: the most groups of chunks (one chunk per device each) of the probe's timed run (:func:`probe_rate`)
 PROBE_MAX_GROUPS = 256
 
+
 @float64
 @dataclass(frozen=True)
 class CostEstimate:
@@ -119,9 +120,9 @@ def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_s
     dispatches one group ahead, so the host's folding overlaps the devices' next group, as in a long run). The
     rate is those groups' draws over their gaps, the figure ``mcacct sample --plan`` reports as
     ``steady_draws_per_second`` (issue #39: a projection within 5% of the shard jobs). Calls of one group each,
-    which pay a call's set-up and fold with the devices idle, read 4-11% lower on a 2-core CPU at §7.4
-    (benchmarks/results/design_choices.md, stop 69). The first call less one steady group's time is the one-off
-    figure.
+    which pay a call's set-up and fold with the devices idle, read about 4% lower on average on a 2-core CPU at
+    §7.4, and scatter more (benchmarks/results/design_choices.md, stop 69). The first call less one steady group's
+    time is the one-off figure.
 
     Parameters
     ----------
