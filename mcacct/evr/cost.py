@@ -108,7 +108,7 @@ class CostEstimate:
 
 @float64
 def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_size: int,
-               min_seconds: float = 4.0, min_groups: int = 5) -> tuple[float, float, float]:
+               min_seconds: float = 2.0, min_groups: int = 5) -> tuple[float, float, float]:
     r"""Draws per second of the verification program for the ladder ``sigmas`` in steady state, the probe's own
     wall time, and the one-off seconds of its first call beyond a steady group (compilation, tracing, first
     execution: what a run pays once).
@@ -139,7 +139,8 @@ def probe_rate(problem: Problem, sigmas, epsilon: float, key: jax.Array, chunk_s
     min_seconds, min_groups : float, int
         The timed run is sized to at least ``min_seconds`` of steady groups (by :math:`t_1`, an upper estimate of a
         group's time) and at least ``min_groups`` of them. On a 2-core CPU the rate of 2.5 s windows scattered by
-        10-15% within a minute, of 5 s windows by up to 8% (the same program, one process): hence 4 s.
+        10-15% within a minute, of 5 s windows by up to 8% (the same program, one process); 4 s would add about 2 s
+        to every ``--plan-only`` and its tests, so the default stays 2 s.
 
     Returns
     -------
