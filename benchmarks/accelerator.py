@@ -543,7 +543,8 @@ def _ladder_fn(problem, chunk: int, sigmas, epsilons=EPSILONS, skips: bool = Fal
     ``remove_skip_arrays``; on accelerators the blocks that need the exact recursions are gathered)."""
     import jax.numpy as jnp
 
-    from mcacct.engine.runner import ladder_chunk_statistics, remove_skip_arrays, skip_bound
+    from mcacct.engine.runner import ladder_chunk_statistics
+    from mcacct.engine.skips import remove_skip_arrays, skip_bound
     from mcacct.evr.calibrate import verification_spec
     from mcacct.kernels.shortcuts import RemoveSkip
     spec = verification_spec()

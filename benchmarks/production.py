@@ -45,7 +45,7 @@ import numpy as np
 
 from mcacct.engine.problem import Problem, block_keys, block_size, chunk_losses
 from mcacct.engine.losses import ladder_losses
-from mcacct.engine.runner import remove_skip_arrays, skip_bound
+from mcacct.engine.skips import remove_skip_arrays, skip_bound
 from mcacct.kernels.shortcuts import RemoveSkip
 from mcacct.core.precision import x64_scope
 from mcacct.core.rates import sampling_prob_from_batch_size

@@ -42,13 +42,14 @@ from mcacct.engine.progress import Progress
 from mcacct.engine.widths import GroupClock, Programs, next_width, padded_width
 from mcacct.statistics.accumulators import (DIRECTIONS, DirectionStats, HistogramSpec, chunk_statistics,
                                       nonfinite_loss_message)
-from mcacct.engine.systematic import applied_loss_shift, loss_error_bound, term_error_bound
-from mcacct.kernels.shortcuts import RemoveSkip, add_skip_bound, remove_thresholds
+from mcacct.engine.skips import remove_skip_arrays, skip_bound
+from mcacct.engine.systematic import applied_loss_shift
+from mcacct.kernels.shortcuts import RemoveSkip
 from mcacct.core.platform import ensure_compilation_cache, target_platform
 from mcacct.core.precision import float64
 
 __all__ = ["LadderStats", "block_ladder_losses", "ladder_chunk_statistics", "run_ladder", "local_mesh", "padded_width",
-           "skip_bound", "remove_skip_arrays", "AXIS"]
+           "AXIS"]
 
 AXIS = "chunks"
 
@@ -81,7 +82,8 @@ def block_ladder_losses(key, sigmas, problem: Problem, num_samples: int, add_bou
                         remove_skip: RemoveSkip | None = None, prepared=None) -> jax.Array:
     """``(J, 2, num_samples)`` losses of one block: the fused kernel where ``problem.loss_kernel`` resolves to it
     (:func:`mcacct.engine.kernel_choice.resolve_loss_kernel`), else :func:`mcacct.engine.losses.ladder_losses`
-    (with ``add_bound``: :func:`skip_bound`; ``remove_skip``: :func:`remove_skip_arrays`).
+    (with ``add_bound``: :func:`~mcacct.engine.skips.skip_bound`; ``remove_skip``:
+    :func:`~mcacct.engine.skips.remove_skip_arrays`).
 
     Parameters
     ----------
@@ -125,67 +127,6 @@ def map_chunk_blocks(per_block: Callable, keys: jax.Array, problem: Problem, bsi
                        batch_size=min(keys.shape[0], batch_blocks(problem, bsize)))
 
 
-def _skips(problem: Problem) -> bool:
-    """Whether the skips of provably zero contributions may run: ``problem.skip_zero``, float64, not fused."""
-    return (problem.skip_zero and np.dtype(problem.dtype) == np.float64
-            and resolve_loss_kernel(problem).kernel != "fused")
-
-
-def skip_bound(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[float]) -> float | None:
-    """The add-loss bound whose contributions are provably 0 at every epsilon of the run for every candidate
-    (:func:`mcacct.kernels.shortcuts.add_skip_bound`, with each candidate's loss-error bound), or ``None``: every
-    loss is computed (``problem.skip_zero`` off, a scheme without the bound, the fused kernel, float32, or an
-    epsilon too small).
-
-    Parameters
-    ----------
-    problem : Problem
-        Scheme, strategy and kernel.
-    sigmas, epsilons : sequence of float
-        The run's candidates and epsilons.
-
-    Returns
-    -------
-    float or None
-        The bound, or ``None`` as above.
-    """
-    if not _skips(problem):
-        return None
-    etas = [loss_error_bound(problem, s) for s in sigmas]
-    return add_skip_bound(problem.mechanism().add_loss_bound, epsilons, etas)
-
-
-def remove_skip_arrays(problem: Problem, sigmas: Sequence[float], epsilons: Sequence[float]) -> np.ndarray | None:
-    """``(J, 3)`` per candidate: the remove skip's threshold (:func:`mcacct.kernels.shortcuts.remove_thresholds`),
-    the terms' error bound (:func:`mcacct.engine.systematic.term_error_bound`) and the loss-error bound
-    (:func:`mcacct.engine.systematic.loss_error_bound`), the fields of a
-    :class:`~mcacct.kernels.shortcuts.RemoveSkip`; or ``None`` where the remove
-    skip does not run (as :func:`skip_bound`, a scheme that does not :attr:`bounds_remove_losses`, or a TPU, whose
-    float32 transforms the screen's error model has not been checked on). On a GPU the engine batches its blocks
-    with ``vmap``; the blocks in which some sample's bound fails are then gathered, and the exact recursions run for
-    those only (:func:`mcacct.kernels.control.rare_cond`).
-
-    Parameters
-    ----------
-    problem : Problem
-        Scheme, strategy and kernel.
-    sigmas, epsilons : sequence of float
-        The run's ``J`` candidates and its epsilons.
-
-    Returns
-    -------
-    numpy.ndarray or None
-        float64 ``(J, 3)``: column 0 the threshold, column 1 the term error bound, column 2 the loss error bound;
-        or ``None``.
-    """
-    if (not _skips(problem) or not problem.mechanism().bounds_remove_losses or not len(epsilons)
-            or target_platform() not in ("cpu", "gpu")):
-        return None
-    etas = [loss_error_bound(problem, s) for s in sigmas]
-    return np.stack([np.asarray(remove_thresholds(epsilons, etas), np.float64),
-                     [term_error_bound(problem, s) for s in sigmas], etas], axis=1)
-
-
 @partial(jax.jit, static_argnames=("problem", "chunk_size", "spec", "add_bound"))
 def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Problem, chunk_size: int,
                             spec: HistogramSpec, add_bound: float | None = None, remove_skip=None):
@@ -193,8 +134,8 @@ def ladder_chunk_statistics(key, sigmas, shifts, valid, epsilons, problem: Probl
     ``hist`` ``(J, 2, bins + 2)`` (int32), over the first ``valid`` samples; candidate ``j``'s losses are
     raised by ``shifts[j]`` (:func:`mcacct.engine.systematic.applied_loss_shift`). On CPU the blocks run one after
     another (``lax.map``: a block's arrays stay in cache); on accelerators they are batched. ``add_bound``: the
-    run's :func:`skip_bound`; ``remove_skip``: a :class:`~mcacct.kernels.shortcuts.RemoveSkip` of the candidates'
-    arrays (:func:`remove_skip_arrays`) or ``None``.
+    run's :func:`~mcacct.engine.skips.skip_bound`; ``remove_skip``: a :class:`~mcacct.kernels.shortcuts.RemoveSkip`
+    of the candidates' arrays (:func:`~mcacct.engine.skips.remove_skip_arrays`) or ``None``.
 
     Parameters
     ----------
@@ -244,7 +185,7 @@ _PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _group_fn(mesh: Mesh, problem: Problem, chunk_size: int, spec: HistogramSpec, add_bound: float | None = None,
               remove: bool = False):
     """Jitted ``(key, chunk_ids[D], valid[D], sigmas, shifts, eps, skip) -> (sums[D, J, 2, E], hist[D, J, 2, H])``;
-    ``skip`` ``(J, 3)``: :func:`remove_skip_arrays` (read only with ``remove``)."""
+    ``skip`` ``(J, 3)``: :func:`~mcacct.engine.skips.remove_skip_arrays` (read only with ``remove``)."""
 
     def per_device(key, cids, valid, sigmas, shifts, eps, skip):
         # exactly the single-chunk program: same key, same shapes, same ops on every device count

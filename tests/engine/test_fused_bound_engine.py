@@ -15,7 +15,8 @@ import pytest
 import mcacct
 import mcacct.kernels.fused_bound as fused_bound
 from mcacct.engine.problem import Problem
-from mcacct.engine.runner import block_ladder_losses, remove_skip_arrays, run_ladder, skip_bound
+from mcacct.engine.runner import block_ladder_losses, run_ladder
+from mcacct.engine.skips import remove_skip_arrays, skip_bound
 from mcacct.engine.systematic import loss_error_bound
 from mcacct.kernels.shortcuts import RemoveSkip
 

@@ -15,7 +15,8 @@ from hypothesis import given, settings, strategies as st
 
 import mcacct
 from mcacct.engine.problem import Problem
-from mcacct.engine.runner import run_ladder, skip_bound
+from mcacct.engine.runner import run_ladder
+from mcacct.engine.skips import skip_bound
 from mcacct.statistics.accumulators import DIRECTIONS
 from mcacct.engine.systematic import loss_error_bound
 from mcacct.kernels.recursion import recursion_log_ratio_t
@@ -170,7 +171,7 @@ def test_remove_skip_same_sums_and_an_upper_bound_histogram(scheme, eps):
     """The remove direction's skip (mcacct.kernels.bound): at epsilon 10 almost every remove draw keeps its bound, at
     2-4 many are exact; either way count and sums are bit for bit those of the full computation and the histogram
     only moves draws up (to their bound's bin)."""
-    from mcacct.engine.runner import remove_skip_arrays
+    from mcacct.engine.skips import remove_skip_arrays
     problem, off = _run(scheme, False, eps, sigmas=(0.5, 2.0), n=1024)
     on_problem, on = _run(scheme, True, eps, sigmas=(0.5, 2.0), n=1024)
     assert remove_skip_arrays(problem, [0.5, 2.0], eps) is None
@@ -194,7 +195,7 @@ def test_remove_skip_same_sums_and_an_upper_bound_histogram(scheme, eps):
 @pytest.mark.parametrize("method,eps", [("fft", (10.0, 11.0, 12.0)), ("direct", (2.0, 3.0, 4.0))],
                          ids=["fft-eps10", "direct-eps2-4"])
 def test_remove_skip_for_any_column_same_sums(method, eps):
-    from mcacct.engine.runner import remove_skip_arrays
+    from mcacct.engine.skips import remove_skip_arrays
     strategy = mcacct.BandedToeplitz((0.6, 0.45, 0.3, 0.22))
     runs = []
     for skip in (False, True):
@@ -212,7 +213,8 @@ TRUNC = mcacct.TruncatedBMinSep(0.05, 4, 48, 60, 8, True)
 
 
 def _vmapped_blocks(scheme, strategy, eps, skip, sig=(0.5, 2.0), blocks=8, size=128):
-    from mcacct.engine.runner import block_ladder_losses, remove_skip_arrays
+    from mcacct.engine.runner import block_ladder_losses
+    from mcacct.engine.skips import remove_skip_arrays
     from mcacct.kernels.shortcuts import RemoveSkip
     problem = Problem(scheme, strategy, dot_method="fft", skip_zero=skip)
     arrays = remove_skip_arrays(problem, list(sig), eps)
@@ -278,7 +280,8 @@ from jax import export
 import mcacct
 from mcacct.core.precision import x64_scope
 from mcacct.engine.problem import Problem
-from mcacct.engine.runner import block_ladder_losses, ladder_chunk_statistics, remove_skip_arrays, skip_bound
+from mcacct.engine.runner import block_ladder_losses, ladder_chunk_statistics
+from mcacct.engine.skips import remove_skip_arrays, skip_bound
 from mcacct.evr.calibrate import verification_spec
 from mcacct.kernels.shortcuts import RemoveSkip
 with x64_scope():
@@ -315,7 +318,7 @@ def test_the_skips_lower_for_cuda_with_gathered_blocks():
 
 def test_the_remove_skip_runs_on_cpus_and_gpus_only(monkeypatch):
     """TPUs keep every remove loss: the float32 screen's error model is not checked for their transforms."""
-    from mcacct.engine.runner import remove_skip_arrays
+    from mcacct.engine.skips import remove_skip_arrays
     problem = Problem(mcacct.BMinSep(0.05, 4, 48, True), C4, skip_zero=True)
     for platform, runs in (("cpu", True), ("gpu", True), ("cuda", True), ("tpu", False)):
         monkeypatch.setenv("MCACCT_TARGET_PLATFORM", platform)
