@@ -1,6 +1,6 @@
 r"""Which provably zero contributions a run skips (issue #39, docs/soundness.md): the add-loss bound and the remove
 skip's arrays of a run's candidates and epsilons, read by :func:`mcacct.engine.runner.run_ladder` and passed to its
-chunk program. Host numbers only; no JAX program runs here.
+chunk program. Computed on the host, once per run.
 """
 
 from __future__ import annotations
