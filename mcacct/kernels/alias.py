@@ -213,8 +213,8 @@ def _vose_cells(w: list[int], cell_bits: int) -> np.ndarray:
         at = np.searchsorted(d, c[done], side="right")
         thr[heavy[done]] = np.uint64(cap) + c[done] - d[at]
         alias[heavy[done]] = heavy[done + 1]
-    full = thr >= np.uint64(cap)
-    return np.where(full, np.arange(cells, dtype=np.uint64), (thr << np.uint64(cell_bits)) | alias)
+    full = thr >= np.uint64(cap)          # a full cell still has alias j: packed as j
+    return np.where(full, alias, (thr << np.uint64(cell_bits)) | alias)
 
 
 def rational_alias(weights, what: str) -> tuple[np.ndarray, int, float]:
