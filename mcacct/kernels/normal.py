@@ -233,6 +233,10 @@ def columns_supported(key: jax.Array) -> bool:
 def standard_normal_columns(key: jax.Array, shape: tuple[int, int], cols: jax.Array, dtype=jnp.float64) -> jax.Array:
     r"""Columns ``cols`` of ``standard_normal(key, shape)``, bit for bit, without drawing the other columns.
 
+    The words are the same bits everywhere; the normals are where both are compiled alike. Inside a larger program, a
+    CPU with FMA instructions may have XLA contract :func:`normal_from_bits`'s multiply-adds otherwise, a few ulps
+    (docs/soundness.md, "Table normals for the screen").
+
     With partitionable threefry (:func:`columns_supported`) the 64-bit word at ``(i, l)`` of
     ``jax.random.bits(key, (n, L), uint64)`` is the word of the counter :math:`c = i L + l`
     (:func:`mcacct.kernels.threefry.counter_bits`); the same hash of the selected counters gives the same words

@@ -22,8 +22,9 @@ relative :data:`ENDPOINT_REL` ``= 1e-12``, which covers both: :math:`\ell_K = N(
 :math:`h_K = N(a_K)(1 + 10^{-12})` enclose :math:`Z(u)` for every ``u`` of the cell. The entry :math:`t_K` is the
 midpoint rounded to float32, and :math:`\alpha = \max_K \max(h_K - t_K, t_K - \ell_K)`, raised by a relative
 :math:`10^{-9}` for the float64 differences. At :math:`m = 13`: 434,176 entries (1.66 MiB; half the draws read
-the 32 kB of :math:`[1/4, 1/2)`) and :math:`\alpha \approx 4.8 \cdot 10^{-5}`, set by the first cell of
-:math:`[1/4, 1/2)`: :math:`2^{-15}/(2\varphi(\Phi^{-1}(1/4)))`. ``m`` = 10, 12 and 13 ran the §7.4 ladder equally
+the 32 kB of :math:`[1/4, 1/2)`) and :math:`\alpha \approx 4.8 \cdot 10^{-5}`, about
+:math:`2^{-15}/(2\varphi(\Phi^{-1}(1/4)))`, the half-width of the first cells of :math:`[1/4, 1/2)` (the second one's
+upper end sets it, after the float32 rounding of the entries). ``m`` = 10, 12 and 13 ran the §7.4 ladder equally
 fast (benchmarks/results/design_choices.md, stop 66); at 13 the allowance of §7.4's MSE c, 6.6e-4, is a thirtieth of
 the transforms' (0.019).
 

@@ -363,8 +363,10 @@ def ladder_losses_from_key_t(tau: jax.Array, noise_key: jax.Array, iterations: i
     (:func:`~mcacct.kernels.normal_table.table_normals_lanes`); for a draw it does not let go, the same settling as
     :func:`ladder_losses_from_draws_t` on the noise redrawn column by column
     (:func:`~mcacct.kernels.normal.standard_normal_columns`: the bits of :func:`standardised_blocks_t`'s noise). So
-    every loss that is computed is the same bits; a skipped draw's ``U`` is another valid bound
-    (docs/soundness.md, "Terms and bound in one pass" and "Table normals for the screen").
+    every loss that is computed is the same bits, except where a CPU with FMA instructions lets XLA contract the
+    sampler's multiply-adds otherwise in this program (a redrawn normal a few ulps off, each loss still within
+    ``eta``); a skipped draw's ``U`` is another valid bound (docs/soundness.md, "Terms and bound in one pass" and
+    "Table normals for the screen").
 
     Parameters
     ----------
