@@ -119,6 +119,35 @@ def optimised_env(env) -> dict:
     return env
 
 
+#: ``--xla_cpu_max_isa`` values below the one that brings FMA (AVX2) on x86-64
+_ISA_WITHOUT_FMA = frozenset({"SSE4_2", "AVX"})
+
+
+def xla_cpu_fma(flags: str | None = None, cpuinfo: str = "/proc/cpuinfo", machine: str | None = None) -> bool:
+    """Whether XLA:CPU emits fused multiply-adds here: LLVM contracts a product and a sum into one FMA (one rounding
+    instead of two) wherever the target has the instruction, so the same program rounds some values otherwise on a
+    CPU without it (tests/schemes/test_contract.py's stored values are of a CPU with it). x86-64: the ``fma`` flag of
+    ``cpuinfo`` (taken as present where the file cannot be read) and no ``--xla_cpu_max_isa`` below AVX2 in
+    ``flags`` (default ``XLA_FLAGS``); aarch64 always has it."""
+    import platform
+
+    machine = (machine or platform.machine()).lower()
+    if machine in ("arm64", "aarch64"):
+        return True
+    flags = os.environ.get("XLA_FLAGS", "") if flags is None else flags
+    for f in flags.split():
+        if f.startswith("--xla_cpu_max_isa=") and f.split("=", 1)[1].upper() in _ISA_WITHOUT_FMA:
+            return False
+    try:
+        with open(cpuinfo) as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return "fma" in line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return True
+
+
 def default_compiler_env() -> dict:
     """``os.environ`` for a subprocess that compiles as users do: the flags of :data:`SUITE_XLA_FLAGS` and
     :data:`CPU_ONLY_XLA_FLAGS` left out of ``XLA_FLAGS`` and :data:`XLA_SWITCH` set to ``default`` (a pytest run
