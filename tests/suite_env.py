@@ -4,6 +4,7 @@
 import importlib.metadata
 import importlib.util
 import os
+import platform
 import subprocess
 import sys
 
@@ -129,8 +130,6 @@ def xla_cpu_fma(flags: str | None = None, cpuinfo: str = "/proc/cpuinfo", machin
     CPU without it (tests/schemes/test_contract.py's stored values are of a CPU with it). x86-64: the ``fma`` flag of
     ``cpuinfo`` (taken as present where the file cannot be read) and no ``--xla_cpu_max_isa`` below AVX2 in
     ``flags`` (default ``XLA_FLAGS``); aarch64 always has it."""
-    import platform
-
     machine = (machine or platform.machine()).lower()
     if machine in ("arm64", "aarch64"):
         return True
