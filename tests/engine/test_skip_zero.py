@@ -229,10 +229,14 @@ def test_remove_skip_on_vmapped_blocks_keeps_the_exact_losses(monkeypatch):
     """32 blocks of 16 draws at sigma 0.45: a few blocks hold a draw whose exact loss exceeds the threshold, fewer
     than a quarter of them fail the narrower batch's bound, so the whole-block recursions run on those gathered."""
     import mcacct.kernels.control as control
-    ran = []                                   # per rare branch run: its name, once per element of its batch
+    ran = []                                   # per run of the rare branch "full": once per element of its batch
     batched = control._batched_cond
 
     def counted(rare_fn, common_fn):
+        # only the branch counted below carries a callback: one in every rare branch cost ~14 s more compilation
+        if rare_fn.__name__ != "full":
+            return batched(rare_fn, common_fn)
+
         def rare(*ops):
             jax.debug.callback(lambda leaf: ran.append(rare_fn.__name__), jax.tree.leaves(ops)[0])
             return rare_fn(*ops)
