@@ -86,7 +86,7 @@ def pld_epsilon(mechanism: MechanismSpec, delta: float, *,
     :math:`S_0(k)=\sum_{j\ge k}\omega_j`, :math:`S_1(k)=\sum_{j\ge k}\omega_j e^{-\ell_j}`,
     so the crossing is solved exactly -- in loss differences, :math:`e^{\varepsilon-\ell_k}` against
     :math:`\sum_{j\ge k}\omega_je^{-(\ell_j-\ell_k)}`, so losses beyond 700 neither overflow nor underflow
-    (:func:`mcacct.pld.kernels._query_epsilon`). Returns ``inf`` when
+    (:func:`mcacct.pld.kernels.query.query_epsilon`). Returns ``inf`` when
     :math:`\delta` is below the mass at infinity.
 
     Parameters

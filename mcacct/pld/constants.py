@@ -44,7 +44,7 @@ FFT_C = 8.0
 CMUL_C = 2.5
 UNDERFLOW = 1e-280
 # Relative inflation of the mass at +infinity in the certified queries of pld_delta / pld_epsilon (kernels.
-# _query_delta / _query_epsilon): that mass never passes through the tilt or the FFT, so it carries only the
+# query_delta / query_epsilon): that mass never passes through the tilt or the FFT, so it carries only the
 # rounding of its own evaluation (log1p, product, expm1, the Chernoff exponential with its exponent rounded up,
 # one addition) and of the final products and sums, a few ulp each. It used to share the FFT's (1 + rho),
 # which grows with the tilt chosen for the query (up to ~1e-8 for a query near the window top), so a larger

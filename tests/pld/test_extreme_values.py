@@ -80,7 +80,7 @@ def test_connect_dots_split_has_no_overflow_beyond_709():
     a = np.array([4e-260, 3e-200, 0.25])
     b = np.array([0.0, 3e-200 * math.exp(-710.5), 0.25 * math.exp(-1.0005)])
     lj = np.array([743.0, 710.0, 1.0])
-    up_r, up_a = (np.asarray(v) for v in kernels._connect_dots_split(a, b, lj, lj + 1e-3, 1e-3))
+    up_r, up_a = (np.asarray(v) for v in kernels.discretise._connect_dots_split(a, b, lj, lj + 1e-3, 1e-3))
     assert np.all(np.isfinite(up_r)) and np.all(np.isfinite(up_a))
     assert up_r[0] == a[0] and up_a[0] == 0.0  # rounded up: pessimistic
     assert 0.0 <= up_r[1] <= a[1] and 0.0 <= up_r[2] <= a[2]
@@ -140,7 +140,7 @@ def test_query_delta_index_does_not_wrap_around():
     out = np.full(n, 1.0 / n)
     rb = np.linspace(1.0, 0.0, n)
     for eps in (10.0, 1e15, 1e19, 1e300, 1.7e308):
-        d, rb_d = kernels._query_delta(out, 1e-20, np.int64(-10), 1e-4, eps, rb, 1e-10, INF_REL)
+        d, rb_d = kernels.query_delta(out, 1e-20, np.int64(-10), 1e-4, eps, rb, 1e-10, INF_REL)
         assert float(rb_d) == 0.0
         assert float(d) == pytest.approx(1e-20 * (1 + INF_REL), rel=1e-15)
 

@@ -284,7 +284,7 @@ def test_decayed_suffix_sums_within_their_rounding_bound():
     # T(k) = sum_{j>=k} w_j r^(j-k) by the associative scan, against long double; masses spanning 1e-300..1
     import jax
     import jax.numpy as jnp
-    from mcacct.pld.kernels import _decayed_suffix
+    from mcacct.pld.kernels.query import _decayed_suffix
     rng = np.random.default_rng(1)
     n, h = 4096, 1e-2
     w = 10.0 ** rng.uniform(-300, 0, n)

@@ -17,7 +17,8 @@ from scipy.stats import norm
 import mcacct.composition as C
 from mcacct import pld
 from mcacct.pld import constants as pld_constants
-from mcacct.pld import kernels as pld_kernels
+from mcacct.pld.kernels import compose as pld_compose
+from mcacct.pld.kernels import discretise as pld_discretise
 from mcacct.pld import plan as pld_plan
 from mcacct.pld import specs as pld_specs
 from mcacct.cli import pld as pld_cli
@@ -101,7 +102,7 @@ def _extended_precision_delta(spec, h: float, eps_list, lam: float) -> np.ndarra
     canon = pld_specs.canonical(spec)
     sigma, steps = float(spec.sigma), canon.steps
     n_lo, k = pld_plan.plan(canon, sigma, h)
-    pmfs, infs, offs, *_ = pld_kernels.single_batch(
+    pmfs, infs, offs, *_ = pld_discretise.single_batch(
         jnp.asarray(canon.c[None] / sigma), jnp.asarray(np.log(canon.p)), jnp.asarray(canon.p),
         jnp.asarray([n_lo]), jnp.asarray(steps), h, K=pld_plan.bucket(k), method="connect_dots",
         solver=pld_plan.solver_for(canon.c))
@@ -178,7 +179,7 @@ def test_fft_and_power_error_model():
     # binary powering: |fl(z^T) - z^T| <= ((1 + 2.5u)^(T-1) - 1) |z|^T
     steps = 7_200
     z = np.exp(-rng.random(500) * 1e-3 + 1j * rng.uniform(-np.pi, np.pi, 500))
-    got = np.asarray(pld_kernels._cpow(jnp.asarray(z), jnp.asarray(steps)))
+    got = np.asarray(pld_compose._cpow(jnp.asarray(z), jnp.asarray(steps)))
     ref = z.astype(np.clongdouble) ** steps
     bound = math.expm1((steps - 1) * math.log1p(pld_constants.CMUL_C * U))
     assert np.all(np.abs(got - ref) <= bound * np.abs(ref))
