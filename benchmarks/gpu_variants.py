@@ -4,7 +4,6 @@ import jax, jax.numpy as jnp, numpy as np
 jax.config.update("jax_enable_x64", True)  # an application: float64 globally (importing mcacct leaves it alone)
 import mcacct
 from mcacct.schemes.bminsep import log_ratio_from_terms
-from mcacct.kernels.sliding import participation_log_ratios
 from mcacct.kernels.recursion import blocked_first_values
 
 def T(fn, *a, reps=5):

@@ -18,7 +18,6 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)  # an application: float64 globally (importing mcacct leaves it alone)

@@ -44,7 +44,7 @@ __all__ = [
     "AccountedScheme", "Scheme", "Mechanism", "KernelOptions", "Draws", "Bounds", "LossErrorModel", "LossErrorParams",
     "SchemeSummary", "SchemeInfo", "register",
     # sampling and losses, for every scheme
-    "sample", "sample_y", "privacy_loss", "sample_participation", "expected_participation_rate",
+    "sample", "sample_y", "privacy_loss", "sliding_dot", "sample_participation", "expected_participation_rate",
     "sampling_prob_from_batch_size",
     # Monte Carlo accounting: estimate, then Estimate-Verify-Release
     "Problem", "estimate", "Estimate", "calibrate", "CalibrationResult",

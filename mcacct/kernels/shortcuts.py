@@ -32,7 +32,6 @@ from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from mcacct.kernels.control import rare_cond
 

@@ -8,7 +8,6 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
-import jax
 import numpy as np
 
 from mcacct.core.platform import ensure_compilation_cache

@@ -27,7 +27,6 @@ of ``C`` and :math:`T_1` the block below it,
 
 from __future__ import annotations
 
-import math
 import time
 from functools import partial
 from typing import NamedTuple

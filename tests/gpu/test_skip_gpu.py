@@ -19,7 +19,7 @@ import mcacct
 from mcacct.core.rates import sampling_prob_from_batch_size
 from mcacct.engine.problem import Problem
 from mcacct.engine.runner import run_ladder
-from mcacct.engine.skips import remove_skip_arrays, skip_bound
+from mcacct.engine.skips import remove_skip_arrays
 from mcacct.statistics.accumulators import DIRECTIONS
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),

@@ -1,7 +1,5 @@
 """The §5 recursion equals brute-force enumeration of participation patterns (float64, 1e-9 relative)."""
 
-import itertools
-
 import jax
 import numpy as np
 import pytest

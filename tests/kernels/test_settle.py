@@ -20,7 +20,7 @@ from mcacct.kernels.fft_size import screen_fft_size, sliding_fft_size
 from mcacct.kernels.bound import block_layout, block_maxima_t, remove_loss_bound_from_maxima
 from mcacct.kernels.output import (ladder_losses_from_draws_t, ladder_noise_lanes, ladder_sums_t,
                                    standardised_blocks_t)
-from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio_t
+from mcacct.kernels.recursion import recursion_log_ratio_t
 from mcacct.kernels.shortcuts import REFINE_LANES, RemoveSkip
 from mcacct.kernels.sliding import column_sq_norms, mean_shift_from_blocks_t, reversed_column
 from mcacct.schemes.bminsep import expected_participation_rate

@@ -459,7 +459,7 @@ def test_jit_compatible(sampler):
     for k in jax.random.split(key, 15):
         st_c, batch = sampler.step(k, st_c)
         masks_c.append(batch)
-    for x, y in zip(jax.tree.leaves((st_a, masks_a)), jax.tree.leaves((st_b, masks_b))):
+    for x, y in zip(jax.tree.leaves((st_a, acc_a, masks_a)), jax.tree.leaves((st_b, acc_b, masks_b))):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     np.testing.assert_array_equal(np.asarray(st_a.blocked), np.asarray(st_c.blocked))
     ref = jax.tree.map(lambda *xs: np.stack(xs), *masks_c)
