@@ -76,7 +76,7 @@ def _choose_lambda(lm_pos: jax.Array, t: jax.Array, s0: jax.Array, span: float, 
       to :math:`\delta(s_0)` (pessimistic, never unsound, but it must stay negligible).
 
     Candidates: :math:`\{0\}\cup` ``LAMBDAS`` (ratio :math:`2^{1/2}`, log-MGF ``lm_pos``
-    from :func:`_window`). Any :math:`\lambda` gives a valid bound; this one keeps the
+    from the window of :func:`~mcacct.pld.kernels.discretise.single_batch`). Any :math:`\lambda` gives a valid bound; this one keeps the
     reported value tight.
     """
     lam_g = jnp.asarray(LAMBDAS)
