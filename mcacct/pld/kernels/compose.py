@@ -76,8 +76,8 @@ def _choose_lambda(lm_pos: jax.Array, t: jax.Array, s0: jax.Array, span: float, 
       to :math:`\delta(s_0)` (pessimistic, never unsound, but it must stay negligible).
 
     Candidates: :math:`\{0\}\cup` ``LAMBDAS`` (ratio :math:`2^{1/2}`, log-MGF ``lm_pos``
-    from the window of :func:`~mcacct.pld.kernels.discretise.single_batch`). Any :math:`\lambda` gives a valid bound; this one keeps the
-    reported value tight.
+    from the window of :func:`~mcacct.pld.kernels.discretise.single_batch`). Any :math:`\lambda` gives a
+    valid bound; this one keeps the reported value tight.
     """
     lam_g = jnp.asarray(LAMBDAS)
     lm_ok = jnp.where(jnp.isfinite(lm_pos), lm_pos, jnp.inf)
