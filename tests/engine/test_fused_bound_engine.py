@@ -50,9 +50,8 @@ def fused_on():
         jax.clear_caches()
 
 
-@pytest.mark.usefixtures("fused_on")
 class TestFusedBoundOn:
-    """The fused bound switched on (the ``fused_on`` fixture, for the class)."""
+    """The fused bound switched on (every test takes the class-scoped ``fused_on`` fixture)."""
 
     #: scheme -> whether its skip-on program was traced with the fused bound (by the first of its cases to run; the
     #: other reads the same program back)
