@@ -65,7 +65,7 @@ def overlap_window_maxima(c_col: tuple[float, ...], block: int) -> np.ndarray:
     apart, in absolute values, untruncated.
 
     Computed on the host with ``np.longdouble`` partial sums and rounded once, as
-    :func:`mcacct.kernels.sliding.mean_window_table`: each entry within ``(k + 2) u`` of the exact one relative to
+    :func:`mcacct.kernels.mean_shift.mean_window_table`: each entry within ``(k + 2) u`` of the exact one relative to
     itself (non-negative terms).
 
     Parameters
@@ -104,7 +104,7 @@ def mean_block_maxima_t(tau: jax.Array, iterations: int, min_sep: int, c_col: tu
     participations of the blocks of ``b`` rows beside the block's rows reach it (:func:`block_term_maxima_t`), and
     the sum of their maxima bounds the maximum of the sum: :math:`\mu_k \le \sum_\tau W(\tau - a) - \min_R
     \|c^{(i)}\|^2/2`. One table read per block and nearby participation, against two per row for
-    :math:`s^m` itself (:func:`mcacct.kernels.sliding.mean_sliding_from_blocks_t`). ``mu`` adds ``(k + 16) 2^{-51}``
+    :math:`s^m` itself (:func:`mcacct.kernels.mean_shift.mean_sliding_from_blocks_t`). ``mu`` adds ``(k + 16) 2^{-51}``
     of the sum and the norm for the rounding of the table (``(k + 2) u``), of the column norms (a float sum of ``k``
     squares), of the sum of at most four entries and of the difference. A bound of the exact block maxima of the
     draws, with ``c`` as given.

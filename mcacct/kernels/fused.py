@@ -49,7 +49,8 @@ from mcacct.kernels.normal import normal_from_bits
 from mcacct.kernels.participation import NO_PARTICIPATION, participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import (linear_applicable, linear_block_finish, linear_block_init, linear_block_step,
                                       range_floor, start_log_ratio)
-from mcacct.kernels.sliding import block_mean, column_sq_norms, sliding_dot_t
+from mcacct.kernels.mean_shift import block_mean
+from mcacct.kernels.sliding import column_sq_norms, sliding_dot_t
 from mcacct.kernels.threefry import counter_bits, counter_word, default_counters_supported
 from mcacct.core.platform import target_platform
 
@@ -204,7 +205,7 @@ def _pow2_block_step(carry, blk: jax.Array, log_p, log_q):
 
 
 def _block_mean_ref(tau_in, tau_prev, rows, c_ref, k: int):
-    """:func:`mcacct.kernels.sliding.block_mean` with ``c`` read from a ref by an index array (a gather load,
+    """:func:`mcacct.kernels.mean_shift.block_mean` with ``c`` read from a ref by an index array (a gather load,
     which Triton lowers; a gather from a value it does not)."""
     lag_in = rows - tau_in
     lag = jnp.where((lag_in >= 0) & (tau_in != NO_PARTICIPATION), lag_in, rows - tau_prev)

@@ -27,8 +27,8 @@ from mcacct.kernels.normal_table import (normal_table, table_normals_from_bits, 
 from mcacct.kernels.participation import participation_blocks_t, participation_cap
 from mcacct.kernels.recursion import ladder_losses_from_sums_t
 from mcacct.kernels.shortcuts import remove_losses_with_skip
-from mcacct.kernels.sliding import (choose_dot_method, mean_shift_from_blocks_t, mean_sliding_from_blocks_t,
-                                    sliding_dot_t)
+from mcacct.kernels.mean_shift import mean_shift_from_blocks_t, mean_sliding_from_blocks_t
+from mcacct.kernels.sliding import choose_dot_method, sliding_dot_t
 
 __all__ = ["gaussian_output", "standardised_blocks_t", "standardised_draws_t", "standardised_sums_t", "ladder_sums_t",
            "ladder_noise_lanes", "ladder_losses_from_draws_t", "ladder_fused_bound", "ladder_table_screen",
@@ -128,7 +128,7 @@ def standardised_sums_t(key: jax.Array, iterations: int, min_sep: int, sampling_
                         dot_method: str = "auto") -> tuple[jax.Array, jax.Array]:
     r"""The sliding sums ``(s^m, s^z)`` of :func:`standardised_draws_t`'s ``(m, z)`` for the same key, time-major.
 
-    ``s^m`` from the participation by :func:`~mcacct.kernels.sliding.mean_sliding_from_blocks_t` (table reads),
+    ``s^m`` from the participation by :func:`~mcacct.kernels.mean_shift.mean_sliding_from_blocks_t` (table reads),
     ``s^z`` by :func:`~mcacct.kernels.sliding.sliding_dot_t` with ``dot_method``.
 
     Parameters
@@ -194,7 +194,8 @@ def ladder_sums_t(tau: jax.Array, z: jax.Array, iterations: int, min_sep: int, c
     Returns
     -------
     s_m : jax.Array
-        ``(n, B)``: :math:`\langle c^{(i)}, C x \rangle` (:func:`~mcacct.kernels.sliding.mean_sliding_from_blocks_t`).
+        ``(n, B)``: :math:`\langle c^{(i)}, C x \rangle`
+        (:func:`~mcacct.kernels.mean_shift.mean_sliding_from_blocks_t`).
     s_z : jax.Array
         ``(n, B)``: :math:`\langle c^{(i)}, z \rangle`.
     """

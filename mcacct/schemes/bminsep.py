@@ -26,8 +26,8 @@ from mcacct.kernels.participation import (participation_cap, participation_mask,
                                           participation_mask_t)
 from mcacct.kernels.recursion import recursion_log_ratio, recursion_log_ratio_t
 from mcacct.kernels.shortcuts import add_loss_bound
-from mcacct.kernels.sliding import (mean_shift, mean_shift_from_blocks_t, participation_log_ratios,
-                                    participation_log_ratios_t)
+from mcacct.kernels.mean_shift import mean_shift, mean_shift_from_blocks_t
+from mcacct.kernels.sliding import participation_log_ratios, participation_log_ratios_t
 from mcacct.pld.accountant import pld_calibrate
 from mcacct.core.rates import participation_rate
 from mcacct.core.rates import sampling_prob_from_batch_size as rates_sampling_prob_from_batch_size

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 from mcacct.kernels.output import gaussian_output
 from mcacct.kernels.recursion import shift_mixture_log_ratio
-from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
+from mcacct.kernels.mean_shift import mean_shift_amplitudes
+from mcacct.kernels.sliding import participation_log_ratios
 from mcacct.core.precision import float64
 from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
 from mcacct.strategies.banded import check_strategy_type

@@ -55,7 +55,8 @@ from mcacct.core.validate import check_call, check_count, check_prob
 from mcacct.kernels.alias import alias_draw, rational_alias
 from mcacct.kernels.output import gaussian_output
 from mcacct.schemes.base import Draws, LossErrorParams, SchemeSummary, Scheme, check_scheme_fields, jit_method
-from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios, sliding_dot
+from mcacct.kernels.mean_shift import mean_shift_amplitudes
+from mcacct.kernels.sliding import participation_log_ratios, sliding_dot
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, sample_participation
 from mcacct.core.precision import float64
 from mcacct.pld.specs import GroupPoissonSpec

@@ -15,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 import mcacct
 from mcacct.kernels.output import gaussian_output
-from mcacct.kernels.sliding import mean_shift_amplitudes
+from mcacct.kernels.mean_shift import mean_shift_amplitudes
 
 
 def dense(a: np.ndarray, c: tuple[float, ...]) -> np.ndarray:

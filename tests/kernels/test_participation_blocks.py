@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcacct.kernels.participation import participation_blocks_t, participation_mask_t
-from mcacct.kernels.sliding import (mean_shift_from_blocks_t, mean_shift_t, mean_sliding_from_blocks_t,
-                                    mean_window_table, sliding_dot_t)
+from mcacct.kernels.mean_shift import (mean_shift_from_blocks_t, mean_shift_t, mean_sliding_from_blocks_t,
+                                       mean_window_table)
+from mcacct.kernels.sliding import sliding_dot_t
 
 
 @settings(max_examples=12, deadline=None)  # each example compiles its own shapes

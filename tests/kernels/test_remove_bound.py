@@ -22,7 +22,8 @@ from mcacct.kernels.bound import (block_layout, block_maxima_t, remove_loss_boun
 from mcacct.kernels.output import ladder_losses_from_draws_t, ladder_sums_t, standardised_blocks_t, standardised_sums_t
 from mcacct.kernels.recursion import ladder_losses_from_sums_t, recursion_log_ratio_t
 from mcacct.kernels.shortcuts import RemoveSkip
-from mcacct.kernels.sliding import column_sq_norms, mean_shift_from_blocks_t
+from mcacct.kernels.mean_shift import mean_shift_from_blocks_t
+from mcacct.kernels.sliding import column_sq_norms
 from mcacct.schemes.bminsep import expected_participation_rate
 
 

@@ -22,7 +22,8 @@ from mcacct.kernels.output import (ladder_losses_from_draws_t, ladder_noise_lane
                                    standardised_blocks_t)
 from mcacct.kernels.recursion import recursion_log_ratio_t
 from mcacct.kernels.shortcuts import REFINE_LANES, RemoveSkip
-from mcacct.kernels.sliding import column_sq_norms, mean_shift_from_blocks_t, reversed_column
+from mcacct.kernels.mean_shift import mean_shift_from_blocks_t
+from mcacct.kernels.sliding import column_sq_norms, reversed_column
 from mcacct.schemes.bminsep import expected_participation_rate
 
 MSE_LIKE = (0.6, 0.45, 0.3, 0.22, 0.15, 0.1, 0.06)

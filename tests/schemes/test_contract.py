@@ -27,7 +27,8 @@ from mcacct.engine.systematic import loss_error_bound, systematic_bound
 from mcacct.kernels.block_terms import sum_error
 from mcacct.kernels.fused_bound import NORMAL_ULPS
 from mcacct.kernels.output import gaussian_output
-from mcacct.kernels.sliding import mean_shift_amplitudes, participation_log_ratios
+from mcacct.kernels.mean_shift import mean_shift_amplitudes
+from mcacct.kernels.sliding import participation_log_ratios
 from mcacct.schemes.base import Draws, LossErrorParams, Scheme, SchemeSummary
 from mcacct.schemes.registry import SchemeInfo, register, unregister
 from mcacct.statistics.accumulators import FIXED_BITS

@@ -19,8 +19,8 @@ from mcacct.schemes.truncated.block_counts import (CountDraws, active_screen_pla
 from mcacct.kernels.normal import columns_supported
 from mcacct.kernels.output import (ladder_by_key, ladder_losses_from_draws_t, ladder_losses_from_key_t,
                                    ladder_noise_lanes)
-from mcacct.kernels.sliding import (mean_shift_amplitudes, mean_shift_from_blocks_t, participation_log_ratios_t,
-                                    sliding_dot)
+from mcacct.kernels.mean_shift import mean_shift_amplitudes, mean_shift_from_blocks_t
+from mcacct.kernels.sliding import participation_log_ratios_t, sliding_dot
 from mcacct.schemes.bminsep import BMinSep, log_ratio_from_terms, log_ratio_from_terms_t
 from mcacct.schemes.truncated.sub_blocks import noise_rows, sub_block_draws, sub_block_participation
 from mcacct.core.platform import target_platform
