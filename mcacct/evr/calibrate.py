@@ -18,8 +18,8 @@ arXiv:2602.09338, App. A and Alg. 5).
    pilot, rarely the answer. It is capped by the top, sorted and fixed before any verification sample.
 4. Every candidate and both directions are verified on one set of draws (:func:`mcacct.engine.runner.run_ladder`,
    ``docs/soundness.md``, "Shared draws"); a candidate leaves the run once it, or one above it, has failed.
-   The top-down rule returns ``i* = min{i : v_j = 1 for all j >= i}`` of Alg. 5, so Theorem A.1 applies: the
-   released sigma is (epsilon, overall_delta)-DP.
+   The top-down rule returns ``i* = min{i : v_j = 1 for all j >= i}`` of Alg. 5 (:mod:`mcacct.evr.verdicts`), so
+   Theorem A.1 applies: the released sigma is (epsilon, overall_delta)-DP.
 5. Systematic terms (:mod:`mcacct.engine.systematic`). Every loss is raised by its floating-point error bound
    before its contribution is taken, and each chunk sum by its summation error, so the verifier's samples
    are pessimistic sample by sample. The sampler's normal and participation draws differ from exact ones by
@@ -39,8 +39,6 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Sequence
-from dataclasses import dataclass
 
 import jax
 
@@ -48,13 +46,14 @@ import numpy as np
 
 from mcacct.engine.problem import DEFAULT_CHUNK_SIZE, Problem, check_problem
 from mcacct.engine.progress import format_seconds
-from mcacct.statistics.accumulators import FIXED_BITS, HistogramSpec
+from mcacct.statistics.accumulators import HistogramSpec
 from mcacct.engine.runner import LadderStats, run_ladder
 from mcacct.statistics import confidence as evr
 from mcacct.engine.systematic import systematic_bound
 from mcacct.evr.budget import (PILOT_GRID, Budget, bracket_from_baselines, calibration_budget, explicit_ladder,
                                ladder_exponents, pilot_range, pilot_size, top_sigma)
-from mcacct.evr.result import CalibrationResult, Candidate
+from mcacct.evr.result import SYSTEMATIC_RESERVE, CalibrationPlan, CalibrationResult, Candidate
+from mcacct.evr.verdicts import apply_verdicts, candidate_passes, verdict_drop, verification_spec
 from mcacct.core.precision import float64
 from mcacct.core.validate import check_int, check_real
 
@@ -63,9 +62,6 @@ __all__ = ["calibrate", "CalibrationResult", "Candidate", "CalibrationPlan", "pl
            "bracket_from_baselines", "candidate_passes", "baseline_sigmas", "ladder_exponents", "Budget",
            "calibration_budget", "pilot_size", "explicit_ladder", "PILOT_GRID", "check_ladder_options",
            "LADDER_SPAN"]
-
-#: fraction of the target delta set aside for the sampler's systematic terms (:mod:`mcacct.engine.systematic`)
-SYSTEMATIC_RESERVE = 0.01
 
 #: the widest factor the fine ladder steps may span on either side of the pilot estimate
 #: (``ladder_ratio**below`` and ``ladder_ratio**above``): that of the pilot's first grid, ``[top / 64, top]``
@@ -111,24 +107,6 @@ def baseline_sigmas(problem: Problem, epsilon: float, delta: float) -> dict:
         Baseline name (ending in ``_sigma``) to its sigma.
     """
     return problem.scheme.pld_baselines(problem.strategy, epsilon, delta)
-
-
-def _verdict_drop(limit: float, index_order: Sequence[int]):
-    """A ``drop`` rule for :func:`mcacct.engine.runner.run_ladder`: once a direction of candidate ``j`` exceeds
-    ``limit`` (in contribution units) — or its kernel refused a chunk — ``j`` has failed, and so, for Alg. 5,
-    has everything below it: ``i* > j`` whatever they do. ``index_order`` lists candidate indices by
-    increasing sigma."""
-    rank = {j: r for r, j in enumerate(index_order)}
-
-    def drop(run: LadderStats) -> list[int]:
-        worst = -1
-        for j in run.active:
-            if j in run.errors or any(st.sums[0] / 2.0**FIXED_BITS > limit for st in run.stats[j].values()):
-                worst = max(worst, rank[j])
-        worst = max([worst] + [rank[j] for j in run.errors])
-        return [j for j in run.active if rank[j] <= worst]
-
-    return drop
 
 
 def _pilot(problem, epsilon, base, key, n_pilot, lo, hi, chunk_size, progress) -> tuple[float, float, int]:
@@ -203,41 +181,6 @@ def check_ladder_options(ladder_ratio: float = 1.01, above: int = 3, below: int 
 
 
 @float64
-@dataclass(frozen=True)
-class CalibrationPlan:
-    """Everything fixed before any verification draw: target, sample budget, certified top, the ladder
-    (sorted) with each candidate's systematic term, seed and chunking. :func:`calibrate` runs it in process;
-    :mod:`mcacct.jobs.calibration` runs it as shard jobs. Both give the same verdicts."""
-
-    epsilon: float
-    target_delta: float
-    base_delta: float
-    num_samples: int
-    statistical_delta: float
-    top_sigma: float
-    top_certifier: str
-    pilot_sigma: float | None
-    ladder: tuple[float, ...]
-    systematic: tuple[float, ...]
-    dropped: int
-    seed_key_data: tuple[int, ...]
-    chunk_size: int
-    pilot_seconds: float = 0.0
-    pilot_samples_drawn: int = 0
-    systematic_reserve: float = SYSTEMATIC_RESERVE
-
-    @property
-    def systematic_delta(self) -> float:
-        """The largest systematic term of the ladder (0 without candidates)."""
-        return max(self.systematic, default=0.0)
-
-    @property
-    def overall_delta(self) -> float:
-        r""":math:`\min(1, \delta_{\rm stat} + \max_j d_j)`: the statistical plus the systematic delta."""
-        return min(1.0, self.statistical_delta + self.systematic_delta)
-
-
-@float64
 def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Array, num_samples: int | None = None,
                      ladder_ratio: float = 1.01, above: int = 3, below: int = 4, pilot_samples: int | None = None,
                      chunk_size: int = DEFAULT_CHUNK_SIZE, progress: bool = False,
@@ -304,92 +247,6 @@ def plan_calibration(problem: Problem, epsilon: float, delta: float, key: jax.Ar
     return CalibrationPlan(eps, target, base, s, evr.overall_delta(s, base), sig_top, certifier, sig_hat,
                            tuple(ladder[dropped:]), tuple(sys_terms[dropped:]), dropped, key_data, chunk_size,
                            pilot_seconds, drawn, b.reserve_fraction)
-
-
-@float64
-def verification_spec() -> HistogramSpec:
-    """The (one-bin) histogram of verification runs: only the sums at the target epsilon are needed."""
-    return HistogramSpec(width=64.0, bins=1)
-
-
-@float64
-def candidate_passes(stats, num_samples: int, base_delta: float) -> bool:
-    """The verdict of one candidate (Alg. 5): every direction in ``stats`` (``direction -> DirectionStats``, at
-    the target epsilon first) ran all ``num_samples`` samples and its empirical mean is at most ``base_delta``.
-
-    Parameters
-    ----------
-    stats : dict
-        Direction to its ``DirectionStats``.
-    num_samples : int
-    base_delta : float
-
-    Returns
-    -------
-    bool
-    """
-    return all(d.count == num_samples and d.mean_at(0) <= base_delta for d in stats.values())
-
-
-@float64
-def apply_verdicts(plan: CalibrationPlan, run: LadderStats) -> CalibrationResult:
-    """Alg. 5 on the statistics of the ladder: ``i*`` is the lowest candidate above which every candidate passed
-    (both directions complete with mean at most the base delta); the released sigma is ``ladder[i*]``, or the
-    certified top when the highest candidate failed.
-
-    Parameters
-    ----------
-    plan : CalibrationPlan
-    run : LadderStats
-        The verification run of ``plan.ladder`` (a candidate in ``run.errors`` fails).
-
-    Returns
-    -------
-    CalibrationResult
-        With the candidates checked from the top down to the first failure, and a note when none or all passed.
-    """
-    s, base = plan.num_samples, plan.base_delta
-    result = CalibrationResult(sigma=plan.top_sigma, verified=False, epsilon=plan.epsilon,
-                               target_delta=plan.target_delta, overall_delta=plan.overall_delta, base_delta=base,
-                               num_samples=s, top_sigma=plan.top_sigma, pilot_sigma=plan.pilot_sigma,
-                               top_certifier=plan.top_certifier, statistical_delta=plan.statistical_delta,
-                               systematic_delta=plan.systematic_delta, ladder=list(plan.ladder))
-    for j in reversed(range(len(plan.ladder))):
-        st = run.stats[j]
-        entry = {"index": j, "sigma": plan.ladder[j], "systematic_delta": plan.systematic[j],
-                 "passed": j not in run.errors and candidate_passes(st, s, base)}
-        for d, ds in st.items():
-            entry[f"delta_estimate_{d}"] = ds.mean_at(0) if ds.count == s else None
-            entry[f"samples_{d}"] = ds.count
-        if j in run.errors:
-            entry["error"] = run.errors[j]
-        result.candidates.append(entry)
-        if not entry["passed"]:
-            break
-        result.sigma, result.verified = plan.ladder[j], True
-    if not result.verified:
-        result.note = "no ladder candidate passed; the Gaussian top candidate is returned"
-    elif result.candidates[-1]["passed"]:
-        result.note = "every ladder candidate passed: a lower sigma may pass with a longer ladder (--below)"
-    if plan.dropped:
-        result.note = (result.note + "; " if result.note else "") + (
-            f"{plan.dropped} lowest ladder candidate(s) dropped: their systematic term exceeds "
-            f"{plan.systematic_reserve:g} of the target delta (--systematic-reserve)")
-    if plan.pilot_sigma is not None:
-        result.phases["pilot"] = {"seconds": plan.pilot_seconds, "samples_drawn": plan.pilot_samples_drawn}
-    return result
-
-
-@float64
-def verdict_drop(plan: CalibrationPlan):
-    """The early-leaving rule of a verification run of ``plan`` (:func:`_verdict_drop` at ``base * s``).
-
-    Returns
-    -------
-    callable
-        ``drop(run) -> list of int``: the active candidates at or below the highest failed one.
-    """
-    return _verdict_drop(plan.base_delta * plan.num_samples, list(range(len(plan.ladder))))
 
 
 @float64

@@ -31,7 +31,8 @@ from mcacct.engine.runner import run_ladder
 from mcacct.statistics import confidence as evr
 from mcacct.evr.budget import (PILOT_GRID, calibration_budget, explicit_ladder, ladder_exponents, pilot_range,
                                pilot_size)
-from mcacct.evr.calibrate import SYSTEMATIC_RESERVE, verification_spec
+from mcacct.evr.result import SYSTEMATIC_RESERVE
+from mcacct.evr.verdicts import verification_spec
 from mcacct.core.precision import float64
 
 __all__ = ["CostEstimate", "estimate_cost", "probe_rate"]

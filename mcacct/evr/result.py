@@ -1,5 +1,6 @@
-"""The outcome of a calibration (:func:`mcacct.evr.calibrate.calibrate`): :class:`CalibrationResult` and its typed
-view of the verified candidates, :class:`Candidate`."""
+"""The records of a calibration (:func:`mcacct.evr.calibrate.calibrate`): what is fixed before any verification draw,
+:class:`CalibrationPlan`; the outcome, :class:`CalibrationResult`, and its typed view of the verified candidates,
+:class:`Candidate`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from typing import NamedTuple
 
 from mcacct.core.precision import float64
 
-__all__ = ["CalibrationResult", "Candidate"]
+__all__ = ["CalibrationPlan", "CalibrationResult", "Candidate", "SYSTEMATIC_RESERVE"]
+
+#: fraction of the target delta set aside for the sampler's systematic terms (:mod:`mcacct.engine.systematic`)
+SYSTEMATIC_RESERVE = 0.01
 
 
 class Candidate(NamedTuple):
@@ -100,3 +104,39 @@ class CalibrationResult:
                           {k[len("delta_estimate_"):]: v for k, v in c.items() if k.startswith("delta_estimate_")},
                           {k[len("samples_"):]: v for k, v in c.items() if k.startswith("samples_")},
                           c["systematic_delta"], c.get("error")) for c in self.candidates]
+
+
+@float64
+@dataclass(frozen=True)
+class CalibrationPlan:
+    """Everything fixed before any verification draw: target, sample budget, certified top, the ladder
+    (sorted) with each candidate's systematic term, seed and chunking (:func:`mcacct.evr.calibrate.plan_calibration`).
+    :func:`mcacct.evr.calibrate.calibrate` runs it in process, :mod:`mcacct.jobs.calibration` as shard jobs; both
+    give the same verdicts (:mod:`mcacct.evr.verdicts`)."""
+
+    epsilon: float
+    target_delta: float
+    base_delta: float
+    num_samples: int
+    statistical_delta: float
+    top_sigma: float
+    top_certifier: str
+    pilot_sigma: float | None
+    ladder: tuple[float, ...]
+    systematic: tuple[float, ...]
+    dropped: int
+    seed_key_data: tuple[int, ...]
+    chunk_size: int
+    pilot_seconds: float = 0.0
+    pilot_samples_drawn: int = 0
+    systematic_reserve: float = SYSTEMATIC_RESERVE
+
+    @property
+    def systematic_delta(self) -> float:
+        """The largest systematic term of the ladder (0 without candidates)."""
+        return max(self.systematic, default=0.0)
+
+    @property
+    def overall_delta(self) -> float:
+        r""":math:`\min(1, \delta_{\rm stat} + \max_j d_j)`: the statistical plus the systematic delta."""
+        return min(1.0, self.statistical_delta + self.systematic_delta)

@@ -26,8 +26,8 @@ import numpy as np
 
 from mcacct.core.validate import check_int, check_real
 from mcacct.engine.problem import Problem
-from mcacct.evr.calibrate import (CalibrationPlan, CalibrationResult, apply_verdicts, verdict_drop, verification_key,
-                              verification_spec)
+from mcacct.evr.calibrate import CalibrationPlan, CalibrationResult, verification_key
+from mcacct.evr.verdicts import apply_verdicts, verdict_drop, verification_spec
 from mcacct.statistics.accumulators import DIRECTIONS, DirectionStats
 from mcacct.jobs import integrity, storage
 from mcacct.jobs.problem_file import check_format, fingerprint, problem_from_dict, problem_to_dict
