@@ -1,9 +1,9 @@
 """Empirical verification with rejection (EVR, Dong & Ganesh 2026, arXiv:2602.09338, App. A and Alg. 5).
 
-:mod:`~mcacct.statistics.confidence` holds the confidence bounds (Chernoff–KL, Fact 4.2), the target/base delta
-conversion of Theorem A.1 and the Gaussian mechanism's closed forms; :mod:`~mcacct.evr.calibrate` plans a
-calibration (pilot, ladder), runs it on the engine and applies the top-down rule. The bounds are re-exported
-here, so ``from mcacct import evr; evr.overall_delta(...)`` reads as before.
+:mod:`~mcacct.statistics.confidence` holds the confidence bounds (Chernoff–KL, Fact 4.2) and the target/base delta
+conversion of Theorem A.1, :mod:`~mcacct.statistics.gaussian` the Gaussian mechanism's closed forms;
+:mod:`~mcacct.evr.calibrate` plans a calibration (pilot, ladder) and runs it on the engine, and
+:mod:`~mcacct.evr.verdicts` applies the top-down rule. The bounds are re-exported here, so ``from mcacct import evr; evr.overall_delta(...)`` reads as before.
 """
 
 from mcacct.statistics.confidence import (base_delta_for_target, gaussian_delta, gaussian_sigma, kl_bernoulli,

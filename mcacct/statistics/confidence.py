@@ -32,15 +32,11 @@ import numpy as np
 
 from mcacct.core.validate import check_int, check_real
 from mcacct.core.precision import float64
+from mcacct.statistics.gaussian import EPSILON_MAX, gaussian_delta, gaussian_sigma
 
 __all__ = ["EPSILON_MAX", "kl_bernoulli", "tail_bound", "overall_delta", "overall_delta_terms", "base_delta_for_target",
            "min_samples", "sample_budget", "kl_upper_confidence", "kl_lower_confidence", "gaussian_delta",
            "gaussian_sigma"]
-
-#: The largest epsilon of the Gaussian mechanism's exact delta (:func:`gaussian_delta`, :func:`gaussian_sigma`: the
-#: certified top of every calibration): the formula multiplies by ``e^epsilon``, a finite float64 number only up to
-#: ``epsilon ~ 709.78``.
-EPSILON_MAX = 700.0
 
 # Relative safety factor applied to quantities that must be upper bounds (covers float64 rounding).
 _SAFETY = 1.0 + 1e-9
@@ -349,99 +345,3 @@ def kl_lower_confidence(mean: float, num_samples: int, alpha: float) -> float:
         else:
             lo = mid
     return max(0.0, lo / _SAFETY)
-
-
-def _log_ndtr(x: float) -> float:
-    """log Phi(x), accurate in both tails."""
-    if x > -5.0:
-        return math.log(0.5 * math.erfc(-x / math.sqrt(2.0)))
-    # asymptotic-free form via erfcx-like scaling: Phi(x) = erfc(-x/sqrt2)/2, use log of erfc directly
-    t = -x / math.sqrt(2.0)
-    # math.erfc underflows near t ~ 27; use the continued-fraction free bound-tight expansion
-    if t < 26.0:
-        return math.log(0.5 * math.erfc(t))
-    # log(erfc(t)) ~ -t^2 - log(t sqrt(pi)) + log(1 - 1/(2t^2) + 3/(4t^4))
-    try:
-        corr = math.log1p(-0.5 / t**2 + 0.75 / t**4)
-    except OverflowError:  # t**4 beyond float64 (t > ~1e77): both terms are 0 to float64 precision
-        corr = 0.0
-    return -t * t - math.log(t * math.sqrt(math.pi)) + corr - math.log(2.0)  # -inf beyond t ~ 1.3e154 (Phi = 0)
-
-
-@float64
-def gaussian_delta(sensitivity: float, sigma: float, epsilon: float) -> float:
-    r"""Exact :math:`\delta(\varepsilon)` of the Gaussian mechanism (Balle & Wang 2018, Thm. 8).
-
-    .. math::  \delta = \Phi\!\left(\tfrac{\Delta}{2\sigma} - \tfrac{\varepsilon\sigma}{\Delta}\right)
-               - e^{\varepsilon}\,\Phi\!\left(-\tfrac{\Delta}{2\sigma} - \tfrac{\varepsilon\sigma}{\Delta}\right),
-
-    symmetric in the two adjacency directions. Returned with a relative safety margin (an upper bound).
-
-    Parameters
-    ----------
-    sensitivity : float
-        :math:`\Delta`, ``> 0``.
-    sigma : float
-        :math:`\sigma`, ``> 0``.
-    epsilon : float
-        In ``[0, EPSILON_MAX]`` (``e^epsilon`` must be a float64 number).
-
-    Returns
-    -------
-    float
-        An upper bound on :math:`\delta`, in ``[0, 1]``.
-
-    Raises
-    ------
-    ValueError
-        If an argument is out of range.
-    """
-    d = check_real("sensitivity", sensitivity, low=0.0, low_open=True)
-    s = check_real("sigma", sigma, low=0.0, low_open=True)
-    e = check_real("epsilon", epsilon, low=0.0, high=EPSILON_MAX)
-    a, b = d / (2 * s), e * s / d
-    first = math.exp(_log_ndtr(a - b))
-    second = math.exp(e + _log_ndtr(-a - b))
-    val = first - second
-    # cancellation error is at most a few ulps of `first`
-    return min(1.0, max(val, 0.0) * _SAFETY + 4e-16 * first)
-
-
-@float64
-def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
-    """Smallest noise multiplier (rounded up) with ``gaussian_delta(sensitivity, sigma, epsilon) <= delta``.
-
-    Parameters
-    ----------
-    sensitivity : float
-        ``> 0``.
-    epsilon : float
-        In ``[0, EPSILON_MAX]``.
-    delta : float
-        In ``(0, 1)``.
-
-    Returns
-    -------
-    float
-        ``sigma``, found by geometric bisection (to a relative ``1e-12``).
-
-    Raises
-    ------
-    ValueError
-        If an argument is out of range.
-    """
-    d = check_real("sensitivity", sensitivity, low=0.0, low_open=True)
-    e = check_real("epsilon", epsilon, low=0.0, high=EPSILON_MAX)
-    t = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
-    lo, hi = 1e-6 * d, d
-    while gaussian_delta(d, hi, e) > t:
-        hi *= 2.0
-    for _ in range(200):
-        mid = math.sqrt(lo * hi)
-        if gaussian_delta(d, mid, e) <= t:
-            hi = mid
-        else:
-            lo = mid
-        if hi / lo < 1 + 1e-12:
-            break
-    return hi

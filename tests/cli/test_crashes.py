@@ -159,7 +159,7 @@ def test_sigma_out_of_range_in_the_api():
 
 def test_huge_epsilon_is_refused_by_calibrate(capsys):
     _refused(["calibrate", "--epsilon", "1e308", "--plan-only"], capsys, "--epsilon must be in [0, 700]")
-    from mcacct.statistics.confidence import _log_ndtr, gaussian_sigma
+    from mcacct.statistics.gaussian import _log_ndtr, gaussian_sigma
     with pytest.raises(ValueError, match=r"epsilon must be in \[0, 700\]"):
         gaussian_sigma(1.0, 1e308, 1e-3)
     assert _log_ndtr(-1e200) == -math.inf and math.isfinite(_log_ndtr(-1e100))  # no OverflowError
