@@ -179,16 +179,16 @@ def cmd_merge(args) -> dict:
     Returns
     -------
     dict
-        :meth:`mcacct.jobs.shards.MergeResult.report` with the scheme, ``seconds`` and, with ``--out``,
+        :meth:`mcacct.jobs.merge.MergeResult.report` with the scheme, ``seconds`` and, with ``--out``,
         ``merged_path``.
 
     Raises
     ------
     ValueError
-        Files that :func:`mcacct.jobs.shards.merge` refuses, or an ``--out`` that cannot be written.
+        Files that :func:`mcacct.jobs.merge.merge` refuses, or an ``--out`` that cannot be written.
     """
     from mcacct.jobs.integrity import describe
-    from mcacct.jobs.shards import merge, write_merged
+    from mcacct.jobs.merge import merge, write_merged
 
     _check_out_dir("--out", args.out)
     t0 = time.perf_counter()
@@ -240,12 +240,12 @@ def cmd_plot(args) -> dict:
     ValueError
         An ``--out`` that is no figure path or cannot be written, or files that the merge refuses.
     """
-    from mcacct.jobs import shards
+    from mcacct.jobs.merge import merge
     from mcacct.schemes.registry import entry_for
     from mcacct.report.plot import check_figure_path, curve_title, plot_delta_curve
 
     check_figure_path(args.out, "--out")
-    res = shards.merge(args.dirs, allow_partial=args.allow_partial)
+    res = merge(args.dirs, allow_partial=args.allow_partial)
     rep = res.report(args.alpha)
     marks = [(r["epsilon"], r["delta_estimate"], r["delta_upper"]) for r in rep["results"]]
     scheme = res.config.problem.scheme

@@ -1,7 +1,7 @@
 r"""Tamper evidence for job files: a digest of every file, an optional keyed MAC, and consistency checks of the
 statistics a shard carries.
 
-Shard files travel through shared and object storage before :func:`mcacct.jobs.shards.merge` or
+Shard files travel through shared and object storage before :func:`mcacct.jobs.merge.merge` or
 ``mcacct calibrate --from`` turns their sums into a privacy certificate, so a merge refuses what it cannot trust.
 Three layers, each catching what the one before cannot:
 

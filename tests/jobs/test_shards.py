@@ -466,7 +466,8 @@ def test_plot_bad_out_is_refused_before_any_work(small, tmp_path, capsys, monkey
     def no_work(*a, **k):
         raise AssertionError("merged before the arguments were checked")
 
-    monkeypatch.setattr(jobs, "merge", no_work)
+    import mcacct.jobs.merge as merging
+    monkeypatch.setattr(merging, "merge", no_work)
     assert _main(["plot", str(out), "--out", str(tmp_path / "nodir" / "p.png")]) == 2
     _one_error(capsys, "--out", "nodir")
     assert _main(["plot", str(out), "--out", str(tmp_path / "p.notanimage")]) == 2
