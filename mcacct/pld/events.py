@@ -12,7 +12,7 @@ Method (pessimistic at every step)
    :func:`mcacct.pld.pld_delta`; the :math:`\ell_1` round-off of the power is added to the mass at
    :math:`+\infty`). Specs without a ``steps`` field (cyclic-Poisson BandMF) are self-composed by binary
    powering of the composed PLD.
-2. The per-event PLDs are convolved (zero-padded FFTs, :func:`mcacct.pld.discrete.convolve_with_bound`, whose
+2. The per-event PLDs are convolved (zero-padded FFTs, :func:`mcacct.pld.convolution.convolve_with_bound`, whose
    :math:`\ell_1` round-off is again added to the mass at :math:`+\infty`), direction by direction; before each
    convolution the far tails are trimmed pessimistically (:func:`trim`: mass above the kept range goes to
    :math:`+\infty`, mass below it is moved *up* to the lowest kept loss), at most ``1e-30`` per side.
