@@ -118,7 +118,7 @@ def cmd_dpis_epsilon(args: argparse.Namespace) -> dict:
         A PLD flag with ``--accountant rdp``, or a run file that cannot be read (named).
     """
     from mcacct.dpis import dpis_epsilon, dpis_events, dpis_rdp_epsilon, load_run
-    from mcacct.pld.events import event_to_dict
+    from mcacct.pld.vocabulary import event_to_dict
     if args.accountant == "rdp":
         refuse_options(args, ("--value-discretization-interval", "--no-error-estimate"),
                        "with --accountant rdp (it sets the PLD accountant; use --accountant pld or both)")

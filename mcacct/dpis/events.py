@@ -58,7 +58,7 @@ from __future__ import annotations
 import dataclasses
 
 from mcacct import pld
-from mcacct.pld.events import merge_events
+from mcacct.pld.vocabulary import merge_events
 from mcacct.core.validate import check_int, check_real
 from mcacct.core.precision import float64
 

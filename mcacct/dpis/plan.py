@@ -16,7 +16,7 @@ from typing import Any
 from mcacct import pld
 from mcacct.dpis.events import count_spec, norm_sum_spec, norm_sum_star_spec
 from mcacct.dpis.rdp import DEFAULT_ORDERS, rdp_of_events, rdp_to_epsilon
-from mcacct.pld.events import merge_events
+from mcacct.pld.vocabulary import merge_events
 from mcacct.core.validate import check_choice, check_int, check_real, parse_floats
 from mcacct.core.precision import float64
 

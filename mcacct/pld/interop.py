@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from mcacct.pld.events import Event, as_events, merge_events
+from mcacct.pld.vocabulary import Event, as_events, merge_events
 from mcacct.pld.specs import (SPEC_TYPES, CyclicPoissonBandMFSpec, GaussianSpec, GroupFixedBatchSpec,
                               GroupPoissonSpec, MixtureOfGaussiansSpec, PoissonGaussianSpec)
 from mcacct.core.precision import float64
