@@ -12,7 +12,8 @@ import numpy as np
 
 from mcacct.core.platform import ensure_compilation_cache
 from mcacct.pld.constants import DEFAULT_H, Discretization
-from mcacct.pld.plan import check_certifiable, result, run
+from mcacct.pld.checks import check_certifiable
+from mcacct.pld.plan import result, run
 from mcacct.pld.search import crossing, guided_ladder
 from mcacct.pld.specs import Canonical, MechanismOrFactory, MechanismSpec, PLDResult, SPEC_TYPES, canonical
 from mcacct.pld.checks import (check_delta, check_discretization, check_epsilon, check_integer, check_positive,

@@ -6,6 +6,10 @@ discretisation method.
 All are ``strict`` (:mod:`mcacct.core.validate`): numbers only (``int``, ``float``, NumPy scalars), integers only for
 integer parameters, so a spec, which keeps its fields as given, never holds ``"0.5"`` or ``2.0``; messages show
 NumPy scalars as plain numbers (``got nan``, never ``got np.float64(nan)``).
+
+The checks of an answer follow: :func:`check_answer` (a result that is not a number is a failure, never a bound),
+:func:`check_finite` and :func:`check_certifiable` (the batched runs of :mod:`mcacct.pld.plan`: ``nan``, or a delta
+below the round-off floor), and :func:`half_step` (the error estimate's second run).
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import numpy as np
 from mcacct.core.validate import check_choice, check_int, check_prob, check_real, is_number
 
 __all__ = ["plain", "check_answer", "check_delta", "check_discretization", "check_epsilon", "check_integer",
-           "check_positive", "check_probability", "check_value_interval", "is_real_number", "DISCRETIZATIONS", "half_step"]
+           "check_positive", "check_probability", "check_value_interval", "is_real_number", "DISCRETIZATIONS", "half_step",
+           "check_finite", "check_certifiable"]
 
 #: The discretisations of a privacy loss distribution (:mod:`mcacct.pld.discrete`).
 DISCRETIZATIONS = ("connect_dots", "round_up")
@@ -257,3 +262,68 @@ def half_step(rerun, h: float):
         raise ValueError(f"value_discretization_interval={h:g} works, but the error estimate re-runs at h/2 = "
                          f"{h / 2:g}, which is refused: {err}. Pass estimate_error=False (--no-error-estimate) or a "
                          "larger value_discretization_interval") from None
+
+
+def check_finite(r: dict[str, np.ndarray], target: str, sigmas: np.ndarray, h: float) -> None:
+    """Refuse a result that is not a number.
+
+    A ``nan`` delta or epsilon (or an infinite delta) of the ``target`` query is a numerical failure, never an
+    answer, so it becomes a ``ValueError`` naming sigma and the grid (``epsilon = inf`` stays: it is the answer
+    below the mass at infinity).
+
+    Parameters
+    ----------
+    r : dict of str to numpy.ndarray
+        The output of :func:`mcacct.pld.plan.run`.
+    target : {"delta", "epsilon"}
+        The query that was evaluated.
+    sigmas : numpy.ndarray
+        The noise levels of ``r``.
+    h : float
+        Loss grid spacing.
+
+    Raises
+    ------
+    ValueError
+        For the first failed noise level and direction.
+    """
+    key = "delta" if target == "delta" else "epsilon"
+    v = r[key]
+    bad = np.isnan(v) | (np.isinf(v) if key == "delta" else False) | np.isnan(r["inf"])
+    if bad.any():
+        i, d = np.argwhere(bad)[0]
+        raise ValueError(
+            f"the PLD accountant computed no valid {key} at sigma={sigmas[i]:g} with value_discretization_interval="
+            f"{h:g} ({('remove', 'add')[d]} direction: {key} {v[i, d]!r}, mass at +infinity {r['inf'][i, d]!r}); "
+            "this is a numerical failure, not a bound: try another value_discretization_interval or a larger sigma")
+
+
+def check_certifiable(r: dict[str, np.ndarray], delta: float, sigmas: np.ndarray) -> None:
+    """Refuse an epsilon query whose delta is above the mass at infinity but below the round-off floor.
+
+    Not refused when the other direction's epsilon is infinite anyway, delta being below its mass at infinity:
+    then ``inf`` is the answer.
+
+    Parameters
+    ----------
+    r : dict of str to numpy.ndarray
+        The output of :func:`mcacct.pld.plan.run` for ``target="epsilon"``.
+    delta : float
+        The queried delta.
+    sigmas : numpy.ndarray
+        The noise levels of ``r``.
+
+    Raises
+    ------
+    ValueError
+        Naming the round-off bound, the mass at infinity and the smallest certifiable delta.
+    """
+    above = delta >= r["inf"] * (1 + 1e-9)
+    legit = np.isinf(r["epsilon"]) & ~above  # epsilon = inf because delta is below the mass at infinity
+    bad = np.isinf(r["epsilon"]) & above & ~legit.any(axis=1, keepdims=True)
+    if bad.any():
+        i, d = np.argwhere(bad)[0]
+        raise ValueError(
+            f"delta={delta:g} is below what the PLD accountant can certify here (round-off bound "
+            f"{r['floor'][i, d] - r['inf'][i, d]:.2g}, mass at +infinity {r['inf'][i, d]:.2g}, smallest "
+            f"certifiable delta {r['floor'][i, d]:.2g} at sigma={sigmas[i]:g}); increase delta")

@@ -15,7 +15,7 @@ from mcacct.pld.constants import (BYTES_PER_POINT, CHUNK_BUDGET, ENV_MEMORY_BUDG
                                   Z_TRUNC)
 from mcacct.pld.kernels import compose_query_batch, single_batch
 from mcacct.pld.specs import Canonical, PLDResult
-from mcacct.pld.checks import half_step
+from mcacct.pld.checks import check_certifiable, check_finite, half_step
 
 
 def bucket(n: int, minimum: int = 1024) -> int:
@@ -268,7 +268,7 @@ def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
     ------
     ValueError
         If a sigma is too small for ``h``, the memory budget is exceeded, or a result is not a number
-        (:func:`check_finite`).
+        (:func:`mcacct.pld.checks.check_finite`).
     """
     sigmas = np.asarray(sigmas, dtype=float)
     n_sig = len(sigmas)
@@ -324,71 +324,6 @@ def run(canon: Canonical, sigmas: np.ndarray, h: float, method: str,
     return res
 
 
-def check_finite(r: dict[str, np.ndarray], target: str, sigmas: np.ndarray, h: float) -> None:
-    """Refuse a result that is not a number.
-
-    A ``nan`` delta or epsilon (or an infinite delta) of the ``target`` query is a numerical failure, never an
-    answer, so it becomes a ``ValueError`` naming sigma and the grid (``epsilon = inf`` stays: it is the answer
-    below the mass at infinity).
-
-    Parameters
-    ----------
-    r : dict of str to numpy.ndarray
-        The output of :func:`run`.
-    target : {"delta", "epsilon"}
-        The query that was evaluated.
-    sigmas : numpy.ndarray
-        The noise levels of ``r``.
-    h : float
-        Loss grid spacing.
-
-    Raises
-    ------
-    ValueError
-        For the first failed noise level and direction.
-    """
-    key = "delta" if target == "delta" else "epsilon"
-    v = r[key]
-    bad = np.isnan(v) | (np.isinf(v) if key == "delta" else False) | np.isnan(r["inf"])
-    if bad.any():
-        i, d = np.argwhere(bad)[0]
-        raise ValueError(
-            f"the PLD accountant computed no valid {key} at sigma={sigmas[i]:g} with value_discretization_interval="
-            f"{h:g} ({('remove', 'add')[d]} direction: {key} {v[i, d]!r}, mass at +infinity {r['inf'][i, d]!r}); "
-            "this is a numerical failure, not a bound: try another value_discretization_interval or a larger sigma")
-
-
-def check_certifiable(r: dict[str, np.ndarray], delta: float, sigmas: np.ndarray) -> None:
-    """Refuse an epsilon query whose delta is above the mass at infinity but below the round-off floor.
-
-    Not refused when the other direction's epsilon is infinite anyway, delta being below its mass at infinity:
-    then ``inf`` is the answer.
-
-    Parameters
-    ----------
-    r : dict of str to numpy.ndarray
-        The output of :func:`run` for ``target="epsilon"``.
-    delta : float
-        The queried delta.
-    sigmas : numpy.ndarray
-        The noise levels of ``r``.
-
-    Raises
-    ------
-    ValueError
-        Naming the round-off bound, the mass at infinity and the smallest certifiable delta.
-    """
-    above = delta >= r["inf"] * (1 + 1e-9)
-    legit = np.isinf(r["epsilon"]) & ~above  # epsilon = inf because delta is below the mass at infinity
-    bad = np.isinf(r["epsilon"]) & above & ~legit.any(axis=1, keepdims=True)
-    if bad.any():
-        i, d = np.argwhere(bad)[0]
-        raise ValueError(
-            f"delta={delta:g} is below what the PLD accountant can certify here (round-off bound "
-            f"{r['floor'][i, d] - r['inf'][i, d]:.2g}, mass at +infinity {r['inf'][i, d]:.2g}, smallest "
-            f"certifiable delta {r['floor'][i, d]:.2g} at sigma={sigmas[i]:g}); increase delta")
-
-
 def result(canon: Canonical, sigma: float, h: float, method: str, eps_q: float,
             delta_q: float, estimate_error: bool, report: str) -> PLDResult:
     """The :class:`~mcacct.pld.specs.PLDResult` of one query at one noise level.
@@ -418,7 +353,7 @@ def result(canon: Canonical, sigma: float, h: float, method: str, eps_q: float,
     Raises
     ------
     ValueError
-        As :func:`run` and :func:`check_certifiable`, and when the run at ``h / 2`` is refused
+        As :func:`run` and :func:`mcacct.pld.checks.check_certifiable`, and when the run at ``h / 2`` is refused
         (:func:`~mcacct.pld.checks.half_step`).
     """
     r = run(canon, np.array([sigma]), h, method, eps_q, delta_q, report)
