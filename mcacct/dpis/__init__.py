@@ -1,10 +1,12 @@
 r"""Privacy accounting for DPIS: DP-SGD with importance sampling (Wei, Bao, Xiao & Yang 2022, "DPIS: An Enhanced
 Mechanism for Differentially Private SGD with Importance Sampling", CCS 2022, arXiv:2210.09634).
 
-* :mod:`mcacct.dpis.events`: the dominating pair of one DPIS iteration (a Poisson-subsampled Gaussian with
+* :mod:`mcacct.dpis.pairs`: the dominating pair of one DPIS iteration (a Poisson-subsampled Gaussian with
   :math:`q = bC/\tilde K` and multiplier :math:`\sigma_G\tilde NC/\tilde K`; the rejection-sampling variant of
-  Sec. 3.4 when :math:`\tilde K \ge kbC`), the auxiliary releases (:math:`\tilde N`, :math:`K'`,
-  :math:`\tilde K^*`), and a run's :class:`mcacct.pld.Event` list for the PLD accountant (both directions).
+  Sec. 3.4 when :math:`\tilde K \ge kbC`) and of the auxiliary releases (:math:`\tilde N`, :math:`K'`,
+  :math:`\tilde K^*`).
+* :mod:`mcacct.dpis.events`: a run's values and its :class:`mcacct.pld.Event` list for the PLD accountant (both
+  directions).
 * :mod:`mcacct.dpis.runfile`: the JSON run file of ``mcacct dpis epsilon``.
 * :mod:`mcacct.dpis.rdp`: the paper's RDP accountant (eq. 13, eq. 6, Lemma 2.5) for comparison.
 * :mod:`mcacct.dpis.plan`: the events of a noise plan and its epsilon by either accountant.
@@ -16,8 +18,8 @@ Mechanism for Differentially Private SGD with Importance Sampling", CCS 2022, ar
 The readings of the paper's inconsistent passages, and why the accounting is sound, are in docs/dpis.md.
 """
 
-from mcacct.dpis.events import (DPISEpoch, DPISRun, count_spec, dpis_delta, dpis_epsilon, dpis_events,
-                                iteration_spec, norm_sum_spec, norm_sum_star_spec)
+from mcacct.dpis.events import DPISEpoch, DPISRun, dpis_delta, dpis_epsilon, dpis_events
+from mcacct.dpis.pairs import count_spec, iteration_spec, norm_sum_spec, norm_sum_star_spec
 from mcacct.dpis.runfile import load_run, run_from_dict, run_to_dict
 from mcacct.dpis.rdp import (DEFAULT_ORDERS, RDPResult, conversion_offset, dpis_rdp_epsilon, rdp_dpis_iteration,
                              rdp_gaussian, rdp_of_events, rdp_poisson_gaussian, rdp_to_epsilon)

@@ -16,7 +16,7 @@ epoch and make the run's choices stay below it:
 * the runtime rule (:meth:`DPISPlan.runtime`): floor the released :math:`\tilde K_e` at :math:`\kappa_e NC_e`
   (post-processing) and set :math:`\sigma_{G,e} = s_e\tilde K_e/(\tilde NC_e)`.
 
-Then the realized iteration pair (:func:`mcacct.dpis.events.iteration_spec`) has :math:`q = bC_e/\tilde K_e
+Then the realized iteration pair (:func:`mcacct.dpis.pairs.iteration_spec`) has :math:`q = bC_e/\tilde K_e
 \le b/(\kappa_e N)` and multiplier exactly :math:`s_e`; the Poisson-subsampled Gaussian is monotone in
 :math:`q` (joint convexity) and in :math:`s` (added noise is post-processing), so every step is dominated,
 for every history, by the plan's fixed pair, and the composition of the plan's events bounds the run
@@ -37,7 +37,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from mcacct.dpis.events import DPISRun, iteration_spec
+from mcacct.dpis.events import DPISRun
+from mcacct.dpis.pairs import iteration_spec
 from mcacct.dpis.plan import ACCOUNTANTS, aux_events, bisect_smallest, check_kappas, plan_epsilon, plan_events
 from mcacct.dpis.rdp import DEFAULT_ORDERS, check_orders
 from mcacct.core.validate import check_choice, check_int, check_real

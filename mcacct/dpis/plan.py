@@ -3,7 +3,7 @@ either accountant, and a monotone bisection.
 
 A plan fixes, per epoch :math:`e`, the fraction :math:`\kappa_e` (the floor of :math:`\tilde K_e/(NC)`) and the
 effective noise multiplier :math:`s_e`; its gradient releases are ``PoissonGaussianSpec(b / (kappa_e N), s_e)``
-(:func:`mcacct.dpis.events.iteration_spec` at :math:`\tilde K = \kappa_e NC`, :math:`\tilde N = N`), next to the
+(:func:`mcacct.dpis.pairs.iteration_spec` at :math:`\tilde K = \kappa_e NC`, :math:`\tilde N = N`), next to the
 auxiliary releases of Wei, Bao, Xiao & Yang 2022 (arXiv:2210.09634, eqs. 10-11 and Alg. 1 line 35).
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mcacct import pld
-from mcacct.dpis.events import count_spec, norm_sum_spec, norm_sum_star_spec
+from mcacct.dpis.pairs import count_spec, norm_sum_spec, norm_sum_star_spec
 from mcacct.dpis.rdp import DEFAULT_ORDERS, rdp_of_events, rdp_to_epsilon
 from mcacct.pld.vocabulary import merge_events
 from mcacct.core.validate import check_choice, check_int, check_real, parse_floats
