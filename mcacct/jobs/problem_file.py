@@ -20,7 +20,7 @@ including one registered at run time or installed through an entry point (:mod:`
 :func:`fingerprint` of its format and content: the SHA-256 of their canonical JSON.
 
 The stored form of a scheme is its fields, so renaming a field changes the format: the files' format strings
-(:data:`mcacct.jobs.shards.FORMAT`, :data:`mcacct.jobs.calibration.FORMAT`) then get a new version, and files of
+(:data:`mcacct.jobs.shards.FORMAT`, :data:`mcacct.jobs.plan_file.FORMAT`) then get a new version, and files of
 another version are refused naming both versions (:func:`check_format`), never misread.
 """
 
