@@ -358,3 +358,40 @@ def test_extraction_handles_shell_syntax():
     assert sorted(alternatives("mcacct pld epsilon|delta --events F")) == [
         "mcacct pld delta --events F", "mcacct pld epsilon --events F"]
     assert list(itertools.chain.from_iterable(commands("import jax, mcacct"))) == []
+
+
+def _layout_mentions(layout: str) -> set[str]:
+    """The module paths (``mcacct/...py``) that the README's layout names: a line's first word is a folder
+    (``kernels/``) or a module of the folder above it, and every ``NAME.py`` on the line, or on the continuation lines
+    below it, belongs to that folder."""
+    out: set[str] = set()
+    stack: list[str] = []
+    folder = ""
+    for line in layout.splitlines():
+        word = line.strip().split(" ")[0] if line.strip() else ""
+        indent = len(line) - len(line.lstrip(" "))
+        if word and indent <= 12:                        # a folder or a module line (continuations sit deeper)
+            depth = indent // 2
+            if word.endswith("/"):
+                stack = stack[:depth] + [word.rstrip("/")]
+                folder = "/".join(stack)
+            else:
+                stack = stack[:depth]
+                folder = "/".join(stack)
+        for name in re.findall(r"(?<![\w./])(\w+\.py)\b", line):
+            out.add(f"{folder}/{name}")
+    return out
+
+
+def test_the_layout_names_every_module():
+    """The README's layout (the fenced block that starts with ``mcacct/``) names every module of the package in its
+    folder, so a newcomer finds each one from the folder names (the package markers ``__init__.py`` and
+    ``__main__.py`` aside)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("```\nmcacct/\n") + 4
+    layout = text[start:text.index("```", start)]
+    modules = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "mcacct").rglob("*.py")
+                     if p.name not in ("__init__.py", "__main__.py"))
+    named = _layout_mentions(layout)
+    missing = [m for m in modules if m not in named]
+    assert not missing, f"README.md's layout does not name {missing}"
