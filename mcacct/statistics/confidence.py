@@ -32,14 +32,11 @@ import numpy as np
 
 from mcacct.core.validate import check_int, check_real
 from mcacct.core.precision import float64
-from mcacct.statistics.gaussian import EPSILON_MAX, gaussian_delta, gaussian_sigma
+from mcacct.statistics.gaussian import EPSILON_MAX, SAFETY, gaussian_delta, gaussian_sigma
 
 __all__ = ["EPSILON_MAX", "kl_bernoulli", "tail_bound", "overall_delta", "overall_delta_terms", "base_delta_for_target",
            "min_samples", "sample_budget", "kl_upper_confidence", "kl_lower_confidence", "gaussian_delta",
            "gaussian_sigma"]
-
-# Relative safety factor applied to quantities that must be upper bounds (covers float64 rounding).
-_SAFETY = 1.0 + 1e-9
 
 
 @float64
@@ -90,7 +87,7 @@ def tail_bound(num_samples: int, base_delta: float, delta: float) -> float:
         return 1.0
     if delta >= 1.0:
         return 0.0
-    return min(1.0, math.exp(-num_samples * kl_bernoulli(base_delta, delta)) * _SAFETY)
+    return min(1.0, math.exp(-num_samples * kl_bernoulli(base_delta, delta)) * SAFETY)
 
 
 def _overall_at(s: int, base: float, delta: float) -> float:
@@ -310,7 +307,7 @@ def kl_upper_confidence(mean: float, num_samples: int, alpha: float) -> float:
             lo = mid
         else:
             hi = mid
-    return min(1.0, hi * _SAFETY)
+    return min(1.0, hi * SAFETY)
 
 
 @float64
@@ -344,4 +341,4 @@ def kl_lower_confidence(mean: float, num_samples: int, alpha: float) -> float:
             hi = mid
         else:
             lo = mid
-    return max(0.0, lo / _SAFETY)
+    return max(0.0, lo / SAFETY)

@@ -14,15 +14,16 @@ import math
 from mcacct.core.precision import float64
 from mcacct.core.validate import check_real
 
-__all__ = ["EPSILON_MAX", "gaussian_delta", "gaussian_sigma"]
+__all__ = ["EPSILON_MAX", "SAFETY", "gaussian_delta", "gaussian_sigma"]
 
 #: The largest epsilon of the Gaussian mechanism's exact delta (:func:`gaussian_delta`, :func:`gaussian_sigma`: the
 #: certified top of every calibration): the formula multiplies by ``e^epsilon``, a finite float64 number only up to
 #: ``epsilon ~ 709.78``.
 EPSILON_MAX = 700.0
 
-# Relative safety factor applied to quantities that must be upper bounds (covers float64 rounding).
-_SAFETY = 1.0 + 1e-9
+#: Relative safety factor applied to quantities that must be upper bounds (covers float64 rounding); also
+#: :mod:`mcacct.statistics.confidence`'s.
+SAFETY = 1.0 + 1e-9
 
 
 def _log_ndtr(x: float) -> float:
@@ -78,7 +79,7 @@ def gaussian_delta(sensitivity: float, sigma: float, epsilon: float) -> float:
     second = math.exp(e + _log_ndtr(-a - b))
     val = first - second
     # cancellation error is at most a few ulps of `first`
-    return min(1.0, max(val, 0.0) * _SAFETY + 4e-16 * first)
+    return min(1.0, max(val, 0.0) * SAFETY + 4e-16 * first)
 
 
 @float64
