@@ -35,9 +35,11 @@ def add_individual_parser(subparsers):
                     "Tobaben & Honkela, arXiv:2209.15596): row i of --norms holds example i's gradient norm at "
                     "every step (whether or not it was sampled); ratios r = min(norm / clip-norm, 1) are rounded "
                     "UP to --buckets edges, so every epsilon is an upper bound on the composition with those "
-                    "ratios. It is a guarantee of the run (certified: true) for q = 1 or --ratios-fixed; otherwise "
-                    "the norms depend on the training trajectory and the result is labelled approximative "
-                    "(certified: false), in the JSON and on the --plot alike.")
+                    "ratios. It is a guarantee of the run (certified: true) only with --ratios-fixed (any q, 1 "
+                    "included); otherwise the norms depend on the training trajectory and the result is labelled "
+                    "approximative (certified: false), in the JSON and on the --plot alike. A rigorous guarantee "
+                    "for trajectory-dependent norms needs a GDP filter with its budget fixed before training "
+                    "(mcacct.individual.gdp).")
     p.add_argument("--norms", required=True, help=".npy file, shape (examples, steps): per-step gradient norms")
     p.add_argument("--clip-norm", type=real_in(0, low_open=True), default=1.0,
                    help="clip bound C > 0 (default 1: the file holds the ratios norm / C)")
@@ -51,7 +53,8 @@ def add_individual_parser(subparsers):
     p.add_argument("--value-discretization-interval", type=real_in(0, 0.1, low_open=True), default=1e-3,
                    metavar="H", help="loss grid spacing in (0, 0.1] (default 1e-3)")
     p.add_argument("--ratios-fixed", action="store_true",
-                   help="the norms were fixed before training (the result is then rigorous for any q)")
+                   help="the norms were fixed before training (the result is then rigorous for any q; without "
+                        "it, approximative for every q, 1 included)")
     p.add_argument("--no-bucketing-bound", action="store_true",
                    help="skip the rounded-down pass (the bucketing bound; halves the work)")
     p.add_argument("--plot", default=None, metavar="HIST.png",

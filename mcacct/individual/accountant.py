@@ -8,11 +8,16 @@ individual privacy curve of the composition of Poisson-subsampled Gaussians with
 .. math:: P_t=(1-q)\,\mathcal N(0,\sigma^2)+q\,\mathcal N(r_{i,t},\sigma^2),\qquad Q=\mathcal N(0,\sigma^2)
 
 (remove direction; :math:`(Q, P_t)` for add). Koskela, Tobaben & Honkela (arXiv:2209.15596): when the
-:math:`r_{i,t}` are fixed before training this is exact (up to the pessimistic numerics below); when they depend
-on the training trajectory it is their *approximative* accountant (§5) -- except for :math:`q=1`, where the
-composition is a Gaussian one and Theorem 2 (GDP, fully adaptive) makes
-:math:`\mu_i=\sqrt{\sum_tr_{i,t}^2}/\sigma` rigorous (:func:`mcacct.individual.gdp.individual_mu`), or when the
-GDP filter (:mod:`mcacct.individual.gdp`) enforces the budget. Every result carries that label.
+:math:`r_{i,t}` are fixed before training this is exact (up to the pessimistic numerics below; for :math:`q=1`
+the composition is Gaussian and :math:`\varepsilon(\mu_i,\delta)`, :math:`\mu_i=\sqrt{\sum_tr_{i,t}^2}/\sigma`
+(:func:`mcacct.individual.gdp.individual_mu`), is its closed form); when they depend on the training trajectory it
+is their *approximative* accountant (§5), for :math:`q=1` too. **Decision (stop 75): the realized** :math:`\mu_i`
+**of a trajectory-dependent run is not a guarantee, even at** :math:`q=1`. Their Theorem 2 needs
+:math:`\sum_t\mu_t^2\le B^2` almost surely with :math:`B` fixed before the run; an example whose ratios fall to 0
+once its running privacy loss is high has :math:`\mathbb E[(1-e^{\varepsilon(\mu_i)-L})_+]` at about 13 times
+:math:`\delta` (an independent audit computed this by dynamic programming). A rigorous fully adaptive guarantee
+needs the GDP filter (:mod:`mcacct.individual.gdp`) with its budget fixed in advance, or the worst case. Every
+result carries its label.
 
 Bucketing (App. D of the paper), rounding up
 --------------------------------------------
@@ -76,8 +81,8 @@ __all__ = ["IndividualResult", "bucket_counts", "individual_epsilons", "ACCOUNTA
 
 #: Labels of :attr:`IndividualResult.accountant`.
 ACCOUNTANT_LABELS = {
-    "gdp": "rigorous: q = 1, Gaussian compositions (GDP, Theorem 2 of Koskela, Tobaben & Honkela, "
-           "arXiv:2209.15596; fully adaptive ratios allowed)",
+    "gdp": "rigorous: q = 1 and ratios fixed before training (a Gaussian composition: mu-GDP in closed form; "
+           "Koskela, Tobaben & Honkela, arXiv:2209.15596, Sec. 3)",
     "fixed": "rigorous: ratios fixed before training (pessimistic PLD of the composition)",
     "approximative": "approximative: ratios that depend on the training trajectory (Koskela, Tobaben & Honkela, "
                      "arXiv:2209.15596, Sec. 5); rigorous only if they were fixed in advance or a GDP filter "
@@ -134,8 +139,10 @@ def bucket_counts(ratios: np.ndarray, buckets: int, up: bool = True) -> np.ndarr
     r"""Counts ``m[i, k-1]`` of the ratios of row ``i`` rounded up (or down) to the edge ``k / buckets``,
     ``k = 1..buckets`` (ratios rounded to 0 are dropped: they cost nothing).
 
-    With :math:`K` = ``buckets``, a ratio :math:`r` goes to :math:`k = \lceil rK ceil` (up) or
-    :math:`\lfloor rK floor` (down), moved by one where the float64 edge ``k / buckets`` lands on the wrong side
+    With :math:`K` = ``buckets``, a ratio :math:`r` goes to :math:`k = \lceil rK 
+ceil` (up) or
+    :math:`\lfloor rK 
+floor` (down), moved by one where the float64 edge ``k / buckets`` lands on the wrong side
     of :math:`r`, and clipped to :math:`[0, K]`; so the edge used is :math:`\ge r` (up) or :math:`\le r` (down).
 
     Parameters
@@ -290,8 +297,9 @@ def individual_epsilons(ratios, sigma: float, sampling_prob: float, delta: float
     value_discretization_interval : float, default 1e-3
         Loss grid spacing :math:`h`.
     ratios_fixed : bool, default False
-        The ratios were fixed before training (then the result is rigorous for any :math:`q`); only changes the
-        label.
+        The ratios were fixed before training (then the result is rigorous for any :math:`q`, :math:`q=1`
+        included); only changes the label. Ratios that depend on the trajectory are approximative at every
+        :math:`q` (module notes).
     bucketing_bound : bool, default True
         Also compute :math:`\varepsilon` with the ratios rounded down (the bucketing bound; twice the work).
 
@@ -326,7 +334,8 @@ def individual_epsilons(ratios, sigma: float, sampling_prob: float, delta: float
     if q == 1.0:  # Gaussian compositions: the GDP closed form is exact (no bucketing, no discretisation)
         eps = np.asarray(gdp_epsilon(mu, delta), np.float64)
         worst = float(gdp_epsilon(math.sqrt(r.shape[1]) / sigma, delta))
-        return IndividualResult(eps, eps.copy(), mu, worst, 0.0, 0.0, 0, k, ACCOUNTANT_LABELS["gdp"])
+        return IndividualResult(eps, eps.copy(), mu, worst, 0.0, 0.0, 0, k,
+                                ACCOUNTANT_LABELS["gdp" if ratios_fixed else "approximative"])
     parts = _single_steps(q, sigma, k, h)
     up = bucket_counts(r, k, up=True)
     eps, add, n = _epsilons(up, parts, delta, h, batch_size, progress)
@@ -336,6 +345,6 @@ def individual_epsilons(ratios, sigma: float, sampling_prob: float, delta: float
     if bucketing_bound:
         low, _, _ = _epsilons(bucket_counts(r, k, up=False), parts, delta, h, batch_size, progress)
         low = np.minimum(low, eps)
-    label = "gdp" if q == 1.0 else ("fixed" if ratios_fixed else "approximative")
+    label = "fixed" if ratios_fixed else "approximative"
     gap = float(np.max(eps - low)) if low is not None else math.nan
     return IndividualResult(eps, low, mu, float(worst), gap, add, n, k, ACCOUNTANT_LABELS[label])

@@ -220,6 +220,12 @@ def individual_mu(ratios: Any, sigma: Any) -> np.ndarray | np.float64:
 
     .. math:: \mu^{(i)} = \sqrt{\textstyle\sum_t r_t^2 / \sigma_t^2} = \sqrt{\textstyle\sum_t r_t^2}\,/\,\sigma.
 
+    That is a guarantee when the ratios were fixed before training. Ratios read off the run (gradient norms at the
+    trajectory's parameters) make :math:`\mu^{(i)}` a realized value, not a bound fixed in advance as Thm. 2
+    requires: ``gdp_epsilon(mu, delta)`` of it is then approximative (:mod:`mcacct.individual.accountant`); a
+    rigorous fully adaptive guarantee comes from the filter (:func:`gdp_filter_step` with a budget chosen before
+    the run).
+
     Parameters
     ----------
     ratios:

@@ -76,7 +76,42 @@ def test_q_one_is_the_exact_gaussian_epsilon(rows):
     ref = pld.pld_epsilon(pld.GaussianSpec(3.0, sensitivity=float(np.sqrt(np.sum(rows[2] ** 2)))), DELTA,
                           estimate_error=False).epsilon
     assert res.epsilon[0] == pytest.approx(ref, rel=1e-5)
-    assert res.accountant == ACCOUNTANT_LABELS["gdp"] and res.bucketing_bound == 0.0
+    # ratios that depend on the trajectory: the realized mu is no bound fixed in advance (stop 75; the test below)
+    assert res.accountant == ACCOUNTANT_LABELS["approximative"] and res.bucketing_bound == 0.0
+    fixed = individual_epsilons(rows[2:5], 3.0, 1.0, DELTA, ratios_fixed=True)
+    np.testing.assert_array_equal(fixed.epsilon, res.epsilon)
+    assert fixed.accountant == ACCOUNTANT_LABELS["gdp"]
+
+
+def test_a_realized_mu_is_no_guarantee_when_the_ratios_adapt():
+    """Why q = 1 with trajectory-dependent ratios is labelled approximative (docs/individual.md, stop 75): steps
+    that are eta-GDP while the example takes part, and a ratio that falls to 0 for good once the running privacy
+    loss L_n reaches eps(eta sqrt(n), delta) + 0.05 (allowed: mu_{n+1} depends on the outputs so far and x_i only).
+    Reporting eps(mu_realized, delta) on each outcome would need E_P[(1 - exp(eps(a) - L(a)))_+] <= delta; exact
+    dynamic programming of L on a grid gives about 13 delta. Without the stopping rule it gives delta (the check of
+    the computation)."""
+    from scipy.stats import norm
+    eta, steps, delta = 0.1, 400, 1e-5
+    eps_n = np.asarray(gdp_epsilon(eta * np.sqrt(np.arange(1, steps + 1)), delta))
+    h = eta / 25
+    grid = np.arange(-12 * eta * np.sqrt(steps) - 5, eps_n[-1] + 5 + 10 * eta, h)  # no mass reaches the ends
+    x = np.arange(-225, 226) * h
+    kernel = norm.pdf(x, eta ** 2 / 2, eta)       # one step's privacy loss under P: N(eta^2/2, eta^2)
+    kernel /= kernel.sum()
+
+    def ex_post(margin):
+        dens = np.zeros_like(grid)
+        dens[np.argmin(np.abs(grid))] = 1.0
+        total = 0.0
+        for n in range(steps):
+            dens = np.convolve(dens, kernel, mode="same")
+            stop = grid >= eps_n[n] + margin if n < steps - 1 else np.ones(grid.shape, bool)
+            total += np.sum(dens[stop] * np.clip(1 - np.exp(eps_n[n] - grid[stop]), 0, None))
+            dens = np.where(stop, 0.0, dens)
+        return total
+
+    assert ex_post(np.inf) == pytest.approx(delta, rel=1e-4)
+    assert ex_post(0.05) > 10 * delta
 
 
 def test_bucket_edges_are_never_below_the_ratio():
