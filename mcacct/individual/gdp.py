@@ -19,10 +19,13 @@ whose :math:`\mu` later shrinks could return (also covered by their Thm. 2, the 
 predictable with squares summing to at most :math:`B^2`); the permanent drop is simpler, its active sets are
 subsets of Alg. 1's, and the guarantee is the same.
 
-Floating point: the float64 running sum is compared with ``budget**2``; the exact sum of the applied
-:math:`\mu^2` can exceed :math:`B^2` only by summation round-off, at most about :math:`(k + 1) 2^{-53} B^2`
-after :math:`k` steps (~1e-10 relative for a million steps; XLA on CPU also flushes subnormal squares,
-:math:`\mu < 10^{-154}`, to zero), far below any printed precision of :math:`\varepsilon`.
+Floating point (decision, stop 75): the float64 running sum is compared with ``budget**2`` exactly as Alg. 1
+states, so a budget of :math:`\sqrt{T}/\sigma` lets :math:`T` steps of ratio 1 through. The exact sum of the applied
+:math:`\mu^2` can then exceed :math:`B^2` by the round-off of the squares and the sums, and by the squares below
+the smallest normal float that XLA on CPU flushes to zero: after at most :math:`k` steps the true budget is at most
+:math:`B(1 + (k + 3)2^{-53})` (for :math:`B \ge` :data:`BUDGET_MIN` and :math:`k \le` :data:`STEPS_MAX`;
+docs/soundness.md, "GDP filter"). :func:`gdp_filter_epsilon` therefore takes the filter's maximum number of steps
+and reports the guarantee of :math:`B(1 + (k + 4)2^{-52})`, a relative 2.2e-10 in :math:`\mu` at a million steps.
 """
 
 from __future__ import annotations
@@ -38,7 +41,13 @@ from mcacct.core.validate import check_int, check_real, interval, is_traced
 from mcacct.core.precision import float64
 
 __all__ = ["gdp_delta", "gdp_epsilon", "individual_mu", "GDPFilterState", "gdp_filter_init",
-           "gdp_filter_step", "gdp_filter_epsilon"]
+           "gdp_filter_step", "gdp_filter_epsilon", "BUDGET_MIN", "STEPS_MAX"]
+
+#: The smallest GDP budget the filter takes: ``BUDGET_MIN**2`` is a normal float64 far above the squares that XLA on
+#: CPU flushes to zero, so their loss stays below the round-off that :func:`gdp_filter_epsilon` adds.
+BUDGET_MIN = 1e-100
+#: The largest number of filter steps :func:`gdp_filter_epsilon` covers (its round-off bound needs ``k u`` small).
+STEPS_MAX = 2 ** 40
 
 
 # -- argument checks ---------------------------------------------------------------------------------------
@@ -292,7 +301,8 @@ def gdp_filter_init(num_examples: int) -> GDPFilterState:
 
 @jax.jit
 def _filter_kernel(spent_sq, active, mu_t, budget):
-    thr = jnp.where(budget > 0, jnp.square(budget), -jnp.inf)  # a traced budget <= 0 or NaN drops everyone
+    # a traced budget below BUDGET_MIN (or <= 0, or NaN) drops everyone
+    thr = jnp.where(budget >= BUDGET_MIN, jnp.square(budget), -jnp.inf)
     cand = spent_sq + jnp.square(mu_t)
     now = active & (cand <= thr)  # NaN or inf mu_t compares False: dropped
     return now, GDPFilterState(jnp.where(now, cand, spent_sq), now)
@@ -310,7 +320,7 @@ def gdp_filter_step(state: GDPFilterState, mu_t: Any, budget: Any) -> tuple[jax.
     and stay inactive for good (module notes). Run step :math:`j` on the active examples only (multiply the
     gradients / batch mask by the mask): the output is :math:`B`-GDP under remove adjacency (Thm. 1). Pure and
     jit/scan compatible; value checks run for concrete arguments only, and under tracing a NaN/inf :math:`\mu`
-    or a budget :math:`\le 0` drops the example(s) instead.
+    or a budget below :data:`BUDGET_MIN` drops the example(s) instead.
 
     Parameters
     ----------
@@ -320,7 +330,7 @@ def gdp_filter_step(state: GDPFilterState, mu_t: Any, budget: Any) -> tuple[jax.
         :math:`\mu^{(i)}_j \ge 0`, shape ``(N,)`` or a scalar; it must be determined by the previous outputs
         and :math:`x_i` only (e.g. :math:`r/\sigma` for full-batch DP-GD at the current parameters).
     budget:
-        GDP budget :math:`B > 0`, scalar or ``(N,)``.
+        GDP budget :math:`B \ge` :data:`BUDGET_MIN` (1e-100), scalar or ``(N,)``.
 
     Returns
     -------
@@ -330,7 +340,7 @@ def gdp_filter_step(state: GDPFilterState, mu_t: Any, budget: Any) -> tuple[jax.
     Raises
     ------
     ValueError
-        If ``state`` is malformed, shapes disagree, or (concrete values) ``mu_t < 0`` / ``budget <= 0``.
+        If ``state`` is malformed, shapes disagree, or (concrete values) ``mu_t < 0`` / ``budget < BUDGET_MIN``.
     """
     if not isinstance(state, GDPFilterState):
         raise ValueError(f"state must be a GDPFilterState (from gdp_filter_init); got {type(state).__name__}")
@@ -345,30 +355,38 @@ def gdp_filter_step(state: GDPFilterState, mu_t: Any, budget: Any) -> tuple[jax.
     if not is_traced(mu_t):
         mu_t = _mu("mu_t", mu_t)
     if not is_traced(budget):
-        budget = _pos("budget", budget)
+        budget = _array("budget", budget, BUDGET_MIN)
     mu_t = jnp.broadcast_to(jnp.asarray(mu_t, jnp.float64), n_shape)
     return _filter_kernel(jnp.asarray(state.spent_sq, jnp.float64), jnp.asarray(state.active, bool), mu_t,
                           jnp.asarray(budget, jnp.float64))
 
 
 @float64
-def gdp_filter_epsilon(budget: Any, delta: Any) -> np.ndarray | np.float64:
-    r"""The :math:`(\varepsilon, \delta)`-DP guarantee of a :math:`B`-GDP filter: ``gdp_epsilon(budget, delta)``
-    (Koskela, Tobaben & Honkela 2023, arXiv:2209.15596, Thm. 1 and Cor. 2; remove adjacency).
+def gdp_filter_epsilon(budget: Any, delta: Any, steps: int) -> np.ndarray | np.float64:
+    r"""The :math:`(\varepsilon, \delta)`-DP guarantee of a :math:`B`-GDP filter run for at most ``steps`` steps
+    (Koskela, Tobaben & Honkela 2023, arXiv:2209.15596, Thm. 1 and Cor. 2; remove adjacency), with the filter's
+    float64 round-off added: ``gdp_epsilon(B', delta)``, :math:`B' = B(1 + (k + 4)2^{-52})`, :math:`k` = ``steps``.
 
-    The result is the smallest :math:`\varepsilon \ge 0` with :math:`\delta_B(\varepsilon) \le \delta`, where
+    The result is the smallest :math:`\varepsilon \ge 0` with :math:`\delta_{B'}(\varepsilon) \le \delta`, where
 
     .. math:: \delta_B(\varepsilon) = \Phi\Big(-\frac{\varepsilon}{B} + \frac{B}{2}\Big)
               - e^{\varepsilon}\, \Phi\Big(-\frac{\varepsilon}{B} - \frac{B}{2}\Big),
 
-    rounded up as in :func:`gdp_epsilon`.
+    rounded up as in :func:`gdp_epsilon`. The filter compares its float64 running sum of :math:`\mu^2` with
+    :math:`B^2`; after at most :math:`k` steps the exact sum of the applied :math:`\mu^2` is at most
+    :math:`B^2(1 + (k + 3)2^{-53})^2` (docs/soundness.md, "GDP filter"), and :math:`B'` covers it. *Changed (stop
+    75):* ``steps`` is new and required; before it the round-off was only stated (a relative 2e-10 in
+    :math:`\varepsilon` at a million steps).
 
     Parameters
     ----------
     budget : float or array_like
-        The filter's GDP budget :math:`B > 0`, scalar or array.
+        The filter's GDP budget :math:`B \ge` :data:`BUDGET_MIN` (1e-100), scalar or array.
     delta : float or array_like
         :math:`\delta \in (0, 1)`, scalar or array (broadcast against ``budget``).
+    steps : int
+        :math:`k`, the most steps any example went through the filter (Alg. 1's maximum number of compositions),
+        an integer in ``[1, STEPS_MAX]``.
 
     Returns
     -------
@@ -378,6 +396,9 @@ def gdp_filter_epsilon(budget: Any, delta: Any) -> np.ndarray | np.float64:
     Raises
     ------
     ValueError
-        If ``budget`` is not finite and ``> 0``, or ``delta`` is not in ``(0, 1)``.
+        If ``budget`` is not finite and ``>= BUDGET_MIN``, ``delta`` is not in ``(0, 1)``, or ``steps`` is not an
+        integer in ``[1, STEPS_MAX]``.
     """
-    return gdp_epsilon(_pos("budget", budget), delta)
+    b = _array("budget", budget, BUDGET_MIN)
+    k = check_int("steps", steps, low=1, high=STEPS_MAX)
+    return gdp_epsilon(b * (1.0 + (k + 4) * 2.0 ** -52), delta)

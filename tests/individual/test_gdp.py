@@ -110,9 +110,47 @@ def test_gdp_epsilon_property(mu, log_delta):
         assert gdp_delta(mu, eps * (1 - 1e-6)) > delta
 
 
-def test_gdp_filter_epsilon_is_gdp_epsilon_of_the_budget():
-    assert gdp_filter_epsilon(2.0, 1e-5) == gdp_epsilon(2.0, 1e-5)
-    np.testing.assert_array_equal(gdp_filter_epsilon([0.5, 1.0], 1e-6), gdp_epsilon([0.5, 1.0], 1e-6))
+def test_gdp_filter_epsilon_is_gdp_epsilon_of_the_budget_with_the_round_off():
+    """B' = B (1 + (k + 4) 2^-52): at most a relative 2.3e-10 above gdp_epsilon(B) at a million steps."""
+    for k in (1, 1000, 10 ** 6):
+        factor = 1.0 + (k + 4) * 2.0 ** -52
+        assert gdp_filter_epsilon(2.0, 1e-5, k) == gdp_epsilon(2.0 * factor, 1e-5)
+        got = gdp_filter_epsilon([0.5, 1.0], 1e-6, k)
+        np.testing.assert_array_equal(got, gdp_epsilon(np.array([0.5, 1.0]) * factor, 1e-6))
+        # bisection to adjacent floats: equal up to the last bits at small k, never more than 1e-9 relative apart
+        np.testing.assert_allclose(got, gdp_epsilon([0.5, 1.0], 1e-6), rtol=1e-9)
+
+
+@pytest.mark.parametrize("budget,delta", [(1.0, 1e-5), (20.0, 1e-12), (40.0, 1e-100)])
+def test_gdp_filter_epsilon_holds_for_the_true_budget_after_a_million_steps(budget, delta):
+    """The true budget after k steps is at most B (1 + (k + 3) 2^-53) (docs/soundness.md, "GDP filter"); at k = 10^6
+    the reported epsilon must hold for it in 60-digit arithmetic. gdp_epsilon(B) alone did not at (40, 1e-100): its
+    exact delta there was 1.4e-7 relative above the target (an audit's figure), beyond gdp_epsilon's own margin."""
+    k = 10 ** 6
+    true_budget = mpmath.mpf(budget) * (1 + (k + 3) * mpmath.mpf(2) ** -53)
+    assert mp_delta(true_budget, gdp_filter_epsilon(budget, delta, k)) <= delta
+
+
+def test_the_filters_exact_sums_stay_within_the_round_off_bound():
+    """Sequences built to end at B^2 in exact arithmetic up to a few ulps (some admitted with an exact sum above
+    B^2): every admitted example's exact sum of squares (Fractions of the float mu's) is at most
+    (B (1 + (k + 3) 2^-53))^2, the bound gdp_filter_epsilon covers."""
+    from fractions import Fraction
+    rng = np.random.default_rng(11)
+    k, n, over = 40, 64, 0
+    for budget in (1.0, 0.3, 7.0):
+        w = rng.dirichlet(np.ones(k), size=n).T                       # (k, n): each column sums to 1
+        mus = budget * np.sqrt(w) * (1 + rng.integers(-4, 5, size=(k, n)) * 2.0 ** -53)
+        state, applied = gdp_filter_init(n), []
+        for j in range(k):
+            active, state = gdp_filter_step(state, mus[j], budget)
+            applied.append(np.where(np.asarray(active), mus[j], 0.0))
+        bound = (Fraction(budget) * (1 + Fraction(k + 3, 2 ** 53))) ** 2
+        for i in range(n):
+            exact = sum(Fraction(float(m)) ** 2 for m in np.asarray(applied)[:, i])
+            assert exact <= bound
+            over += exact > Fraction(budget) ** 2
+    assert over > 0   # the case the bound is for occurred
 
 
 # -- individual_mu ---------------------------------------------------------------------------------------------
@@ -214,6 +252,9 @@ def test_filter_traced_bad_values_drop_examples():
     np.testing.assert_array_equal(np.asarray(active), [False, False, True])
     active, _ = step(gdp_filter_init(3), jnp.array([0.0, 0.1, 0.2]), -1.0)
     assert not np.asarray(active).any()
+    # a budget below BUDGET_MIN: its square would be subnormal (flushed to 0 on CPU, admitting mu = 100 B before)
+    active, _ = step(gdp_filter_init(3), jnp.array([1e-156, 1e-160, 0.0]), 1e-158)
+    assert not np.asarray(active).any()
 
 
 def test_filter_with_bminsep_sampler_under_scan():
@@ -292,8 +333,13 @@ _STATE = GDPFilterState(jnp.zeros(3), jnp.ones(3, bool))
     (lambda: gdp_filter_step(_STATE, 0.1, np.ones(4)), "budget"),
     (lambda: gdp_filter_step((jnp.zeros(3), jnp.ones(3, bool)), 0.1, 1.0), "state"),
     (lambda: gdp_filter_step(GDPFilterState(jnp.zeros(3), jnp.ones(2, bool)), 0.1, 1.0), "state"),
-    (lambda: gdp_filter_epsilon(0.0, 1e-5), "budget"),
-    (lambda: gdp_filter_epsilon(1.0, 1.5), "delta"),
+    (lambda: gdp_filter_epsilon(0.0, 1e-5, 10), "budget"),
+    (lambda: gdp_filter_epsilon(1e-101, 1e-5, 10), "budget"),
+    (lambda: gdp_filter_epsilon(1.0, 1e-5, 0), "steps"),
+    (lambda: gdp_filter_epsilon(1.0, 1e-5, 2 ** 41), "steps"),
+    (lambda: gdp_filter_epsilon(1.0, 1e-5, 2.5), "steps"),
+    (lambda: gdp_filter_step(_STATE, 0.1, 1e-158), "budget"),
+    (lambda: gdp_filter_epsilon(1.0, 1.5, 10), "delta"),
 ])
 def test_bad_arguments_raise_value_error_naming_the_parameter(call, name):
     with pytest.raises(ValueError, match=rf"^{name}\b"):
