@@ -25,6 +25,11 @@ __all__ = ["add_dpis_parser", "cmd_dpis_epsilon", "cmd_dpis_calibrate", "expand_
 _NOTE = ("the composition of the run's values as if fixed in advance; for sigma_g or k_tilde chosen from released "
          "values this is the realized-parameter epsilon, and the guarantee is that of the plan the run followed "
          "(mcacct dpis calibrate; docs/dpis.md)")
+_PAPER_NOTE = ("these sigma_g values are computed from the anticipated kappas and are not the ones to train with: at "
+               "the start of each epoch e recompute sigma_g from the realized kappa_e = k_tilde_e / (n_tilde * C) "
+               "(mcacct.dpis.paper_schedule on the realized kappas of epochs 0..e, with this order and "
+               "iterations_per_epoch = T); T, N and this order are fixed public constants, never recomputed from "
+               "the private dataset size")
 
 
 def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -50,7 +55,9 @@ def add_dpis_parser(subparsers: Any) -> argparse.ArgumentParser:
                                    "the paper's RDP accountant (eq. 13 + Lemma 2.5). FILE: {\"n_tilde\", "
                                    "\"batch_size\", \"clip\", \"epochs\": [{\"iterations\", \"k_tilde\", "
                                    "\"sigma_g\"}, ...], optional \"sigma_n\", \"sigma_k\", \"p_k\", \"k_releases\", "
-                                   "\"k_star_releases\", \"rejection_k\"} (docs/dpis.md).")
+                                   "\"iterations_per_epoch\", \"k_star_releases\", \"rejection_k\"}; with "
+                                   "\"sigma_k\" and entries of several iterations, give \"k_releases\" or "
+                                   "\"iterations_per_epoch\" (docs/dpis.md).")
     e.add_argument("--run", required=True, metavar="FILE.json", help="the run's per-epoch (or per-iteration) values")
     e.add_argument("--delta", type=real_in(0, 1, low_open=True, high_open=True), required=True, help="delta in (0, 1)")
     e.add_argument("--accountant", choices=("both", "pld", "rdp"), default="both", help="default both")
@@ -241,11 +248,12 @@ def cmd_dpis_calibrate(args: argparse.Namespace) -> dict:
     out["k_tilde_floors"] = [first.k_tilde_floor(e, clip) for e in range(e_count)]
     if args.accountant in ("both", "rdp"):
         rest = {k: v for k, v in common.items() if k != "kappas"}
-        ps = paper_schedule(kappas, n, args.batch_size, e_count, args.epsilon, args.delta, a_e=args.a_e, **rest)
+        ps = paper_schedule(kappas, n, args.batch_size, e_count, args.epsilon, args.delta, a_e=args.a_e,
+                            rejection_k=args.rejection_k, **rest)
         out["paper_rdp"] = {"sigma_g": list(ps.sigma_g), "phases": list(ps.phases), "order": ps.order,
                             "epsilon": ps.epsilon, "guarantee": ps.guarantee,
                             "notes": ["Sec. 4.2 of the paper on the anticipated kappas, budget checked at one "
-                                      "fixed RDP order (a Renyi filter)"]}
+                                      "fixed RDP order (a Renyi filter)", _PAPER_NOTE]}
     if not args.json:
         _print_schedule(out, plans, e_count)
     return out
@@ -266,3 +274,5 @@ def _print_schedule(out: dict, plans: dict, e_count: int) -> None:
             vals.append(f"{out['paper_rdp']['sigma_g'][e]:>12.5g}")
         print("  " + " | ".join(vals))
     print(f"  runtime rule: {out['runtime_rule']}")
+    if "paper_rdp" in out:
+        print(f"  paper RDP (filter order {out['paper_rdp']['order']}): {_PAPER_NOTE}")

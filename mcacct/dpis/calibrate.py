@@ -48,7 +48,8 @@ __all__ = ["RULES", "DPISPlan", "RuntimeParameters", "calibrate_plan", "follows_
 
 #: plan shapes: sigma_g,e = sigma for every epoch (s_e = sigma / kappa_e), or s_e = s (sigma_g,e = kappa_e s)
 RULES = ("constant_sigma", "constant_multiplier")
-#: relative safety factor on the runtime sigma_g so that float rounding never puts the realized multiplier below s_e
+#: relative safety factor on the runtime sigma_g and the K~ floor, so that float rounding never puts the realized
+#: multiplier below s_e nor the realized rate b C / K~ above the plan's b / (kappa_e N)
 _UP = 1.0 + 1e-12
 
 
@@ -152,7 +153,10 @@ class DPISPlan:
                            k_star_releases=self.k_star_releases)
 
     def k_tilde_floor(self, epoch: int, clip: float) -> float:
-        r""":math:`\kappa_e N C_e`, the floor of :math:`\tilde K_e` (0-based ``epoch``).
+        r""":math:`\kappa_e N C_e`, the floor of :math:`\tilde K_e` (0-based ``epoch``), rounded up by 1e-12 relative.
+
+        The round-up makes the realized rate :math:`bC_e/\tilde K_e` at most the plan's :math:`b/(\kappa_e N)` in
+        floating point, not only in exact arithmetic.
 
         Parameters
         ----------
@@ -172,13 +176,14 @@ class DPISPlan:
             If ``epoch`` or ``clip`` is out of range.
         """
         e = check_int("epoch", epoch, low=0, high=self.epochs - 1)
-        return self.kappas[e] * self.dataset_size * check_real("clip", clip, low=0.0, low_open=True)
+        return self.kappas[e] * self.dataset_size * check_real("clip", clip, low=0.0, low_open=True) * _UP
 
     def runtime(self, epoch: int, k_tilde: float, n_tilde: float, clip: float) -> RuntimeParameters:
         r"""The runtime rule of one epoch.
 
         :math:`\tilde K \leftarrow \max(\tilde K_e, \kappa_e NC_e)`, :math:`\sigma_{G,e} = s_e\tilde K/(\tilde NC_e)`
-        (rounded up by 1e-12 relative), so the realized pair is dominated by the plan's (module docstring).
+        (the floor and :math:`\sigma_{G,e}` rounded up by 1e-12 relative), so the realized pair is dominated by the
+        plan's (module docstring), also in floating point.
 
         Parameters
         ----------
@@ -223,8 +228,10 @@ class DPISPlan:
 def follows_plan(run: DPISRun, plan: DPISPlan) -> bool:
     r"""Whether ``run`` is dominated by ``plan`` step by step.
 
-    That is: one entry per epoch with :math:`T` iterations, each realized pair with :math:`q \le b/(\kappa_e N)` and
-    multiplier :math:`\ge s_e`, and the same auxiliary releases (``sigma_n``, ``sigma_k``, ``p_k``, counts) or none.
+    That is: one entry per epoch with at most :math:`T` iterations, each realized pair with
+    :math:`q \le b/(\kappa_e N)` and multiplier :math:`\ge s_e` (both exactly, in floating point; the runtime rule
+    rounds the floor and :math:`\sigma_G` up for this), and the same auxiliary releases (``sigma_n``,
+    ``sigma_k``, ``p_k``, counts) or none.
 
     Parameters
     ----------
@@ -250,7 +257,7 @@ def follows_plan(run: DPISRun, plan: DPISPlan) -> bool:
             return False
     for e, (ep, q, s) in enumerate(zip(run.epochs, plan.sampling_probs, plan.multipliers)):
         spec = iteration_spec(ep.k_tilde, run.n_tilde, run.batch_size, run.epoch_clip(ep), ep.sigma_g)
-        if ep.iterations > plan.iterations_per_epoch or spec.sampling_prob > q * (1 + 1e-12) or spec.sigma < s:
+        if ep.iterations > plan.iterations_per_epoch or spec.sampling_prob > q or spec.sigma < s:
             return False
     return True
 

@@ -78,12 +78,19 @@ class DPISRun:
     p_k : float or None
         Sampling rate of :math:`K'`; ``None``: :math:`b/\tilde N` (the paper).
     k_releases : int or None
-        Number of :math:`K'` releases; ``None``: one per entry of ``epochs`` (0 when ``sigma_k`` is None).
+        Number of :math:`K'` releases (Alg. 1: one per epoch). ``None``: counted from ``iterations_per_epoch``
+        (:attr:`norm_sum_releases`); without it, one per entry, and then refused (``ValueError``) when
+        ``sigma_k`` is set and an entry has more than one iteration, since such an entry may span several
+        epochs and hold several :math:`K'` releases (docs/dpis.md). 0 when ``sigma_k`` is None.
     k_star_releases : int
         Number of :math:`\tilde K^*_e` releases (adaptive clipping; Alg. 1 releases one per epoch), default 0.
     rejection_k : float or None
         Rejection-sampling multiplier :math:`k\ge1` (Sec. 3.4): every :math:`\tilde K` must be
         :math:`\ge kbC_e`.
+    iterations_per_epoch : int or None
+        :math:`T \ge 1`, the fixed public number of iterations of every epoch (the last may be shorter; the paper
+        fixes :math:`T = |D|/b`, Sec. 5.3). It locates the epoch boundaries, so that the :math:`K'` releases are
+        counted when ``k_releases`` is omitted, and it bounds ``k_releases`` from below when both are given.
     """
 
     n_tilde: float
@@ -96,6 +103,7 @@ class DPISRun:
     k_releases: int | None = None
     k_star_releases: int = 0
     rejection_k: float | None = None
+    iterations_per_epoch: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("n_tilde", "batch_size", "clip"):
@@ -119,12 +127,37 @@ class DPISRun:
             raise ValueError("k_releases / k_star_releases need sigma_k (the noise of K' and K*)")
         if self.rejection_k is not None:
             object.__setattr__(self, "rejection_k", check_real("rejection_k", self.rejection_k, low=1.0))
+        if self.iterations_per_epoch is not None:
+            object.__setattr__(self, "iterations_per_epoch",
+                               check_int("iterations_per_epoch", self.iterations_per_epoch, low=1))
+        self._check_k_releases()
         for i, e in enumerate(eps):  # the ranges of K~ (ValueError naming the epoch)
             try:
                 iteration_spec(e.k_tilde, self.n_tilde, self.batch_size, self.epoch_clip(e), e.sigma_g,
                                rejection_k=self.rejection_k)
             except ValueError as err:
                 raise ValueError(f"epochs[{i}]: {err}") from None
+
+    def _check_k_releases(self) -> None:
+        """Refuse a count of :math:`K'` releases that could fall short of one per epoch (Alg. 1)."""
+        if self.sigma_k is None:
+            return
+        t = self.iterations_per_epoch
+        if t is None:
+            if self.k_releases is None:
+                for i, e in enumerate(self.epochs):
+                    if e.iterations > 1:
+                        raise ValueError(
+                            f"k_releases is required when sigma_k is set and an entry has more than one iteration "
+                            f"(epochs[{i}] has {e.iterations}): Alg. 1 releases one K' per epoch and an entry may "
+                            f"span several epochs. Pass k_releases (the number of K' releases, >= the number of "
+                            f"epochs) or iterations_per_epoch (the fixed public number T of iterations per "
+                            f"epoch, from which the releases are counted)")
+            return
+        epochs = -(-self.iterations // t)
+        if self.k_releases is not None and self.k_releases < epochs:
+            raise ValueError(f"k_releases must be >= the number of epochs ceil(iterations / iterations_per_epoch) "
+                             f"= {epochs} (Alg. 1 releases one K' per epoch); got {self.k_releases}")
 
     def epoch_clip(self, epoch: DPISEpoch) -> float:
         """The clip bound of ``epoch`` (its own, else the run's).
@@ -165,16 +198,31 @@ class DPISRun:
 
     @property
     def norm_sum_releases(self) -> int:
-        """Number of :math:`K'` releases.
+        r"""Number of :math:`K'` releases.
 
         Returns
         -------
         int
-            ``k_releases`` if given, else one per entry of ``epochs`` (0 when ``sigma_k`` is ``None``).
+            0 when ``sigma_k`` is ``None``; else ``k_releases`` if given; else, with ``iterations_per_epoch``
+            :math:`T`, one per stretch of iterations between cuts, the cuts being the epoch boundaries (multiples
+            of :math:`T`) and the entry boundaries where :math:`\tilde K` or the clip bound changes (a new
+            :math:`\tilde K` needs a new :math:`K'`): :math:`\lceil\text{iterations}/T\rceil` for a run that
+            changes them only between epochs; else one per entry (every entry then has at most one iteration).
         """
+        if self.sigma_k is None:
+            return 0
         if self.k_releases is not None:
             return self.k_releases
-        return 0 if self.sigma_k is None else len(self.epochs)
+        t = self.iterations_per_epoch
+        if t is None:
+            return len(self.epochs)
+        cuts, pos, prev = set(range(t, self.iterations, t)), 0, None
+        for e in self.epochs:
+            key = (e.k_tilde, self.epoch_clip(e))
+            if prev is not None and key != prev and 0 < pos < self.iterations:
+                cuts.add(pos)
+            pos, prev = pos + e.iterations, key
+        return len(cuts) + 1 if self.iterations else len(self.epochs)
 
 
 @float64

@@ -6,7 +6,10 @@ multiplier :math:`s` (Mironov, Talwar & Zhang 2019, arXiv:1908.10530; the paper'
 .. math:: \tau(\alpha) = \frac{1}{\alpha-1}\log\sum_{m=0}^{\alpha}\binom{\alpha}{m}(1-q)^{\alpha-m}q^m
           \exp\Big(\frac{m^2-m}{2s^2}\Big),
 
-evaluated in log space (``logsumexp`` of the terms). One DPIS iteration (Lemma 3.1, eq. 13) is the case
+evaluated in log space as :math:`\log(1 + x)` with :math:`x = \sum_{m\ge2}\binom{\alpha}{m}(1-q)^{\alpha-m}q^m
+(e^{(m^2-m)/(2s^2)} - 1) > 0` (``logsumexp`` of its positive terms, exact binomials; the :math:`m = 0, 1` terms
+sum with the rest of the binomial expansion to exactly 1), so no logarithm of a sum near 1 loses :math:`x`, and
+rounded up by a relative ``1e-12``. One DPIS iteration (Lemma 3.1, eq. 13) is the case
 :math:`q = bC/\tilde K`, :math:`s = \sigma_G\tilde NC/\tilde K`; the Gaussian releases (eq. 18, and
 :math:`\tilde K^*`) have :math:`\tau(\alpha) = \alpha/(2s^2)`. Per-step RDPs add up (Mironov 2017,
 arXiv:1702.07476) and the total converts to :math:`(\varepsilon, \delta)`-DP by Lemma 2.5 (eq. 2; Canonne,
@@ -20,6 +23,7 @@ The order grid is the integers :math:`2..256` (the paper's Lemma 3.1 is stated f
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -36,6 +40,17 @@ __all__ = ["DEFAULT_ORDERS", "RDPResult", "check_orders", "rdp_gaussian", "rdp_p
 
 #: integer Renyi orders 2..256
 DEFAULT_ORDERS = tuple(range(2, 257))
+#: relative round-up of every RDP value, above the float error of its evaluation (a few ulp per term)
+_RDP_UP = 1.0 + 1e-12
+
+
+@functools.lru_cache(maxsize=1024)
+def _log_binomials(order: int) -> np.ndarray:
+    """``log C(order, m)`` for ``m = 0..order``, from exact integers (read-only)."""
+    half = [math.log(math.comb(order, j)) for j in range(order // 2 + 1)]
+    out = np.array(half + half[:(order + 1) // 2][::-1])
+    out.setflags(write=False)
+    return out
 
 
 class RDPResult(NamedTuple):
@@ -77,7 +92,8 @@ def check_orders(orders: Any) -> np.ndarray:
 
 @float64
 def rdp_gaussian(sigma: float, orders: Sequence[int] = DEFAULT_ORDERS, sensitivity: float = 1.0) -> np.ndarray:
-    r""":math:`\tau(\alpha) = \alpha\Delta^2/(2\sigma^2)` of the Gaussian mechanism (eq. 18).
+    r""":math:`\tau(\alpha) = \alpha\Delta^2/(2\sigma^2)` of the Gaussian mechanism (eq. 18), rounded up by 1e-12
+    relative.
 
     Parameters
     ----------
@@ -100,7 +116,7 @@ def rdp_gaussian(sigma: float, orders: Sequence[int] = DEFAULT_ORDERS, sensitivi
     """
     s = check_real("sigma", sigma, low=0.0, low_open=True)
     d = check_real("sensitivity", sensitivity, low=0.0, low_open=True)
-    return check_orders(orders) * d * d / (2.0 * s * s)
+    return check_orders(orders) * d * d / (2.0 * s * s) * _RDP_UP
 
 
 @float64
@@ -122,26 +138,31 @@ def rdp_poisson_gaussian(q: float, sigma: float, orders: Sequence[int] = DEFAULT
     Returns
     -------
     numpy.ndarray
-        :math:`\tau(\alpha)` per order (float64).
+        :math:`\tau(\alpha)` per order (float64), an upper bound: computed as ``log1p`` of the sum minus 1 (module
+        docstring) and rounded up by 1e-12 relative.
     """
     q = check_real("q", q, low=0.0, high=1.0, low_open=True)
     s = check_real("sigma", sigma, low=0.0, low_open=True) / check_real("sensitivity", sensitivity, low=0.0,
                                                                          low_open=True)
     a = check_orders(orders)
     if q == 1.0:
-        return a / (2.0 * s * s)
+        return a / (2.0 * s * s) * _RDP_UP
     top = int(a.max())
-    lf = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, top + 1, dtype=np.float64)))])  # log k!
     m = np.arange(top + 1, dtype=np.float64)[None, :]
     al = a.astype(np.float64)[:, None]
-    valid = m <= al
-    mi, ai = m.astype(np.int64), a[:, None]
-    logb = np.where(valid, lf[ai] - lf[mi] - lf[np.clip(ai - mi, 0, top)], 0.0)
-    terms = np.where(valid, logb + (al - m) * math.log1p(-q) + m * math.log(q) + (m * m - m) / (2.0 * s * s),
-                     -np.inf)
+    valid = (m >= 2) & (m <= al)
+    y = (m * m - m) / (2.0 * s * s)
+    with np.errstate(divide="ignore"):  # log(expm1(y)) for y > 0, stable for small and large y; -inf at y = 0
+        log_em1 = np.where(m >= 2, y + np.log(-np.expm1(-np.where(m >= 2, y, 1.0))), -np.inf)
+    logb = np.zeros((a.size, top + 1))
+    for i, order in enumerate(a.tolist()):
+        logb[i, :order + 1] = _log_binomials(order)
+    terms = np.where(valid, logb + (al - m) * math.log1p(-q) + m * math.log(q) + log_em1, -np.inf)
     peak = terms.max(axis=1, keepdims=True)
-    out = (peak[:, 0] + np.log(np.exp(terms - peak).sum(axis=1))) / (al[:, 0] - 1.0)
-    return np.maximum(out, 0.0)
+    safe = np.where(np.isfinite(peak), peak, 0.0)
+    log_x = np.where(np.isfinite(peak[:, 0]), safe[:, 0] + np.log(np.exp(terms - safe).sum(axis=1)), -np.inf)
+    out = np.logaddexp(0.0, log_x) / (al[:, 0] - 1.0)     # log(1 + x), x = sum - 1 > 0 (no log of a sum near 1)
+    return np.maximum(out, 0.0) * _RDP_UP
 
 
 @float64

@@ -9,7 +9,10 @@ Format (one JSON object; only ``n_tilde``, ``batch_size``, ``clip`` and ``epochs
       "sigma_n": 1200,             # noise std of N~ (sensitivity 1); null/absent: N~ not released
       "sigma_k": 1200,             # sigma_K of K' (noise std sigma_K * C); null/absent: no K' release
       "p_k": 0.004266,             # sampling rate of K'; absent: batch_size / n_tilde (the paper)
-      "k_releases": 40,            # number of K' releases; absent: one per entry of "epochs"
+      "k_releases": 40,            # number of K' releases (one per epoch); absent: counted from
+                                   #   "iterations_per_epoch", or one per entry when no entry has more than
+                                   #   one iteration (else refused: an entry may span several epochs)
+      "iterations_per_epoch": 234, # the fixed public T of every epoch; locates the epochs (K' count)
       "k_star_releases": 0,        # adaptive-clipping releases K*_e (each Gaussian, sigma_K); default 0
       "rejection_k": 5,            # rejection-sampling multiplier k: refuse any k_tilde < k * b * C
       "epochs": [                  # one entry per epoch (or per iteration: "iterations": 1)
@@ -17,6 +20,9 @@ Format (one JSON object; only ``n_tilde``, ``batch_size``, ``clip`` and ``epochs
         {"iterations": 234, "k_tilde": 4100.0, "sigma_g": 0.62, "clip": 0.1}
       ]
     }
+
+With ``sigma_k`` set, a file whose entries have more than one iteration must give ``k_releases`` or
+``iterations_per_epoch``: an entry may cover several epochs, and Alg. 1 releases one :math:`K'` per epoch.
 
 Every error is a ``ValueError`` naming the file and the entry (``epochs[3].k_tilde``).
 """
@@ -37,7 +43,7 @@ __all__ = ["RUN_FIELDS", "EPOCH_FIELDS", "run_from_dict", "run_to_dict", "load_r
 RUN_FIELDS = {"n_tilde": (True, "number"), "batch_size": (True, "number"), "clip": (True, "number"),
               "epochs": (True, "list"), "sigma_n": (False, "number"), "sigma_k": (False, "number"),
               "p_k": (False, "number"), "k_releases": (False, "integer"), "k_star_releases": (False, "integer"),
-              "rejection_k": (False, "number")}
+              "rejection_k": (False, "number"), "iterations_per_epoch": (False, "integer")}
 #: fields of one entry of ``epochs``
 EPOCH_FIELDS = {"iterations": (True, "integer"), "k_tilde": (True, "number"), "sigma_g": (True, "number"),
                 "clip": (False, "number")}

@@ -57,7 +57,8 @@ def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: 
                    delta: float, *, iterations_per_epoch: int | None = None, a_e: float = 1.0,
                    sigma_n: float | None = None, sigma_k: float | None = None, p_k: float | None = None,
                    k_star_releases: int = 0, orders: Sequence[int] = DEFAULT_ORDERS,
-                   fixed_order: bool = True, order: int | None = None) -> PaperSchedule:
+                   fixed_order: bool = True, order: int | None = None,
+                   rejection_k: float | None = None) -> PaperSchedule:
     r"""The paper's :math:`\sigma_{G,e}` for a realized (or anticipated) :math:`\kappa_e` trajectory.
 
     With :math:`R_\alpha(q, \sigma)` the RDP at order :math:`\alpha` of one Poisson-subsampled Gaussian step, the
@@ -69,12 +70,15 @@ def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: 
               + (E - e - 1)\, T R_\alpha\Big(\frac{b}{\kappa' \tilde N}, \frac{s}{\kappa'}\Big) \le B(\alpha)
 
     for some order :math:`\alpha` (just :math:`\alpha^*` with ``fixed_order``), :math:`\kappa' = 1` in phase 1 and
-    :math:`\kappa_e` in phase 2 (the sampling rates capped at 1; epochs are counted from :math:`e = 0`).
+    :math:`\kappa_e` in phase 2 (epochs are counted from :math:`e = 0`). Every rate :math:`b/(\kappa_e\tilde N)` is
+    at most 1: a smaller :math:`\kappa_e` (:math:`\tilde K < bC`) would cap the sampling probabilities at 1, and
+    the capped mechanism is not the pair of eq. (13), so such a :math:`\kappa_e` is refused.
 
     Parameters
     ----------
     kappas : float or sequence of float
-        :math:`\kappa_e = \tilde K_e/(\tilde NC) \in (0, 1]` per epoch (one value: all epochs).
+        :math:`\kappa_e = \tilde K_e/(\tilde NC) \in [b/\tilde N, 1]` per epoch (one value: all epochs); with
+        ``rejection_k`` :math:`k`, :math:`\kappa_e \ge kb/\tilde N`.
     dataset_size : float
         :math:`\tilde N` for the rates :math:`b/(\kappa_e\tilde N)` (the public planning size :math:`N` for an
         anticipated trajectory), :math:`\ge b`.
@@ -85,7 +89,8 @@ def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: 
     epsilon, delta : float
         The budget.
     iterations_per_epoch : int, optional
-        :math:`T`; default :math:`\lfloor\tilde N/b\rfloor`.
+        :math:`T`; default :math:`\lfloor\tilde N/b\rfloor`. :math:`T` must be a fixed public constant: pass the
+        planned :math:`T` when ``dataset_size`` is the released :math:`\tilde N` (docs/dpis.md).
     a_e : float, default 1
         Phase divider :math:`a_E \in [0, 1]` (Table 2: 1 for FMNIST, 0.8 otherwise).
     sigma_n, sigma_k, p_k, k_star_releases
@@ -99,6 +104,9 @@ def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: 
         The filter's order :math:`\alpha^*` (in ``orders``). Default: the Lemma 2.5 optimum of the worst-case plan
         at ``dataset_size``; for a guarantee it must not depend on private data, so pass the order computed from
         the public planning size when ``dataset_size`` is the released :math:`\tilde N`.
+    rejection_k : float, optional
+        Rejection-sampling multiplier :math:`k \ge 1` (Sec. 3.4): requires :math:`\kappa_e\tilde N \ge kb`
+        (:math:`\tilde K \ge kbC`) in every epoch.
 
     Returns
     -------
@@ -111,7 +119,8 @@ def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: 
     ------
     ValueError
         For out-of-range input (``batch_size <= 0``, ``dataset_size < batch_size``, ``epochs < 1``, ``epsilon < 0``,
-        ``delta`` not in ``(0, 1)``, ``a_e`` not in ``[0, 1]``, bad ``kappas`` or ``orders``, an ``order`` not in
+        ``delta`` not in ``(0, 1)``, ``a_e`` not in ``[0, 1]``, bad ``kappas`` or ``orders``, a ``kappas[e]`` below
+        ``batch_size / dataset_size`` (or ``rejection_k * batch_size / dataset_size``), an ``order`` not in
         ``orders``), or when an epoch cannot meet the budget (the filter halts the run).
     """
     b = check_real("batch_size", batch_size, low=0.0, low_open=True)
@@ -121,6 +130,13 @@ def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: 
     eps = check_real("epsilon", epsilon, low=0.0)
     dl = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     a_e = check_real("a_e", a_e, low=0.0, high=1.0)
+    kr = 1.0 if rejection_k is None else check_real("rejection_k", rejection_k, low=1.0)
+    for i, k in enumerate(ks):  # K~ = kappa N~ C must be >= k b C (k = 1: every sampling probability <= 1)
+        if k * n < kr * b:
+            what = "rejection_k*batch_size/dataset_size" if rejection_k is not None else "batch_size/dataset_size"
+            raise ValueError(f"kappas[{i}] must be in [{what} = {kr * b / n!r}, 1] (below it K~ = kappa*N~*C < "
+                             f"{'k*' if rejection_k is not None else ''}b*C and the sampling (or filter) "
+                             f"probabilities can cap at 1, which eq. (13) does not cover); got {k!r}")
     t = max(int(n // b), 1) if iterations_per_epoch is None else check_int("iterations_per_epoch",
                                                                              iterations_per_epoch, low=1)
     a = check_orders(orders)
@@ -141,7 +157,7 @@ def paper_schedule(kappas: Any, dataset_size: float, batch_size: float, epochs: 
     def epoch_rdp(kappa: float, sigma: float) -> np.ndarray:
         key = (kappa, sigma)
         if key not in cache:
-            cache[key] = t * rdp_poisson_gaussian(min(b / (kappa * n), 1.0), sigma / kappa, a)
+            cache[key] = t * rdp_poisson_gaussian(b / (kappa * n), sigma / kappa, a)
         return cache[key]
 
     sigmas, phases = [], []

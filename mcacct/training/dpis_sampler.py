@@ -26,7 +26,8 @@ One iteration (``step``; :math:`\tilde K` and :math:`\tilde N` are released valu
 
 :math:`\tilde K < kbC` is refused with ``ValueError`` (concrete values); under ``jit`` with a traced
 :math:`\tilde K` the check cannot raise, so :class:`DPISBatch` carries ``covered`` (``False``: the iteration is
-not covered by the accountant and must not be used).
+not covered by the accountant and must not be used). This needs :math:`\hat g_i \le kC`, as in every state of
+the same sampler: a concrete state above it (e.g. built for a larger clip) is refused, a traced one clamped to kC.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ class DPISBatch(NamedTuple):
     weight : float
         :math:`w_i = b/(\tilde N\pi_i)` on the batch, 0 elsewhere.
     covered : bool scalar
-        :math:`\tilde K \ge kbC` (the accountant covers the iteration).
+        :math:`\tilde K \ge kbC` (the accountant covers the iteration; the numerators used are
+        :math:`\min(\hat g_i, kC)`, so then no filter probability caps at 1, whatever the state).
     """
 
     candidates: jax.Array
@@ -95,13 +97,16 @@ def _scalar(name: str, value: Any, low: float, low_open: bool = True) -> Any:
     return value if is_traced(value) else check_real(name, value, low=low, low_open=low_open)
 
 
-def _norms(name: str, norms: Any, m: int) -> jax.Array:
+def _norms(name: str, norms: Any, m: int, high: float | None = None) -> jax.Array:
     if not is_traced(norms):  # concrete: checked on the host (inside a trace, jnp ops would give tracers)
         host = np.asarray(norms, np.float64)
         if host.shape != (m,):
             raise ValueError(f"{name} must have shape ({m},) (dataset_size,); got {tuple(host.shape)}")
         if not np.all(np.isfinite(host) & (host >= 0)):
             raise ValueError(f"{name} must hold finite gradient norms >= 0")
+        if high is not None and host.max(initial=0.0) > high:  # a DPISState of another clip bound or k
+            raise ValueError(f"{name} must be in [0, k*clip = {high!r}] (a state built for a larger clip or k lets "
+                             f"a record's contribution exceed K~/N~; re-init it); got max {host.max()!r}")
     arr = jnp.asarray(norms, jnp.float64)
     if arr.shape != (m,):
         raise ValueError(f"{name} must have shape ({m},) (dataset_size,); got {tuple(arr.shape)}")
@@ -209,7 +214,8 @@ class DPISSampler:
     def _g_hat(self, state: Any) -> jax.Array:
         if not isinstance(state, DPISState):
             raise ValueError(f"state must be a DPISState; got {type(state).__name__}")
-        return _norms("state.g_hat", state.g_hat, self.dataset_size)
+        cap = self.k * self.clip  # concrete: refused above k*clip; traced: clamped, so `covered` stays true
+        return jnp.minimum(_norms("state.g_hat", state.g_hat, self.dataset_size, cap), cap)
 
     def filter(self, key: jax.Array, state: DPISState, k_tilde: Any) -> tuple[jax.Array, jax.Array]:
         r"""Step 1: the candidates :math:`\mathcal X_q` and their probabilities :math:`q_i`.
@@ -226,12 +232,13 @@ class DPISSampler:
         candidates : jax.Array
             bool, shape ``(N,)``.
         q : jax.Array
-            :math:`q_i = \min(b\hat g_i/\tilde K, 1)`, shape ``(N,)``.
+            :math:`q_i = \min(b\min(\hat g_i, kC)/\tilde K, 1)`, shape ``(N,)``.
 
         Raises
         ------
         ValueError
-            For an invalid ``state`` or a concrete ``k_tilde`` below :math:`kbC`.
+            For an invalid ``state`` (a concrete numerator above :math:`kC`) or a concrete ``k_tilde`` below
+            :math:`kbC`.
         """
         return _filter(key, self._g_hat(state), self.check_k_tilde(k_tilde), self.batch_size)
 

@@ -55,12 +55,13 @@ def test_runtime_rule_keeps_every_realized_epoch_dominated(plans):
         spec = iteration_spec(kt, n_tilde, B, clip, sg, rejection_k=5.0)
         assert spec.sampling_prob <= rdp.sampling_probs[e] and spec.sigma >= rdp.multipliers[e]
         epochs.append(DPISEpoch(T, kt, sg))
-    run = DPISRun(n_tilde, B, clip, tuple(epochs), sigma_n=120.0, sigma_k=120.0, p_k=B / N, rejection_k=5.0)
+    run = DPISRun(n_tilde, B, clip, tuple(epochs), sigma_n=120.0, sigma_k=120.0, p_k=B / N, rejection_k=5.0,
+                  iterations_per_epoch=T)
     assert follows_plan(run, rdp)
     # its realized epsilon is at most the plan's (domination), by either accountant
     assert plan_epsilon(dpis_events(run), DELTA, "rdp")[0] <= rdp.epsilon
     cheat = DPISRun(n_tilde, B, clip, (epochs[0], DPISEpoch(T, epochs[1].k_tilde, epochs[1].sigma_g * 0.9)),
-                    sigma_n=120.0, sigma_k=120.0, p_k=B / N)
+                    sigma_n=120.0, sigma_k=120.0, p_k=B / N, iterations_per_epoch=T)
     assert not follows_plan(cheat, rdp)
 
 

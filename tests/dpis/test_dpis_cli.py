@@ -8,6 +8,7 @@ import pytest
 from mcacct.cli.dpis import add_dpis_parser, expand_kappas
 
 RUN = {"n_tilde": 6000.0, "batch_size": 60, "clip": 1.0, "sigma_n": 120, "sigma_k": 120, "rejection_k": 5,
+       "iterations_per_epoch": 100,
        "epochs": [{"iterations": 100, "k_tilde": 6000.0, "sigma_g": 1.0},
                   {"iterations": 100, "k_tilde": 3000.0, "sigma_g": 0.8, "clip": 1.0}]}
 

@@ -20,7 +20,7 @@ def test_worst_case_k_tilde_without_aux_is_exactly_poisson_dpsgd(n_tilde, b, cli
     assert dpis_events(run) == [pld.Event(pld.PoissonGaussianSpec(b / n_tilde, sigma), t * epochs)]
     # the auxiliary releases are separate events; dropping them gives the same DP-SGD events
     with_aux = _run([n_tilde * clip] * epochs, [sigma] * epochs, n_tilde=n_tilde, b=b, clip=clip, t=t,
-                    sigma_n=50.0, sigma_k=40.0)
+                    sigma_n=50.0, sigma_k=40.0, iterations_per_epoch=t)
     assert dpis_events(with_aux, auxiliary=False) == dpis_events(run)
     assert dpis_events(with_aux)[:2] == [pld.Event(count_spec(50.0), 1),
                                          pld.Event(norm_sum_spec(b / n_tilde, 40.0), epochs)]
@@ -43,7 +43,8 @@ def test_auxiliary_specs_follow_eq_11_and_the_full_sum():
 
 
 def test_events_merge_equal_epochs_and_count_releases():
-    run = _run([2_000.0, 2_000.0, 3_000.0], [0.9, 0.9, 0.7], sigma_n=10.0, sigma_k=20.0, k_star_releases=2)
+    run = _run([2_000.0, 2_000.0, 3_000.0], [0.9, 0.9, 0.7], sigma_n=10.0, sigma_k=20.0, k_star_releases=2,
+               iterations_per_epoch=50)
     ev = dpis_events(run)
     assert [e.count for e in ev] == [1, 3, 2, 100, 50]
     assert ev[2].spec == pld.GaussianSpec(20.0)
@@ -72,7 +73,7 @@ def test_bad_epoch_values_name_the_parameter(bad, match):
 
 
 def test_run_file_round_trip(tmp_path):
-    run = _run([2_000.0, 3_000.0], [0.9, 0.7], sigma_n=10.0, sigma_k=20.0, rejection_k=2.0)
+    run = _run([2_000.0, 3_000.0], [0.9, 0.7], sigma_n=10.0, sigma_k=20.0, rejection_k=2.0, iterations_per_epoch=50)
     path = tmp_path / "run.json"
     path.write_text(json.dumps(run_to_dict(run)))
     assert load_run(path) == run

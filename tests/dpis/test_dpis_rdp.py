@@ -61,7 +61,8 @@ def test_gaussian_rdp_and_the_conversion_of_lemma_2_5():
     ((6_000.0, 6_000.0), (0.7, 0.7), {}),                                    # Poisson DP-SGD
 ])
 def test_pld_epsilon_is_at_most_the_rdp_epsilon(k_tildes, sigmas, aux):
-    run = DPISRun(6_000.0, 60.0, 1.0, tuple(DPISEpoch(100, k, s) for k, s in zip(k_tildes, sigmas)), **aux)
+    run = DPISRun(6_000.0, 60.0, 1.0, tuple(DPISEpoch(100, k, s) for k, s in zip(k_tildes, sigmas)),
+                  iterations_per_epoch=100, **aux)
     pld_eps = dpis_epsilon(run, 1e-5, value_discretization_interval=1e-3, estimate_error=False).epsilon
     rdp = dpis_rdp_epsilon(run, 1e-5)
     assert rdp.order in DEFAULT_ORDERS
