@@ -102,7 +102,9 @@ def apply_verdicts(plan: CalibrationPlan, run: LadderStats) -> CalibrationResult
     if not result.verified:
         result.note = "no ladder candidate passed; the Gaussian top candidate is returned"
     elif result.candidates[-1]["passed"]:
-        result.note = "every ladder candidate passed: a lower sigma may pass with a longer ladder (--below)"
+        result.note = ("every ladder candidate passed: a lower sigma may pass with a longer ladder (--below), in a new "
+                       "run with a fresh key; releasing the better of two runs is (epsilon, delta + 2q)-DP "
+                       "(docs/soundness.md, 'Repeated or adapted calibrations')")
     if plan.dropped:
         result.note = (result.note + "; " if result.note else "") + (
             f"{plan.dropped} lowest ladder candidate(s) dropped: their systematic term exceeds "

@@ -75,11 +75,16 @@ def gaussian_delta(sensitivity: float, sigma: float, epsilon: float) -> float:
     s = check_real("sigma", sigma, low=0.0, low_open=True)
     e = check_real("epsilon", epsilon, low=0.0, high=EPSILON_MAX)
     a, b = d / (2 * s), e * s / d
-    first = math.exp(_log_ndtr(a - b))
-    second = math.exp(e + _log_ndtr(-a - b))
+    l1, l2 = _log_ndtr(a - b), _log_ndtr(-a - b)
+    first = math.exp(l1)
+    second = math.exp(e + l2)
     val = first - second
-    # cancellation error is at most a few ulps of `first`
-    return min(1.0, max(val, 0.0) * SAFETY + 4e-16 * first)
+    # the round-off of both terms (relative: u times the magnitude of their exponents, erfc's few ulps, and the
+    # asymptotic branch of _log_ndtr, which overestimates log Phi by at most 6e-9 relative), kept whole through
+    # the cancellation: at epsilon near 600 `second` is close to `first`, and 4e-16 * first alone was short
+    u = 2.0 ** -53
+    err = u * first * (abs(l1) + 8.0) + second * (u * (e + 2.0 * abs(l2) + 8.0) + (1e-8 if a + b > 36.0 else 0.0))
+    return min(1.0, max(val, 0.0) * SAFETY + 4e-16 * first + err)
 
 
 @float64
@@ -110,6 +115,10 @@ def gaussian_sigma(sensitivity: float, epsilon: float, delta: float) -> float:
     t = check_real("delta", delta, low=0.0, high=1.0, low_open=True, high_open=True)
     lo, hi = 1e-6 * d, d
     while gaussian_delta(d, hi, e) > t:
+        if hi > 1e150 * d:  # the certified delta has a floor (its round-off terms): no sigma reaches t
+            raise ValueError(f"delta must be above the smallest delta the Gaussian mechanism certifies at epsilon "
+                             f"{e!r} (about {gaussian_delta(d, hi, e):.3g}, the floor of its round-off terms); "
+                             f"got {t!r}")
         hi *= 2.0
     for _ in range(200):
         mid = math.sqrt(lo * hi)
