@@ -48,7 +48,8 @@ _FLAGS: tuple[tuple[tuple[str, ...], dict, str], ...] = (
     (("--batch-size",), dict(default=None, metavar="B",
                              help="poisson --fixed-batch: batch size B in [1, --dataset-size]"), "mechanism"),
     (("--dataset-size",), dict(default=None, metavar="N",
-                               help="poisson --fixed-batch: (lower bound on the) dataset size n (>= 1)"),
+                               help="poisson --fixed-batch: n (>= 1), a lower bound on the size of the SMALLER of the two "
+                                    "neighbouring datasets: your dataset's size minus --group-size (Ganesh, Thm 3.3)"),
      "mechanism"),
     (("--iterations",), dict(default=None, metavar="N",
                              help="cyclic-poisson: number of iterations n (>= 1)"), "mechanism"),

@@ -47,7 +47,18 @@ def _norm(col: tuple[float, ...]) -> float:
 
 
 def _log_binom(n: int, k: int) -> float:
-    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+    """``log C(n, k)`` from the exact integer (``math.lgamma`` differences lose about ``u n log n``: 1.5e-10
+    relative at n = 50,000, an audit's figure, stop 75)."""
+    return math.log(math.comb(n, k))
+
+
+def _log_hypergeom_ratios(k: int, b: int, n: int, ms: np.ndarray) -> np.ndarray:
+    r"""``log Hypergeom(m; b, n + k, k)`` up to one common constant, for consecutive ``ms``: cumulative sums of the
+    logs of the term ratios :math:`p_{m+1}/p_m = rac{(k-m)(b-m)}{(m+1)(n-b+m+1)}` (small integers, each ratio
+    within 2 ulps), so every entry is within about ``3 len(ms)`` ulps of the exact relative weight; normalise after."""
+    m = ms[:-1]
+    ratios = [math.log((k - int(i)) * (b - int(i)) / ((int(i) + 1) * (n - b + int(i) + 1))) for i in m]
+    return np.concatenate([[0.0], np.cumsum(ratios)])
 
 
 @float64
@@ -320,10 +331,8 @@ class GroupFixedBatchSpec:
         k, b, n = int(self.group_size), int(self.batch_size), int(self.dataset_size)
         _check_components("group_size", k, min(k, b) - max(0, b - n) + 1)
         ms = np.arange(max(0, b - n), min(k, b) + 1)
-        logp = np.array(
-            [_log_binom(k, m) + _log_binom(n, b - m) - _log_binom(n + k, b) for m in ms]
-        )
-        p = np.exp(logp)
+        logp = _log_hypergeom_ratios(k, b, n, ms)
+        p = np.exp(logp - logp.max())
         return 2.0 * ms.astype(float), p / p.sum()
 
     @property
