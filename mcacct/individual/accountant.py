@@ -139,10 +139,8 @@ def bucket_counts(ratios: np.ndarray, buckets: int, up: bool = True) -> np.ndarr
     r"""Counts ``m[i, k-1]`` of the ratios of row ``i`` rounded up (or down) to the edge ``k / buckets``,
     ``k = 1..buckets`` (ratios rounded to 0 are dropped: they cost nothing).
 
-    With :math:`K` = ``buckets``, a ratio :math:`r` goes to :math:`k = \lceil rK 
-ceil` (up) or
-    :math:`\lfloor rK 
-floor` (down), moved by one where the float64 edge ``k / buckets`` lands on the wrong side
+    With :math:`K` = ``buckets``, a ratio :math:`r` goes to :math:`k = \lceil rK \rceil` (up) or
+    :math:`\lfloor rK \rfloor` (down), moved by one where the float64 edge ``k / buckets`` lands on the wrong side
     of :math:`r`, and clipped to :math:`[0, K]`; so the edge used is :math:`\ge r` (up) or :math:`\le r` (down).
 
     Parameters

@@ -54,7 +54,7 @@ def _log_binom(n: int, k: int) -> float:
 
 def _log_hypergeom_ratios(k: int, b: int, n: int, ms: np.ndarray) -> np.ndarray:
     r"""``log Hypergeom(m; b, n + k, k)`` up to one common constant, for consecutive ``ms``: cumulative sums of the
-    logs of the term ratios :math:`p_{m+1}/p_m = rac{(k-m)(b-m)}{(m+1)(n-b+m+1)}` (small integers, each ratio
+    logs of the term ratios :math:`p_{m+1}/p_m = \frac{(k-m)(b-m)}{(m+1)(n-b+m+1)}` (small integers, each ratio
     within 2 ulps), so every entry is within about ``3 len(ms)`` ulps of the exact relative weight; normalise after."""
     m = ms[:-1]
     ratios = [math.log((k - int(i)) * (b - int(i)) / ((int(i) + 1) * (n - b + int(i) + 1))) for i in m]
