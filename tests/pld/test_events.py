@@ -120,6 +120,15 @@ def test_from_dp_event_refuses_unsupported_events_by_name():
         pld.from_dp_event(de.NoOpDpEvent())
     ev = pld.from_dp_event(de.SelfComposedDpEvent(de.ComposedDpEvent([de.GaussianDpEvent(2.0)] * 2), 5))
     assert ev == [pld.Event(pld.GaussianSpec(2.0), 10)]
+    assert pld.from_dp_event(de.SelfComposedDpEvent(de.GaussianDpEvent(1.0), np.int64(3))) == [
+        pld.Event(pld.GaussianSpec(1.0), 3)]
+
+
+@pytest.mark.parametrize("count", [2.7, 999.9999, 3.0, "3", True, -1])
+def test_from_dp_event_refuses_a_count_that_is_not_an_integer(count):
+    """int() had cut 2.7 compositions down to 2 (stop 75); dp_accounting refuses such counts too."""
+    with pytest.raises(ValueError, match=r"^SelfComposedDpEvent count must be an integer in \[0, inf\)"):
+        pld.from_dp_event(de.SelfComposedDpEvent(de.GaussianDpEvent(1.0), count))
 
 
 @pytest.mark.slow
